@@ -1,0 +1,415 @@
+"""The run configuration: typed, nested dataclasses merged from YAML presets and dotted overrides.
+
+    preset YAML  ─┐
+    dotted keys  ─┼─► OmegaConf.merge (types and unknown keys checked) ─► RunConfig ─► validate()
+    (defaults)   ─┘
+
+Every field carries a one-line attribute docstring; `field_docs()` reads them back from this file,
+so the docstring is the help text (`normgrow config --help-fields`). A resolved config saved with
+`save_config` reloads to an equal `RunConfig`.
+
+Presets are the YAML files in `configs/` (installed as the package `normgrow.configs`); a preset is
+named by its file stem (`tiny`) or given as a path.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib.resources
+import inspect
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from normgrow.errors import ConfigError
+
+Norm = Literal["pre", "post", "sandwich"]
+
+
+@dataclass
+class ModelConfig:
+    norm: Norm = "pre"
+    """Normalization placement: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h)))."""
+    n_layer: int = 9
+    """Number of blocks of the full-depth student (growth appends up to this depth)."""
+    d_model: int = 256
+    """Width of the residual stream."""
+    n_head: int = 4
+    """Number of query heads."""
+    n_kv_head: int = 2
+    """Number of key/value heads (grouped-query attention); must divide n_head."""
+    head_dim: Optional[int] = None
+    """Per-head width; null = d_model // n_head. Must be even (rotary embeddings)."""
+    d_ff: int = 768
+    """Hidden width of the SwiGLU MLP."""
+    vocab_size: Optional[int] = None
+    """Student vocabulary size; null = the tokenizer's size (resolved and saved)."""
+    rope_theta: float = 10000.0
+    """Rotary embedding base."""
+    norm_eps: float = 1e-6
+    """RMSNorm epsilon (all norms, including q/k norms)."""
+    qk_norm: bool = True
+    """Per-head RMSNorm on queries and keys (Qwen3)."""
+    final_norm: bool = True
+    """RMSNorm between the last block and the LM head (a pre-norm student with it is a Qwen3)."""
+    tie_embeddings: bool = False
+    """Share the token embedding matrix with the LM head."""
+    init_std: float = 0.02
+    """Std of the normal init of embeddings and linear weights."""
+    init_depth: Optional[int] = None
+    """Depth D in the std/sqrt(2D) init of residual output projections; null = model.n_layer."""
+
+
+@dataclass
+class DataConfig:
+    corpus: str = "stdlib"
+    """'stdlib' (this interpreter's standard library source), a file, glob, directory, JSONL, Parquet or `datasets` name/path."""
+    format: Literal["auto", "text", "jsonl", "parquet", "datasets"] = "auto"
+    """How to read `corpus`; auto = from its name (stdlib, *.jsonl, *.parquet, saved dataset dir, else text)."""
+    text_field: str = "text"
+    """Field holding the document text in JSONL, Parquet and `datasets` corpora."""
+    dataset_config: Optional[str] = None
+    """Configuration name for a hub `datasets` corpus."""
+    dataset_split: str = "train"
+    """Split of a `datasets` corpus to read."""
+    max_documents: Optional[int] = None
+    """Use only the first N documents of the corpus (null = all)."""
+    tokenizer: str = "bpe"
+    """'bpe' trains a byte-level BPE on the corpus; 'teacher' uses teacher.path's tokenizer; else an AutoTokenizer path or hub id."""
+    vocab_size: int = 8192
+    """Vocabulary size of a trained BPE tokenizer (ignored for other tokenizers)."""
+    bos_token: Optional[str] = None
+    """Token that starts every document; null = the tokenizer's BOS, else its EOS (Qwen has no BOS)."""
+    seq_len: int = 256
+    """Tokens per training sequence (the model sees seq_len inputs, predicts seq_len next tokens)."""
+    val_fraction: float = 0.02
+    """Fraction of documents held out for validation (split by a hash of the document id)."""
+    val_tokens: int = 65536
+    """Validation tokens evaluated at every eval (a fixed prefix of the validation split)."""
+    probe_sequences: int = 16
+    """Sequences in the fixed diagnostics probe batch (each starts at a document start)."""
+    cache_dir: Optional[str] = None
+    """Where tokenizers and token shards are cached; null = $NORMGROW_CACHE or ~/.cache/normgrow."""
+
+
+@dataclass
+class TeacherConfig:
+    path: str = "default"
+    """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype the teacher is loaded in."""
+
+
+@dataclass
+class DistillConfig:
+    loss: Literal["ce", "kl", "reverse_kl", "jsd"] = "ce"
+    """Training loss against the teacher: soft CE, forward KL, reverse KL or generalized JSD."""
+    temperature: float = 1.0
+    """Softmax temperature of teacher and student in the training loss (eval is always at T=1)."""
+    jsd_beta: float = 0.5
+    """Mixture weight of the generalized JSD."""
+    nll_weight: float = 0.0
+    """Weight of an added hard-label next-token NLL term."""
+    chunk_tokens: int = 1024
+    """Tokens per chunk when materializing full-vocabulary logits in the loss."""
+
+
+@dataclass
+class StageConfig:
+    n_layer: int = 9
+    """Depth of the student during this stage."""
+    tokens: int = 0
+    """Training tokens of this stage (set this or active_layer_tokens)."""
+    active_layer_tokens: int = 0
+    """Budget as active-layer tokens (tokens x depth) instead of tokens."""
+    train: str = "all"
+    """Blocks that train: 'all', 'new' (blocks added at this stage; prefix frozen) or indices '0,1,5'."""
+
+
+@dataclass
+class CurriculumConfig:
+    stages: list[StageConfig] = field(default_factory=lambda: [StageConfig(n_layer=9, tokens=1_000_000)])
+    """Stages in order; joint training is one stage at full depth, growth appends blocks between stages."""
+    growth_init: Literal["random", "zero", "copy"] = "zero"
+    """Init of appended blocks: fresh random, random with residual-branch outputs zeroed, or a copy of the last prefix block."""
+    optimizer: Literal["keep", "reset"] = "keep"
+    """Optimizer state at growth: keep existing moments (new params start fresh) or reset all."""
+    lr_schedule: Literal["global", "restart"] = "global"
+    """One LR schedule over the whole run, or a re-warmup and decay per stage."""
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 16
+    """Sequences per optimizer step, summed over ranks and accumulation steps."""
+    micro_batch_size: Optional[int] = None
+    """Sequences per forward/backward on one rank; null = batch_size / world size (no accumulation)."""
+    lr: float = 1e-3
+    """Peak learning rate."""
+    min_lr_ratio: float = 0.1
+    """Final LR as a fraction of the peak."""
+    schedule: Literal["cosine", "wsd", "constant"] = "cosine"
+    """LR schedule after warmup, over tokens."""
+    warmup_tokens: int = 50_000
+    """Linear warmup length in tokens."""
+    decay_fraction: float = 0.2
+    """WSD: fraction of the budget spent decaying."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (matrices only; not norms, embeddings or biases)."""
+    beta1: float = 0.9
+    """AdamW beta1."""
+    beta2: float = 0.95
+    """AdamW beta2."""
+    grad_clip: float = 1.0
+    """Max global gradient norm (0 = off)."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Autocast dtype for the student's forward."""
+    compile: bool = False
+    """torch.compile the student."""
+    device: str = "auto"
+    """'auto' (cuda if available, else cpu), 'cpu', 'cuda' or 'cuda:N'."""
+    threads: Optional[int] = None
+    """CPU threads for torch (null = torch's default)."""
+    eval_every_tokens: int = 250_000
+    """Evaluate on the validation set every this many training tokens."""
+    log_every_steps: int = 10
+    """Write train metrics every this many steps."""
+    checkpoint_every_tokens: int = 500_000
+    """Save a checkpoint every this many training tokens (and at the end)."""
+    keep_checkpoints: int = 2
+    """Keep this many most recent checkpoints."""
+
+
+@dataclass
+class RunConfig:
+    name: str = ""
+    """Free-form run name, recorded with the results."""
+    seed: int = 0
+    """Seed of model init, batch order and everything random in the run."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The student."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Corpus, tokenizer and sequences."""
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    """The teacher."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """The distillation loss."""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """Stages and growth."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """Optimization, evaluation and checkpoint cadence."""
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def preset_names() -> list[str]:
+    """Names of the run presets shipped in configs/."""
+    root = importlib.resources.files("normgrow.configs")
+    return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def preset_path(name_or_path: str) -> Path:
+    """A preset name ('tiny') or a YAML path → the file; one-line error if neither exists."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        if not p.is_file():
+            raise ConfigError(f"{name_or_path}: config file not found")
+        return p
+    candidate = importlib.resources.files("normgrow.configs") / f"{name_or_path}.yaml"
+    if not candidate.is_file():
+        raise ConfigError(f"{name_or_path}: no such preset (presets: {', '.join(preset_names())}) and no such file")
+    return Path(str(candidate))
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
+    return data
+
+
+def _omegaconf_message(e: OmegaConfBaseException, source: str) -> str:
+    key = getattr(e, "full_key", None) or "?"
+    msg = str(e).splitlines()[0]
+    return f"{source}: {key}: {msg}"
+
+
+def load_config(preset: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
+    """Defaults ← preset YAML (name or path) ← dotted overrides, type-checked and validated."""
+    merged = OmegaConf.structured(RunConfig)
+    if preset is not None:
+        path = preset_path(preset)
+        try:
+            merged = OmegaConf.merge(merged, OmegaConf.create(_read_yaml(path)))
+        except OmegaConfBaseException as e:
+            raise ConfigError(_omegaconf_message(e, str(path))) from None
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}': expected key=value (e.g. model.norm=post)")
+        try:
+            merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
+        except OmegaConfBaseException as e:
+            raise ConfigError(_omegaconf_message(e, f"override '{item}'")) from None
+    try:
+        cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise ConfigError(_omegaconf_message(e, "config")) from None
+    validate(cfg)
+    return cfg
+
+
+def to_dict(cfg: RunConfig) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def to_yaml(cfg: RunConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg), sort_keys=False)
+
+
+def save_config(cfg: RunConfig, path: str | Path) -> None:
+    """Write the resolved config atomically (temp file, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(to_yaml(cfg))
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def resolved_head_dim(m: ModelConfig) -> int:
+    return m.head_dim if m.head_dim is not None else m.d_model // m.n_head
+
+
+def parse_train_blocks(spec: str, n_layer: int, n_prefix: int) -> list[int]:
+    """Block indices a stage trains: 'all', 'new' (indices ≥ n_prefix) or '0,3,4'."""
+    if spec == "all":
+        return list(range(n_layer))
+    if spec == "new":
+        return list(range(n_prefix, n_layer))
+    try:
+        idx = sorted({int(s) for s in spec.split(",") if s.strip()})
+    except ValueError:
+        raise ValueError(f"'{spec}' is not 'all', 'new' or comma-separated block indices") from None
+    bad = [i for i in idx if not 0 <= i < n_layer]
+    if bad:
+        raise ValueError(f"block index {bad[0]} outside 0..{n_layer - 1}")
+    return idx
+
+
+def validate(cfg: RunConfig) -> None:
+    """Semantic checks the type system cannot express; raises ConfigError naming the field."""
+
+    def need(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {msg}")
+
+    m = cfg.model
+    for key in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff"):
+        need(getattr(m, key) > 0, f"model.{key}", f"must be positive, got {getattr(m, key)}")
+    need(m.head_dim is None or m.head_dim > 0, "model.head_dim", f"must be positive, got {m.head_dim}")
+    need(m.vocab_size is None or m.vocab_size > 0, "model.vocab_size", f"must be positive, got {m.vocab_size}")
+    need(m.init_depth is None or m.init_depth > 0, "model.init_depth", f"must be positive, got {m.init_depth}")
+    need(m.n_head % m.n_kv_head == 0, "model.n_kv_head", f"{m.n_kv_head} does not divide model.n_head={m.n_head}")
+    if m.head_dim is None:
+        need(m.d_model % m.n_head == 0, "model.n_head", f"{m.n_head} does not divide model.d_model={m.d_model} (or set model.head_dim)")
+    need(resolved_head_dim(m) % 2 == 0, "model.head_dim", f"must be even for rotary embeddings, got {resolved_head_dim(m)}")
+    need(m.norm_eps > 0, "model.norm_eps", f"must be positive, got {m.norm_eps}")
+    need(m.init_std > 0, "model.init_std", f"must be positive, got {m.init_std}")
+    need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
+
+    d = cfg.data
+    for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):
+        need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
+    need(d.vocab_size >= 260, "data.vocab_size", f"a byte-level BPE needs at least 260 entries, got {d.vocab_size}")
+    need(0 < d.val_fraction < 1, "data.val_fraction", f"must be in (0, 1), got {d.val_fraction}")
+    need(d.max_documents is None or d.max_documents > 1, "data.max_documents", f"must be at least 2, got {d.max_documents}")
+    need(bool(d.corpus), "data.corpus", "must not be empty")
+
+    t = cfg.distill
+    need(t.temperature > 0, "distill.temperature", f"must be positive, got {t.temperature}")
+    need(0 < t.jsd_beta < 1, "distill.jsd_beta", f"must be in (0, 1), got {t.jsd_beta}")
+    need(t.nll_weight >= 0, "distill.nll_weight", f"must be non-negative, got {t.nll_weight}")
+    need(t.chunk_tokens > 0, "distill.chunk_tokens", f"must be positive, got {t.chunk_tokens}")
+
+    stages = cfg.curriculum.stages
+    need(len(stages) > 0, "curriculum.stages", "needs at least one stage")
+    prev = 0
+    for i, s in enumerate(stages):
+        key = f"curriculum.stages.{i}"
+        need(s.n_layer > 0, f"{key}.n_layer", f"must be positive, got {s.n_layer}")
+        need(s.n_layer > prev, f"{key}.n_layer", f"stage depths must increase, got {s.n_layer} after {prev}")
+        need(s.n_layer <= m.n_layer, f"{key}.n_layer", f"{s.n_layer} exceeds model.n_layer={m.n_layer}")
+        need(s.tokens >= 0 and s.active_layer_tokens >= 0, f"{key}.tokens", "budgets must be non-negative")
+        need((s.tokens > 0) != (s.active_layer_tokens > 0), f"{key}.tokens",
+             "set exactly one positive budget: tokens or active_layer_tokens")
+        try:
+            trained = parse_train_blocks(s.train, s.n_layer, prev)
+        except ValueError as e:
+            raise ConfigError(f"{key}.train: {e}") from None
+        need(len(trained) > 0, f"{key}.train", f"'{s.train}' trains no block (every block frozen)")
+        prev = s.n_layer
+
+    r = cfg.train
+    for key in ("batch_size", "lr", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens", "keep_checkpoints"):
+        need(getattr(r, key) > 0, f"train.{key}", f"must be positive, got {getattr(r, key)}")
+    need(r.micro_batch_size is None or r.micro_batch_size > 0, "train.micro_batch_size", f"must be positive, got {r.micro_batch_size}")
+    need(r.micro_batch_size is None or r.batch_size % r.micro_batch_size == 0, "train.micro_batch_size",
+         f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}")
+    need(r.warmup_tokens >= 0, "train.warmup_tokens", f"must be non-negative, got {r.warmup_tokens}")
+    need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")
+    need(0 < r.decay_fraction <= 1, "train.decay_fraction", f"must be in (0, 1], got {r.decay_fraction}")
+    need(r.weight_decay >= 0, "train.weight_decay", f"must be non-negative, got {r.weight_decay}")
+    need(0 <= r.beta1 < 1, "train.beta1", f"must be in [0, 1), got {r.beta1}")
+    need(0 <= r.beta2 < 1, "train.beta2", f"must be in [0, 1), got {r.beta2}")
+    need(r.grad_clip >= 0, "train.grad_clip", f"must be non-negative, got {r.grad_clip}")
+    need(r.threads is None or r.threads > 0, "train.threads", f"must be positive, got {r.threads}")
+    need(r.device == "auto" or r.device == "cpu" or r.device.startswith("cuda"), "train.device",
+         f"expected auto, cpu, cuda or cuda:N, got '{r.device}'")
+
+
+# ----------------------------------------------------------------------------- help text
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """{field: docstring} for a config dataclass, read from the attribute docstrings in this file."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            docs[node.target.id] = str(nxt.value.value)
+    return docs
+
+
+def describe_fields(cls: type = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, default, help) for every leaf field, depth first."""
+    rows = []
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            rows += describe_fields(type(default), key + ".")
+        elif isinstance(default, list) and default and dataclasses.is_dataclass(default[0]):
+            rows.append((key, f"[{len(default)} entries]", docs.get(f.name, "")))
+            rows += describe_fields(type(default[0]), key + "[].")
+        else:
+            rows.append((key, repr(default), docs.get(f.name, "")))
+    return rows
