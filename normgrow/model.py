@@ -1,0 +1,281 @@
+"""The student: a Qwen3-style decoder whose normalization placement is one config field.
+
+Architecture (DESIGN.md §3), read top to bottom:
+- RMSNorm everywhere (`F.rms_norm`, fused where torch has a kernel), epsilon `model.norm_eps`.
+- Rotary position embeddings on q and k (half-split layout, as Qwen3/Llama), base `model.rope_theta`.
+- Grouped-query attention (`n_kv_head` key/value heads shared by `n_head` query heads) with a
+  per-head RMSNorm on q and k (Qwen3), causal `F.scaled_dot_product_attention`, no biases.
+- SwiGLU MLP: down(silu(gate(x)) * up(x)).
+- Placement `model.norm` (N = RMSNorm, F = attention or MLP sublayer):
+      pre       h = h + F(N(h))          (Qwen3, Llama, GPT-2)
+      post      h = N(h + F(h))          (original Transformer, BERT)
+      sandwich  h = h + N2(F(N1(h)))     (peri-norm; Gemma 2/3, OLMo 2 use variants)
+- Token embedding, optional final RMSNorm, LM head (optionally tied). A pre-norm student with
+  `final_norm: true` is exactly `transformers`' Qwen3ForCausalLM (tests/test_model.py checks logits);
+  `hf_config()` / `to_hf_state_dict()` give the mapping.
+
+Initialization (every constant and the depth it uses is in `init_record()`):
+- embeddings, LM head and every linear weight ~ N(0, init_std²);
+- residual-branch output projections (attention o_proj, MLP down_proj) ~ N(0, (init_std/√(2D))²)
+  with D = `model.init_depth`, default `model.n_layer` — the *final* depth, so a block gets the
+  same init whether it is trained jointly or appended later, and no constant depends on the
+  current (growing) depth (RESEARCH.md item 7);
+- all norm gains 1.
+
+The forward pass can run only the first k blocks (`n_layer=k`; a shallow prefix during growth)
+and can return the residual stream entering every block and leaving the last (diagnostics).
+The model holds the blocks of the current depth; growth (curriculum.py) appends blocks to `layers`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from normgrow.config import ModelConfig, resolved_head_dim
+
+
+class RMSNorm(nn.Module):
+    """y = g · x / sqrt(mean(x²) + eps), computed in float32 like Qwen3RMSNorm."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        y = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return self.weight * y.to(dtype)
+
+
+def rotary_tables(seq_len: int, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape (seq_len, head_dim) in the half-split layout (frequencies repeated twice)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)  # (T, hd/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (T, hd)
+    return emb.cos(), emb.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (B, H, T, hd) by position: x·cos + rotate_half(x)·sin."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_head, self.n_kv_head = cfg.n_head, cfg.n_kv_head
+        self.head_dim = resolved_head_dim(cfg)
+        self.q_proj = nn.Linear(cfg.d_model, cfg.n_head * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_head * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_head * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=False)
+        # Qwen3's q/k norms act on each head's vector, before the rotation.
+        self.q_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                return_weights: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        B, T, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(B, T, self.n_head, self.head_dim)).transpose(1, 2)  # (B, H, T, hd)
+        k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
+        v = self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        weights = None
+        if return_weights:  # explicit attention matrix, only for diagnostics
+            rep = self.n_head // self.n_kv_head
+            k_, v_ = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+            scores = (q @ k_.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, T)
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            weights = scores.float().masked_fill(~causal, float("-inf")).softmax(-1).to(q.dtype)
+            y = weights @ v_
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)
+        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H·hd)
+        return self.o_proj(y), weights
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    """One decoder block; `norm` picks where the two (or four) RMSNorms sit on the residual path.
+
+        pre:       h ─┬───────────────(+)─►        post:  h ─┬──────────(+)─ N ─►
+                      └─ N ─ F ───────┘                      └─ F ──────┘
+        sandwich:  h ─┬──────────────────(+)─►
+                      └─ N1 ─ F ─ N2 ────┘
+
+    Parameter names follow Qwen3 (input_layernorm before/around attention, post_attention_layernorm
+    before/around the MLP), so a pre-norm block maps onto a Qwen3DecoderLayer one to one.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.norm = cfg.norm
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        if cfg.norm == "sandwich":  # the second norm of each sandwich, on the branch output
+            self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+            self.mlp_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+
+    def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        n1, n2 = self.input_layernorm, self.post_attention_layernorm
+        if self.norm == "pre":
+            h = h + self.self_attn(n1(h), cos, sin)[0]
+            h = h + self.mlp(n2(h))
+        elif self.norm == "post":
+            h = n1(h + self.self_attn(h, cos, sin)[0])
+            h = n2(h + self.mlp(h))
+        else:  # sandwich
+            h = h + self.attn_out_norm(self.self_attn(n1(h), cos, sin)[0])
+            h = h + self.mlp_out_norm(self.mlp(n2(h)))
+        return h
+
+    def attention_weights(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, T) attention probabilities of this block on input h (diagnostics only)."""
+        x = h if self.norm == "post" else self.input_layernorm(h)
+        return self.self_attn(x, cos, sin, return_weights=True)[1]
+
+
+class Student(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_layer: Optional[int] = None, max_seq_len: int = 2048):
+        """A student with `n_layer` blocks (default cfg.n_layer); cfg.vocab_size must be resolved."""
+        super().__init__()
+        if cfg.vocab_size is None:
+            raise ValueError("model.vocab_size must be resolved (from the tokenizer) before building the student")
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer if n_layer is None else n_layer))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.final_norm else nn.Identity()
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        cos, sin = rotary_tables(max_seq_len, resolved_head_dim(cfg), cfg.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=cfg.init_std)
+        nn.init.normal_(self.lm_head.weight, mean=0.0, std=cfg.init_std)
+        for block in self.layers:
+            init_block(block, cfg)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    @property
+    def n_layer(self) -> int:
+        """Current depth (blocks held); grows during a curriculum."""
+        return len(self.layers)
+
+    def hidden(self, idx: torch.Tensor, n_layer: Optional[int] = None,
+               residuals: Optional[list] = None) -> torch.Tensor:
+        """Final hidden states (B, T, C) after the first `n_layer` blocks and the final norm.
+
+        If `residuals` is a list, the residual stream entering each block and leaving the last is
+        appended to it (n_layer + 1 tensors of shape (B, T, C)); the plain path builds no list.
+        """
+        B, T = idx.shape
+        k = self.n_layer if n_layer is None else n_layer
+        if not 0 <= k <= self.n_layer:
+            raise ValueError(f"n_layer={k} outside 0..{self.n_layer}")
+        if T > self.rope_cos.shape[0]:  # longer than any sequence so far: extend the tables
+            cos, sin = rotary_tables(T, resolved_head_dim(self.cfg), self.cfg.rope_theta)
+            self.rope_cos, self.rope_sin = cos.to(self.rope_cos.device), sin.to(self.rope_sin.device)
+        cos, sin = self.rope_cos[:T], self.rope_sin[:T]  # (T, hd)
+        h = self.embed_tokens(idx)  # (B, T, C)
+        if residuals is not None:
+            residuals.append(h)
+        for block in self.layers[:k]:
+            h = block(h, cos, sin)
+            if residuals is not None:
+                residuals.append(h)
+        return self.norm(h)
+
+    def forward(self, idx: torch.Tensor, n_layer: Optional[int] = None) -> torch.Tensor:
+        """Logits (B, T, V) of the first `n_layer` blocks (all by default). Losses over large
+        vocabularies call `hidden` and apply `lm_head` chunk by chunk instead."""
+        return self.lm_head(self.hidden(idx, n_layer))
+
+    def init_record(self) -> dict:
+        """Every initialization constant and the depth it used (saved in the run summary)."""
+        depth = self.cfg.init_depth or self.cfg.n_layer
+        return {
+            "init_std": self.cfg.init_std,
+            "residual_out_std": self.cfg.init_std / math.sqrt(2 * depth),
+            "residual_out_depth": depth,
+            "residual_out_depth_source": "model.init_depth" if self.cfg.init_depth else "model.n_layer (final depth)",
+            "norm_gain": 1.0,
+        }
+
+
+def init_block(block: Block, cfg: ModelConfig) -> None:
+    """Initialize one block in place (used at construction and for blocks appended by growth)."""
+    depth = cfg.init_depth or cfg.n_layer
+    for name, p in block.named_parameters():
+        if name.endswith("norm.weight"):
+            nn.init.ones_(p)
+        elif name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+            nn.init.normal_(p, mean=0.0, std=cfg.init_std / math.sqrt(2 * depth))
+        else:
+            nn.init.normal_(p, mean=0.0, std=cfg.init_std)
+
+
+def count_parameters(model: Student) -> dict[str, int]:
+    """Parameter counts: total, embeddings, per block, LM head (a tied head counts once)."""
+    seen: set[int] = set()
+
+    def n(module: nn.Module) -> int:
+        total = 0
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel()
+        return total
+
+    emb = n(model.embed_tokens)
+    blocks = [n(b) for b in model.layers]
+    rest = n(model.norm) + n(model.lm_head)
+    return {"total": emb + sum(blocks) + rest, "embedding": emb, "per_block": blocks[0] if blocks else 0,
+            "blocks": sum(blocks), "final_norm_and_head": rest}
+
+
+# ----------------------------------------------------------------------------- Hugging Face mapping
+
+
+def hf_config(cfg: ModelConfig, **extra):
+    """The transformers Qwen3Config describing a pre-norm student with a final norm."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_kv_head,
+        head_dim=resolved_head_dim(cfg), hidden_act="silu", rms_norm_eps=cfg.norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        tie_word_embeddings=cfg.tie_embeddings, attention_bias=False, **extra,
+    )
+
+
+def to_hf_state_dict(model: Student) -> dict[str, torch.Tensor]:
+    """Student weights under Qwen3ForCausalLM's names (model.* for the trunk, lm_head.* for the head)."""
+    out = {}
+    for name, t in model.state_dict().items():
+        out[name if name.startswith("lm_head.") else f"model.{name}"] = t
+    return out
+
+
+def from_hf_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Inverse of to_hf_state_dict: Qwen3ForCausalLM names → student names."""
+    return {k.removeprefix("model."): v for k, v in sd.items()}

@@ -1,0 +1,103 @@
+"""Config: presets load, overrides apply, bad values name their field, resolved configs round-trip."""
+
+import dataclasses
+
+import pytest
+
+from normgrow.config import (
+    RunConfig,
+    describe_fields,
+    field_docs,
+    load_config,
+    preset_names,
+    save_config,
+)
+from normgrow.errors import ConfigError
+
+
+def test_every_preset_loads_and_validates():
+    names = preset_names()
+    assert {"tiny", "default"} <= set(names)
+    for name in names:
+        cfg = load_config(name)
+        assert isinstance(cfg, RunConfig)
+
+
+def test_overrides_apply_with_types():
+    cfg = load_config("tiny", ["model.norm=post", "train.lr=3e-4", "model.d_model=64", "seed=7"])
+    assert cfg.model.norm == "post"
+    assert cfg.train.lr == pytest.approx(3e-4) and isinstance(cfg.train.lr, float)
+    assert cfg.model.d_model == 64 and cfg.seed == 7
+    assert load_config("tiny").model.norm == "pre"  # presets are not mutated
+
+
+def test_overrides_can_replace_the_stage_list():
+    cfg = load_config("tiny", ["model.n_layer=6", "curriculum.stages=[{n_layer: 3, tokens: 100}, {n_layer: 6, tokens: 200, train: new}]"])
+    assert [(s.n_layer, s.tokens, s.train) for s in cfg.curriculum.stages] == [(3, 100, "all"), (6, 200, "new")]
+
+
+def test_resolved_config_saves_and_reloads_unchanged(tmp_path):
+    cfg = load_config("tiny", ["model.norm=post", "model.vocab_size=512", "data.cache_dir=/x/y"])
+    save_config(cfg, tmp_path / "config.yaml")
+    again = load_config(str(tmp_path / "config.yaml"))
+    assert again == cfg
+    assert dataclasses.asdict(again) == dataclasses.asdict(cfg)
+
+
+BAD = [
+    (["model.nrom=post"], "model.nrom"),  # unknown key
+    (["bogus=1"], "bogus"),
+    (["model.n_layer=abc"], "model.n_layer"),  # wrong type
+    (["train.lr=fast"], "train.lr"),
+    (["model.norm=postnorm"], "model.norm"),  # unknown placement
+    (["model.n_head=4", "model.n_kv_head=3"], "model.n_kv_head"),
+    (["model.d_model=36", "model.n_head=4", "model.n_kv_head=2"], "model.head_dim"),  # head_dim 9 is odd
+    (["model.head_dim=7"], "model.head_dim"),
+    (["model.d_model=0"], "model.d_model"),
+    (["model.n_layer=-1"], "model.n_layer"),
+    (["train.lr=0"], "train.lr"),
+    (["train.lr=-1e-3"], "train.lr"),
+    (["train.batch_size=0"], "train.batch_size"),
+    (["data.seq_len=0"], "data.seq_len"),
+    (["model.n_layer=6", "curriculum.stages=[{n_layer: 3, tokens: 10}, {n_layer: 3, tokens: 10}]"],
+     "curriculum.stages.1.n_layer"),  # depths not increasing
+    (["model.n_layer=6", "curriculum.stages=[{n_layer: 6, tokens: 10}, {n_layer: 4, tokens: 10}]"],
+     "curriculum.stages.1.n_layer"),
+    (["curriculum.stages=[{n_layer: 4, tokens: 10}]"], "curriculum.stages.0.n_layer"),  # exceeds model.n_layer=3
+    (["curriculum.stages=[{n_layer: 3, tokens: 0}]"], "curriculum.stages.0.tokens"),  # empty budget
+    (["curriculum.stages=[{n_layer: 2, tokens: 5}, {n_layer: 3, tokens: 5, train: '7'}]"], "curriculum.stages.1.train"),
+    (["curriculum.stages=[]"], "curriculum.stages"),
+    (["train.micro_batch_size=3"], "train.micro_batch_size"),  # does not divide batch_size 8
+]
+
+
+@pytest.mark.parametrize("overrides,field", BAD, ids=[" ".join(o) for o, _ in BAD])
+def test_bad_values_give_one_line_error_naming_the_field(overrides, field):
+    with pytest.raises(ConfigError) as e:
+        load_config("tiny", overrides)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert field in msg, msg
+
+
+def test_bad_preset_and_yaml_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="nosuchpreset"):
+        load_config("nosuchpreset")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  norm: [pre\n")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_config(str(bad))
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("model:\n  widht: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown.yaml.*model\.widht"):
+        load_config(str(unknown))
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config("tiny", ["model.norm"])
+
+
+def test_every_field_has_a_help_line():
+    rows = describe_fields()
+    assert len(rows) > 50
+    missing = [key for key, _, doc in rows if not doc.strip()]
+    assert not missing, missing
+    assert "placement" in field_docs(type(RunConfig().model))["norm"]

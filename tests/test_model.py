@@ -1,0 +1,188 @@
+"""The student: parity with transformers' Qwen3, the placements' equations, the prefix forward."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normgrow.config import ModelConfig
+from normgrow.model import Student, count_parameters, hf_config, to_hf_state_dict
+
+torch.manual_seed(0)
+
+
+def tiny(**kw) -> ModelConfig:
+    base = dict(n_layer=3, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=97, init_std=0.1)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def randomize_norms(model: torch.nn.Module) -> None:
+    """Norm gains start at 1; give them random values so a misplaced norm cannot hide."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+
+
+@pytest.mark.parametrize("tie", [False, True])
+@pytest.mark.parametrize("n_kv_head", [2, 4])
+def test_pre_norm_student_equals_transformers_qwen3(tie, n_kv_head):
+    from transformers import Qwen3ForCausalLM
+
+    cfg = tiny(tie_embeddings=tie, n_kv_head=n_kv_head)
+    student = Student(cfg).eval()
+    randomize_norms(student)
+    hf = Qwen3ForCausalLM(hf_config(cfg)).eval()
+    missing, unexpected = hf.load_state_dict(to_hf_state_dict(student), strict=False)
+    assert not unexpected
+    assert set(missing) <= ({"lm_head.weight"} if tie else set())
+    idx = torch.randint(0, cfg.vocab_size, (2, 17))
+    with torch.no_grad():
+        ours = student(idx)
+        theirs = hf(input_ids=idx).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+def rms(x, g, eps):
+    return g * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def sublayers_by_hand(block, h, cos, sin):
+    """Attention and MLP sublayers recomputed from the raw weights (no normgrow modules)."""
+    a, m = block.self_attn, block.mlp
+    B, T, C = h.shape
+    hd = a.head_dim
+
+    def attn(x):
+        q = x @ a.q_proj.weight.T
+        k = x @ a.k_proj.weight.T
+        v = x @ a.v_proj.weight.T
+        q = q.view(B, T, a.n_head, hd).transpose(1, 2)
+        k = k.view(B, T, a.n_kv_head, hd).transpose(1, 2)
+        v = v.view(B, T, a.n_kv_head, hd).transpose(1, 2)
+        q, k = rms(q, a.q_norm.weight, 1e-6), rms(k, a.k_norm.weight, 1e-6)
+
+        def rot(t):
+            t1, t2 = t[..., : hd // 2], t[..., hd // 2:]
+            return t * cos + torch.cat((-t2, t1), -1) * sin
+
+        q, k = rot(q), rot(k)
+        rep = a.n_head // a.n_kv_head
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        s = q @ k.transpose(-1, -2) / math.sqrt(hd)
+        s = s.masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf"))
+        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1)
+        return y @ a.o_proj.weight.T
+
+    def mlp(x):
+        return (F.silu(x @ m.gate_proj.weight.T) * (x @ m.up_proj.weight.T)) @ m.down_proj.weight.T
+
+    return attn, mlp
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "sandwich"])
+def test_block_follows_its_placement_equation(norm):
+    cfg = tiny(norm=norm)
+    model = Student(cfg).eval()
+    randomize_norms(model)
+    block = model.layers[1]
+    T = 11
+    h = torch.randn(2, T, cfg.d_model) * 3
+    cos, sin = model.rope_cos[:T], model.rope_sin[:T]
+    attn, mlp = sublayers_by_hand(block, h, cos, sin)
+    g1, g2, eps = block.input_layernorm.weight, block.post_attention_layernorm.weight, cfg.norm_eps
+    if norm == "pre":  # h = h + F(N(h))
+        x = h + attn(rms(h, g1, eps))
+        expected = x + mlp(rms(x, g2, eps))
+    elif norm == "post":  # h = N(h + F(h))
+        x = rms(h + attn(h), g1, eps)
+        expected = rms(x + mlp(x), g2, eps)
+    else:  # h = h + N2(F(N1(h)))
+        x = h + rms(attn(rms(h, g1, eps)), block.attn_out_norm.weight, eps)
+        expected = x + rms(mlp(rms(x, g2, eps)), block.mlp_out_norm.weight, eps)
+    with torch.no_grad():
+        torch.testing.assert_close(block(h, cos, sin), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_post_norm_output_has_unit_rms_times_gain():
+    """A post-norm block's output is a normalized vector: RMS 1 when the gain is 1, whatever the input scale."""
+    cfg = tiny(norm="post")
+    model = Student(cfg).eval()
+    h = torch.randn(2, 9, cfg.d_model) * 50
+    with torch.no_grad():
+        out = model.layers[0](h, model.rope_cos[:9], model.rope_sin[:9])
+    torch.testing.assert_close(out.pow(2).mean(-1).sqrt(), torch.ones(2, 9), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_first_k_blocks_forward_equals_k_block_model(norm):
+    cfg = tiny(norm=norm, n_layer=4)
+    full = Student(cfg).eval()
+    randomize_norms(full)
+    k = 2
+    short = Student(cfg, n_layer=k).eval()
+    sd = {n: t for n, t in full.state_dict().items() if not n.startswith("layers.") or int(n.split(".")[1]) < k}
+    short.load_state_dict(sd)
+    idx = torch.randint(0, cfg.vocab_size, (3, 13))
+    with torch.no_grad():
+        torch.testing.assert_close(full(idx, n_layer=k), short(idx), atol=0, rtol=0)
+        assert not torch.allclose(full(idx), short(idx))  # the remaining blocks do change the output
+
+
+def test_residuals_are_the_stream_between_blocks():
+    cfg = tiny(n_layer=3)
+    model = Student(cfg).eval()
+    idx = torch.randint(0, cfg.vocab_size, (2, 8))
+    res: list = []
+    with torch.no_grad():
+        out = model.hidden(idx, residuals=res)
+        assert len(res) == cfg.n_layer + 1
+        torch.testing.assert_close(res[0], model.embed_tokens(idx))
+        cos, sin = model.rope_cos[:8], model.rope_sin[:8]
+        for b, block in enumerate(model.layers):
+            torch.testing.assert_close(res[b + 1], block(res[b], cos, sin))
+        torch.testing.assert_close(out, model.norm(res[-1]))
+
+
+def test_init_uses_final_depth_for_residual_outputs():
+    cfg = tiny(n_layer=8, d_model=64, d_ff=256, init_std=0.02)
+    model = Student(cfg, n_layer=2)  # a shallow prefix of an 8-block student
+    rec = model.init_record()
+    assert rec["residual_out_depth"] == 8
+    expected = 0.02 / math.sqrt(16)
+    o = model.layers[0].self_attn.o_proj.weight
+    assert abs(o.std().item() - expected) < 0.15 * expected
+    q = model.layers[0].self_attn.q_proj.weight
+    assert abs(q.std().item() - 0.02) < 0.1 * 0.02
+    rec2 = Student(dataclasses.replace(cfg, init_depth=2)).init_record()
+    assert rec2["residual_out_depth"] == 2 and rec2["residual_out_depth_source"] == "model.init_depth"
+
+
+def test_parameter_counts_by_hand():
+    cfg = tiny(n_layer=3, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=97)
+    hd = 8
+    per_block = (32 * 4 * hd + 2 * 32 * 2 * hd + 4 * hd * 32) + 2 * hd + 3 * 32 * 64 + 2 * 32
+    counts = count_parameters(Student(cfg))
+    assert counts["per_block"] == per_block
+    assert counts["total"] == 97 * 32 + 3 * per_block + 32 + 97 * 32
+    tied = count_parameters(Student(dataclasses.replace(cfg, tie_embeddings=True)))
+    assert tied["total"] == counts["total"] - 97 * 32
+    assert counts["total"] == sum(p.numel() for p in Student(cfg).parameters())
+
+
+def test_attention_weights_match_sdpa_output():
+    """The explicit attention path (diagnostics) computes the same block output as SDPA."""
+    cfg = tiny()
+    model = Student(cfg).eval()
+    attn = model.layers[0].self_attn
+    x = torch.randn(2, 10, cfg.d_model)
+    cos, sin = model.rope_cos[:10], model.rope_sin[:10]
+    with torch.no_grad():
+        y_fast, _ = attn(x, cos, sin)
+        y_slow, w = attn(x, cos, sin, return_weights=True)
+    torch.testing.assert_close(y_fast, y_slow, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, cfg.n_head, 10))
+    assert torch.all(w.triu(1) == 0)
