@@ -89,9 +89,9 @@ class DataConfig:
     """Token that starts every document; null = the tokenizer's BOS, else its EOS (Qwen has no BOS)."""
     seq_len: int = 256
     """Tokens per training sequence (the model sees seq_len inputs, predicts seq_len next tokens)."""
-    val_fraction: float = 0.02
+    val_fraction: float = 0.05
     """Fraction of documents held out for validation (split by a hash of the document id)."""
-    val_tokens: int = 65536
+    val_tokens: int = 32768
     """Validation tokens evaluated at every eval (a fixed prefix of the validation split)."""
     probe_sequences: int = 16
     """Sequences in the fixed diagnostics probe batch (each starts at a document start)."""
@@ -185,6 +185,8 @@ class TrainConfig:
     """Save a checkpoint every this many training tokens (and at the end)."""
     keep_checkpoints: int = 2
     """Keep this many most recent checkpoints."""
+    loggers: list[str] = field(default_factory=list)
+    """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise)."""
 
 
 @dataclass
@@ -379,6 +381,8 @@ def validate(cfg: RunConfig) -> None:
     need(0 <= r.beta2 < 1, "train.beta2", f"must be in [0, 1), got {r.beta2}")
     need(r.grad_clip >= 0, "train.grad_clip", f"must be non-negative, got {r.grad_clip}")
     need(r.threads is None or r.threads > 0, "train.threads", f"must be positive, got {r.threads}")
+    for logger in r.loggers:
+        need(logger in ("tensorboard", "wandb"), "train.loggers", f"unknown logger '{logger}' (tensorboard, wandb)")
     need(r.device == "auto" or r.device == "cpu" or r.device.startswith("cuda"), "train.device",
          f"expected auto, cpu, cuda or cuda:N, got '{r.device}'")
 
