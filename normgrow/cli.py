@@ -1,6 +1,9 @@
 """The `normgrow` command line: one console script, one subcommand per verb.
 
-    normgrow prepare [CONFIG] [key=value …]   corpus → tokenizer → token shards (cached)
+    normgrow run     CONFIG [-o DIR] [key=value …]  one training run (resumes DIR if it exists)
+    normgrow export  RUN_DIR -o DIR              the student in Hugging Face format
+    normgrow teacher train [CONFIG] [key=value …]   build the default teacher for a data config
+    normgrow prepare [CONFIG] [key=value …]   default teacher (if used) → corpus → tokenizer → token shards (cached)
     normgrow model   [CONFIG] [key=value …]   the student's shapes and parameter counts
     normgrow config  [CONFIG] [key=value …]   the fully resolved config as YAML (--fields: every field's help)
 
@@ -50,10 +53,11 @@ def cmd_config(args: argparse.Namespace) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> None:
     from normgrow.data import prepare
+    from normgrow.teacher import resolve_teacher_path
 
     cfg = _load(args)
     t0 = time.perf_counter()
-    prep = prepare(cfg, teacher_path=cfg.teacher.path)
+    prep = prepare(cfg, teacher_path=resolve_teacher_path(cfg))
     dt = time.perf_counter() - t0
     m = prep.meta
     print(f"{'reused cached' if prep.cache_hit else 'built'} token shards in {dt:.1f} s: {prep.dir}")
@@ -73,7 +77,11 @@ def cmd_model(args: argparse.Namespace) -> None:
     if m.vocab_size is None:  # the tokenizer decides; preparing is cached after the first call
         from normgrow.data import prepare
 
-        m = dataclasses.replace(m, vocab_size=prepare(cfg, teacher_path=cfg.teacher.path, log=lambda *_: None).vocab_size)
+        from normgrow.teacher import resolve_teacher_path
+
+        quiet = lambda *_: None  # noqa: E731
+        prep = prepare(cfg, teacher_path=resolve_teacher_path(cfg, log=quiet), log=quiet)
+        m = dataclasses.replace(m, vocab_size=prep.vocab_size)
     student = Student(m)
     counts = count_parameters(student)
     hd = resolved_head_dim(m)
@@ -90,10 +98,61 @@ def cmd_model(args: argparse.Namespace) -> None:
     print(f"init: {student.init_record()}")
 
 
+def default_run_dir(cfg) -> str:
+    from normgrow.config import to_yaml
+    import hashlib
+
+    name = cfg.name or "run"
+    return f"runs/{name}-{cfg.model.norm}-s{cfg.seed}-{hashlib.sha256(to_yaml(cfg).encode()).hexdigest()[:6]}"
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from normgrow.train import run
+
+    cfg = _load(args)
+    out = args.output or default_run_dir(cfg)
+    summary = run(cfg, out, progress=not args.no_progress)
+    keys = [k for k in ("val/ce", "val/kl", "val/nll") if k in summary]
+    print(f"{out}: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)
+          + f" after {summary['compute']['tokens']:,} tokens ({summary['wall_time_s']:.0f} s)")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from normgrow.export import export_student
+
+    out = export_student(args.run_dir, args.output)
+    print(f"exported {args.run_dir} → {out}")
+
+
+def cmd_teacher_train(args: argparse.Namespace) -> None:
+    from normgrow.teacher import build_default_teacher
+
+    out = build_default_teacher(_load(args), progress=not args.no_progress)
+    print(f"default teacher: {out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normgrow", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"normgrow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="one training run")
+    _add_config_args(p)
+    p.add_argument("-o", "--output", default=None, help="run directory (default: runs/<name>-<norm>-s<seed>-<hash>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("export", help="write a run's student in Hugging Face format")
+    p.add_argument("run_dir")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("teacher", help="the default teacher")
+    tsub = p.add_subparsers(dest="teacher_command", required=True, metavar="ACTION")
+    p = tsub.add_parser("train", help="train, export and cache the default teacher for a data config")
+    _add_config_args(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_teacher_train)
 
     p = sub.add_parser("prepare", help="corpus → tokenizer → token shards (cached)")
     _add_config_args(p)
@@ -111,7 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Overrides may come after options (`run tiny -o DIR model.norm=post`): collect the leftovers.
+    args, extra = parser.parse_known_args(argv)
+    stray = [e for e in extra if e.startswith("-") or "=" not in e or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = list(args.overrides) + extra
     try:
         args.func(args)
     except NormgrowError as e:

@@ -102,9 +102,11 @@ class DataConfig:
 @dataclass
 class TeacherConfig:
     path: str = "default"
-    """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher."""
+    """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher; 'none' = plain next-token training."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Dtype the teacher is loaded in."""
+    default_preset: str = "teacher"
+    """Preset whose run trains the embedded default teacher (used when path is 'default')."""
 
 
 @dataclass

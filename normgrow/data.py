@@ -327,8 +327,8 @@ def load_tokenizer(d: DataConfig, teacher_path: str, cache: Path, *, scan: Optio
         # Always load the saved copy, so a fresh and a cached tokenizer hash identically.
         return AutoTokenizer.from_pretrained(str(final))
     if d.tokenizer == "teacher":
-        if teacher_path == "default":
-            raise DataError("data.tokenizer: 'teacher' needs teacher.path; the embedded default teacher is built by a later command")
+        if teacher_path in (None, "none", "default"):  # "default" must be resolved by teacher.resolve_teacher_path
+            raise DataError(f"data.tokenizer: 'teacher' needs a teacher, but teacher.path is '{teacher_path}'")
         return _auto_tokenizer(teacher_path, "teacher.path")
     return _auto_tokenizer(d.tokenizer, "data.tokenizer")
 

@@ -204,10 +204,12 @@ class Student(nn.Module):
                 residuals.append(h)
         return self.norm(h)
 
-    def forward(self, idx: torch.Tensor, n_layer: Optional[int] = None) -> torch.Tensor:
-        """Logits (B, T, V) of the first `n_layer` blocks (all by default). Losses over large
-        vocabularies call `hidden` and apply `lm_head` chunk by chunk instead."""
-        return self.lm_head(self.hidden(idx, n_layer))
+    def forward(self, idx: torch.Tensor, n_layer: Optional[int] = None, hidden_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, V) of the first `n_layer` blocks (all by default), or with `hidden_only` the
+        final hidden states (B, T, C): losses over large vocabularies apply `lm_head` chunk by chunk
+        (losses.py), and going through forward keeps DistributedDataParallel's hooks in the loop."""
+        h = self.hidden(idx, n_layer)
+        return h if hidden_only else self.lm_head(h)
 
     def init_record(self) -> dict:
         """Every initialization constant and the depth it used (saved in the run summary)."""

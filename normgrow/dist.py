@@ -1,0 +1,73 @@
+"""Process-group setup for `torchrun`: one process per device, DDP on top (gloo on CPU, NCCL on GPU).
+
+Run without torchrun, everything degrades to a single process (rank 0 of 1) with no process group.
+Rank 0 alone writes files and logs; every rank trains on its own slice of each global batch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as tdist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def pick_device(pref: str, local_rank: int = 0) -> torch.device:
+    """'auto' → the local rank's GPU if CUDA is available, else the CPU."""
+    if pref == "auto":
+        pref = "cuda" if torch.cuda.is_available() else "cpu"
+    if pref == "cuda":
+        return torch.device("cuda", local_rank)
+    return torch.device(pref)
+
+
+def setup(device_pref: str = "auto") -> DistInfo:
+    """Initialize the process group when launched by torchrun (WORLD_SIZE > 1), else a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = pick_device(device_pref, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world > 1 and not tdist.is_initialized():
+        tdist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return DistInfo(rank, world, local_rank, device)
+
+
+def barrier() -> None:
+    if tdist.is_initialized():
+        tdist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """In-place sum over ranks (identity in a single process)."""
+    if tdist.is_initialized():
+        tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    return t
+
+
+def broadcast_object(obj, src: int = 0):
+    """Send a picklable object from `src` to every rank (identity in a single process)."""
+    if not tdist.is_initialized():
+        return obj
+    box = [obj]
+    tdist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def teardown() -> None:
+    if tdist.is_initialized():
+        tdist.destroy_process_group()

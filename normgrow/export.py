@@ -1,0 +1,159 @@
+"""Students in Hugging Face format: `from_pretrained` loads what `normgrow export` writes.
+
+- A pre-norm student with a final norm *is* a Qwen3: it is written as `Qwen3ForCausalLM`
+  (config.json + model.safetensors), which stock `transformers` loads and `generate()`s with.
+- Any other student (post-norm, sandwich, no final norm) is written with `model_type: normgrow`.
+  `import normgrow.export` registers `NormgrowConfig` / `NormgrowForCausalLM` with the Auto
+  classes, after which `AutoModelForCausalLM.from_pretrained(dir)` loads it with the same logits as
+  the student — no remote code is executed.
+
+Weights are safetensors only; nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutput
+from transformers.utils import logging as hf_logging
+
+from normgrow import checkpoint
+from normgrow.config import ModelConfig, load_config
+from normgrow.errors import NormgrowError
+from normgrow.model import Student, hf_config, to_hf_state_dict
+
+
+class NormgrowConfig(PretrainedConfig):
+    model_type = "normgrow"
+
+    def __init__(self, normgrow_model: Optional[dict] = None, **kwargs):
+        self.normgrow_model = normgrow_model or {}
+        super().__init__(**kwargs)
+
+
+class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
+    """A normgrow Student behind the transformers interface (logits only; no KV cache)."""
+
+    config_class = NormgrowConfig
+    base_model_prefix = "student"
+    _tied_weights_keys: dict = {}
+
+    def __init__(self, config: NormgrowConfig):
+        super().__init__(config)
+        self.student = Student(ModelConfig(**config.normgrow_model))
+        self.post_init()
+
+    def _init_weights(self, module):  # weights come from the checkpoint; keep Student's own init
+        pass
+
+    def get_input_embeddings(self):
+        return self.student.embed_tokens
+
+    def get_output_embeddings(self):
+        return self.student.lm_head
+
+    def get_decoder(self):
+        return _Decoder(self.student)
+
+    def forward(self, input_ids: torch.LongTensor, labels: Optional[torch.LongTensor] = None, **kwargs):
+        logits = self.student(input_ids)
+        loss = None
+        if labels is not None:
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten())
+        return CausalLMOutput(loss=loss, logits=logits)
+
+
+class _Decoder(torch.nn.Module):
+    """`get_decoder()` view of a Student: final hidden states, as teacher.py projects them."""
+
+    def __init__(self, student: Student):
+        super().__init__()
+        self.student = student
+
+    def forward(self, input_ids, **kwargs):
+        from transformers.modeling_outputs import BaseModelOutput
+
+        return BaseModelOutput(last_hidden_state=self.student.hidden(input_ids))
+
+
+hf_logging.disable_progress_bar()
+AutoConfig.register("normgrow", NormgrowConfig)
+AutoModelForCausalLM.register(NormgrowConfig, NormgrowForCausalLM)
+
+
+def is_qwen3(m: ModelConfig) -> bool:
+    return m.norm == "pre" and m.final_norm and m.qk_norm
+
+
+def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None) -> Path:
+    """Write the run's latest checkpoint as a Hugging Face model directory (atomically)."""
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
+    ckpt = checkpoint.latest(run_dir / "checkpoints")
+    if ckpt is None:
+        raise NormgrowError(f"{run_dir}: has no checkpoint to export")
+    cfg = load_config(str(run_dir / "config.yaml"))
+    weights, _, _, state = checkpoint.load(ckpt)
+    n_layer = 1 + max(int(k.split(".")[1]) for k in weights if k.startswith("layers."))
+    m = dataclasses.replace(cfg.model, n_layer=n_layer)
+    student = Student(m)
+    student.load_state_dict(weights)
+    if tokenizer is None:
+        tokenizer = _run_tokenizer(run_dir)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        if is_qwen3(m):
+            from transformers import Qwen3ForCausalLM
+
+            hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
+            hf.load_state_dict(to_hf_state_dict(student))
+        else:
+            hf = NormgrowForCausalLM(NormgrowConfig(normgrow_model=dataclasses.asdict(m), vocab_size=m.vocab_size,
+                                                    bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer),
+                                                    tie_word_embeddings=m.tie_embeddings))
+            hf.student.load_state_dict(student.state_dict())
+        hf.save_pretrained(str(tmp), safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(tmp))
+        (tmp / "normgrow_export.json").write_text(json.dumps({
+            "run_dir": str(run_dir.resolve()), "checkpoint": ckpt.name, "step": state["step"],
+            "tokens": state["tokens"], "n_layer": n_layer, "norm": m.norm,
+            "format": "Qwen3ForCausalLM" if is_qwen3(m) else "NormgrowForCausalLM (import normgrow.export)",
+        }, indent=1))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _run_tokenizer(run_dir: Path):
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        shards = json.loads(summary.read_text()).get("data", {}).get("shards")
+        if shards and (Path(shards) / "tokenizer").is_dir():
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(str(Path(shards) / "tokenizer"))
+    return None
+
+
+def _bos(tok) -> Optional[int]:
+    return None if tok is None else (tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id)
+
+
+def _eos(tok) -> Optional[int]:
+    return None if tok is None else tok.eos_token_id

@@ -1,0 +1,152 @@
+"""Distillation losses and the paper's metrics, computed chunk by chunk over tokens.
+
+Definitions (DESIGN.md §3; p_T teacher, p_S student, softmax over the vocabulary, T=1 for metrics):
+
+    ce               = −Σ_v p_T(v) log p_S(v)        the paper's "validation CE" (val/ce)
+    teacher_entropy  = −Σ_v p_T(v) log p_T(v)
+    kl               = KL(p_T ‖ p_S) = ce − teacher_entropy
+    nll              = −log p_S(y)                    y = the next token of the data
+
+Training losses at temperature τ (p^τ = softmax(logits / τ)), scaled by τ² so gradient magnitudes
+do not depend on τ (Hinton et al. 2015):
+
+    ce          −Σ p_T^τ log p_S^τ · τ²           (what torchtune/MiniLLM call "forward KL")
+    kl          KL(p_T^τ ‖ p_S^τ) · τ²            (same gradient as ce; the value excludes H(p_T))
+    reverse_kl  KL(p_S^τ ‖ p_T^τ) · τ²
+    jsd         β·KL(p_T^τ ‖ M) + (1−β)·KL(p_S^τ ‖ M),  M = β·p_T^τ + (1−β)·p_S^τ,  · τ²
+    plus `nll_weight` · nll at τ = 1.
+
+Every loss is a per-token mean over the *global* batch: each call returns Σ_tokens ℓ / n_global,
+where the caller passes n_global (tokens in the whole optimizer step, over micro-batches and
+ranks), so the sum over micro-batches and ranks is the same for any split (RESEARCH.md item 2).
+
+Memory: full-vocabulary logits are never materialized for more than `chunk_tokens` tokens at a
+time (Qwen3's vocabulary has 151,936 entries). The student's logits come from its final hidden
+states and LM head, and `ChunkedDistillLoss` computes each chunk's loss *and* its gradients with
+respect to the hidden states and head weight in the forward pass, keeping only those gradients
+(the approach of fused linear-cross-entropy kernels), so backward holds no logits either.
+The teacher side is also given as final hidden states and LM-head rows, and projected per chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+LOSSES = ("ce", "kl", "reverse_kl", "jsd")
+
+
+@dataclass
+class TeacherChunks:
+    """The teacher's distribution, projected chunk by chunk: logits = hidden @ weight.T (rows trimmed to V)."""
+
+    hidden: torch.Tensor  # (N, C_T)
+    weight: torch.Tensor  # (V, C_T): the teacher's LM-head rows for the student's vocabulary
+
+    def logits(self, sl: slice) -> torch.Tensor:
+        return (self.hidden[sl] @ self.weight.T).float()  # (n, V)
+
+
+def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.Tensor, kind: str,
+                 temperature: float, jsd_beta: float, nll_weight: float) -> torch.Tensor:
+    """Per-token training loss (n,) from float32 student and teacher logits (n, V)."""
+    tau = temperature
+    s_logp = F.log_softmax(s_logits / tau, dim=-1)
+    t_logp = F.log_softmax(t_logits / tau, dim=-1)
+    t_p = t_logp.exp()
+    if kind == "ce":
+        loss = -(t_p * s_logp).sum(-1)
+    elif kind == "kl":
+        loss = (t_p * (t_logp - s_logp)).sum(-1)
+    elif kind == "reverse_kl":
+        loss = (s_logp.exp() * (s_logp - t_logp)).sum(-1)
+    elif kind == "jsd":
+        b = jsd_beta
+        # log M = logsumexp(log β + log p_T, log(1−β) + log p_S), stable for tiny probabilities
+        m_logp = torch.logsumexp(torch.stack([t_logp + torch.log(torch.tensor(b)),
+                                              s_logp + torch.log(torch.tensor(1 - b))]), dim=0)
+        loss = b * (t_p * (t_logp - m_logp)).sum(-1) + (1 - b) * (s_logp.exp() * (s_logp - m_logp)).sum(-1)
+    else:
+        raise ValueError(f"unknown distillation loss '{kind}' (expected one of {LOSSES})")
+    loss = loss * tau * tau
+    if nll_weight:
+        loss = loss + nll_weight * F.cross_entropy(s_logits, targets, reduction="none")
+    return loss
+
+
+class ChunkedDistillLoss(torch.autograd.Function):
+    """Σ_tokens ℓ / n_global with gradients for the student's hidden states and head weight.
+
+    forward computes, chunk by chunk, the loss and (by autograd on that chunk alone) its gradients;
+    backward only scales them. Peak memory: one chunk of (chunk, V) float32 logits and their grads.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, teacher: Optional[TeacherChunks], targets, n_global: int, kind: str,
+                temperature: float, jsd_beta: float, nll_weight: float, chunk: int):
+        grad_h = torch.zeros_like(hidden)
+        grad_w = torch.zeros_like(weight)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        w = weight.detach().requires_grad_(True)
+        for start in range(0, hidden.shape[0], chunk):
+            sl = slice(start, start + chunk)
+            with torch.enable_grad():
+                h = hidden[sl].detach().requires_grad_(True)
+                s_logits = (h @ w.T).float()  # (n, V)
+                if teacher is None:  # plain next-token training (the default teacher's own run)
+                    losses = F.cross_entropy(s_logits, targets[sl], reduction="none")
+                else:
+                    with torch.no_grad():
+                        t_logits = teacher.logits(sl)
+                    losses = token_losses(s_logits, t_logits, targets[sl], kind, temperature, jsd_beta, nll_weight)
+                loss = losses.sum() / n_global
+                gh, gw = torch.autograd.grad(loss, (h, w))
+            grad_h[sl] = gh
+            grad_w += gw
+            total += loss.detach()
+        ctx.save_for_backward(grad_h, grad_w)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_out, grad_w * grad_out, None, None, None, None, None, None, None, None
+
+
+def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: Optional[TeacherChunks], targets: torch.Tensor,
+                 n_global: int, kind: str = "ce", temperature: float = 1.0, jsd_beta: float = 0.5,
+                 nll_weight: float = 0.0, chunk: int = 1024) -> torch.Tensor:
+    """Training loss of one micro-batch as its share of the global per-token mean.
+
+    hidden (N, C) student final hidden states, weight (V, C) its LM head, targets (N,) next tokens,
+    teacher None = plain next-token NLL. Returns a scalar whose backward reaches hidden and weight.
+    """
+    return ChunkedDistillLoss.apply(hidden, weight, teacher, targets, n_global, kind, temperature, jsd_beta,
+                                    nll_weight, chunk)
+
+
+@torch.no_grad()
+def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: Optional[TeacherChunks], targets: torch.Tensor,
+              chunk: int = 1024) -> dict[str, float]:
+    """Sums over tokens of ce, kl, teacher_entropy and nll at T=1, exact over the full vocabulary.
+
+    Returned as sums (plus the token count) so evaluation can add them across batches and ranks
+    before dividing; float64 accumulation keeps the mean independent of the batching.
+    """
+    sums = {"ce": 0.0, "kl": 0.0, "teacher_entropy": 0.0, "nll": 0.0, "tokens": 0.0}
+    for start in range(0, hidden.shape[0], chunk):
+        sl = slice(start, start + chunk)
+        s_logp = F.log_softmax((hidden[sl] @ weight.T).float(), dim=-1)
+        sums["nll"] += F.nll_loss(s_logp, targets[sl], reduction="sum").double().item()
+        sums["tokens"] += s_logp.shape[0]
+        if teacher is not None:
+            t_logp = F.log_softmax(teacher.logits(sl), dim=-1)
+            t_p = t_logp.exp()
+            # each term computed directly (not kl = ce − H), so the identity is a real check
+            sums["ce"] += (-(t_p * s_logp).sum(-1)).double().sum().item()
+            sums["teacher_entropy"] += (-(t_p * t_logp).sum(-1)).double().sum().item()
+            sums["kl"] += (t_p * (t_logp - s_logp)).sum(-1).double().sum().item()
+    return sums

@@ -1,0 +1,183 @@
+"""The teacher: any causal LM loaded through `AutoModelForCausalLM`, and the embedded default one.
+
+- `teacher.path` is a local directory or hub id (Qwen3-8B in the paper preset), `default` (the
+  embedded default teacher, built once per data config and cached), or `none` (no teacher: plain
+  next-token training — how the default teacher itself is trained).
+- The teacher runs in eval mode, without gradients, in `teacher.dtype`. Its distribution is taken
+  as `lm_head(decoder(x))`, projected chunk by chunk by the losses; at load time this is checked
+  against the model's own logits, so a model with extra logit processing (soft-capping, scaling)
+  is refused instead of silently mis-distilled.
+- Vocabulary reconciliation (RESEARCH.md item 1): teacher LM-head rows R ≥ tokenizer size V_tok
+  = student vocabulary V_S. Rows beyond V_tok (Qwen pads 151,669 tokens to 151,936 rows) are
+  trimmed, so the teacher's softmax runs over real tokens only; the numbers go in the run summary.
+  Anything else is a one-line error.
+
+The default teacher is a small pre-norm student (configs/teacher.yaml; `teacher.default_preset` names another) trained with next-token CE
+on the run's own corpus and tokenizer by the same training loop, exported in Hugging Face Qwen3
+format with its tokenizer, and loaded back through the same `AutoModelForCausalLM` path as Qwen3-8B.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from normgrow.config import RunConfig, load_config, to_yaml
+from normgrow.errors import NormgrowError
+from normgrow.losses import TeacherChunks
+
+NO_TEACHER = "none"
+DEFAULT_TEACHER = "default"
+
+
+class TeacherError(NormgrowError):
+    """The teacher cannot be loaded or does not fit the tokenizer/student."""
+
+
+# ----------------------------------------------------------------------------- the default teacher
+
+
+def default_teacher_config(cfg: RunConfig) -> RunConfig:
+    """The default teacher's own run: the `teacher` preset trained on the student's data config."""
+    base = load_config(cfg.teacher.default_preset)
+    data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer)
+    return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
+
+
+def default_teacher_dir(cfg: RunConfig) -> Path:
+    from normgrow.data import cache_root
+
+    tcfg = default_teacher_config(cfg)
+    cache_free = dataclasses.replace(tcfg, data=dataclasses.replace(tcfg.data, cache_dir=None))
+    key = hashlib.sha256(to_yaml(cache_free).encode()).hexdigest()[:16]
+    return cache_root(cfg.data) / "teachers" / f"default-{key}"
+
+
+def resolve_teacher_path(cfg: RunConfig, log: Callable[[str], None] = print, build: bool = True,
+                         progress: bool = True) -> Optional[str]:
+    """teacher.path → a loadable path or hub id; None for `none`. Builds the default teacher if missing."""
+    path = cfg.teacher.path
+    if path == NO_TEACHER:
+        return None
+    if path != DEFAULT_TEACHER:
+        return path
+    out = default_teacher_dir(cfg)
+    if not (out / "normgrow_teacher.json").is_file():
+        if not build:
+            raise TeacherError(f"teacher.path: the default teacher for this data config is not built yet ({out})")
+        build_default_teacher(cfg, log=log, progress=progress)
+    return str(out)
+
+
+def build_default_teacher(cfg: RunConfig, log: Callable[[str], None] = print, progress: bool = True) -> Path:
+    """Train the default teacher with next-token CE, export it (HF Qwen3 + tokenizer), cache it."""
+    from normgrow.data import prepare
+    from normgrow.export import export_student
+    from normgrow.train import run
+
+    out = default_teacher_dir(cfg)
+    if (out / "normgrow_teacher.json").is_file():
+        return out
+    tcfg = default_teacher_config(cfg)
+    log(f"building the default teacher (once per data config; cached in {out})")
+    run_dir = out.parent / f"{out.name}.run"  # the teacher's training run (resumable if interrupted)
+    summary = run(tcfg, run_dir, log=log, progress=progress)
+    prep = prepare(tcfg, teacher_path=None, log=lambda *_: None)
+    unigram = unigram_nll(prep.train, prep.val, prep.vocab_size)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    export_student(run_dir, tmp, tokenizer=prep.tokenizer)
+    info = {
+        "val/nll": summary["val/nll"], "unigram_val_nll": unigram,
+        "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
+        "config": dataclasses.asdict(tcfg),
+    }
+    (tmp / "normgrow_teacher.json").write_text(json.dumps(info, indent=1))
+    try:
+        os.rename(tmp, out)
+    except OSError:  # another process published it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"default teacher: val NLL {summary['val/nll']:.4f} nats/token vs unigram baseline {unigram:.4f}")
+    return out
+
+
+def unigram_nll(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
+    """Val NLL (nats/token) of the add-one-smoothed unigram distribution of the train tokens; the
+    first val token has no prediction, as in the model's next-token NLL."""
+    counts = np.bincount(np.asarray(train), minlength=vocab_size).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[np.asarray(val[1:])].mean())
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclass
+class Teacher:
+    model: torch.nn.Module
+    weight: torch.Tensor  # (V, C_T) LM-head rows of the student's vocabulary
+    report: dict
+
+    @torch.no_grad()
+    def chunks(self, idx: torch.Tensor) -> TeacherChunks:
+        """The teacher's view of a batch (B, T): final hidden states (B·T, C_T) and head rows."""
+        hidden = self.model.get_decoder()(input_ids=idx).last_hidden_state  # (B, T, C_T)
+        return TeacherChunks(hidden.reshape(-1, hidden.shape[-1]), self.weight)
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int) -> Teacher:
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TeacherError(f"teacher.path: cannot load '{path}': {first}") from None
+    model.to(device).eval().requires_grad_(False)
+    head = model.get_output_embeddings()
+    if head is None or model.get_decoder() is None:
+        raise TeacherError(f"teacher.path: '{path}' has no separable decoder and LM head")
+    rows = head.weight.shape[0]
+    if rows < tokenizer_size:
+        raise TeacherError(f"teacher.path: '{path}' has {rows} LM-head rows but the tokenizer has {tokenizer_size} "
+                           "tokens (is data.tokenizer the teacher's tokenizer?)")
+    if student_vocab != tokenizer_size:
+        raise TeacherError(f"model.vocab_size: {student_vocab} differs from the tokenizer's {tokenizer_size} tokens")
+    if getattr(head, "bias", None) is not None:
+        raise TeacherError(f"teacher.path: '{path}' has an LM-head bias, which normgrow does not project")
+    teacher = Teacher(model, head.weight[:tokenizer_size], {
+        "path": path, "dtype": dtype, "class": type(model).__name__,
+        "head_rows": rows, "tokenizer_size": tokenizer_size, "student_vocab": student_vocab,
+        "trimmed_rows": rows - tokenizer_size,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    })
+    _check_projection(teacher, device)
+    return teacher
+
+
+def _check_projection(teacher: Teacher, device: torch.device) -> None:
+    """lm_head(decoder(x)) must be the model's logits; otherwise distilling the projection is wrong."""
+    idx = torch.arange(8, device=device).remainder(teacher.weight.shape[0])[None]
+    with torch.no_grad():
+        ref = teacher.model(input_ids=idx).logits[..., : teacher.weight.shape[0]].float()
+        ours = (teacher.chunks(idx).hidden @ teacher.weight.T).float().view_as(ref)
+    tol = 1e-4 if teacher.weight.dtype == torch.float32 else 5e-2
+    if not torch.allclose(ours, ref, atol=tol * max(1.0, ref.abs().max().item()), rtol=0):
+        raise TeacherError(f"teacher.path: {teacher.report['path']}: its logits are not lm_head(decoder output) "
+                           "(logit soft-capping or scaling?); not supported")
+
