@@ -50,7 +50,7 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         y = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return self.weight * y.to(dtype)
+        return (self.weight * y.to(dtype)).to(dtype)  # stay in the input dtype under autocast
 
 
 def rotary_tables(seq_len: int, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,6 +64,7 @@ def rotary_tables(seq_len: int, head_dim: int, theta: float) -> tuple[torch.Tens
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate x (B, H, T, hd) by position: x·cos + rotate_half(x)·sin."""
     x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
@@ -165,9 +166,10 @@ class Student(nn.Module):
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer if n_layer is None else n_layer))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.final_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        cos, sin = rotary_tables(max_seq_len, resolved_head_dim(cfg), cfg.rope_theta)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        # Rotary tables are computed on first use per (length, device) and kept out of the state dict:
+        # a model materialized from meta tensors (transformers' from_pretrained) gets correct ones.
+        self._rotary: dict = {}
+        self.max_seq_len = max_seq_len
         nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=cfg.init_std)
         nn.init.normal_(self.lm_head.weight, mean=0.0, std=cfg.init_std)
         for block in self.layers:
@@ -180,6 +182,15 @@ class Student(nn.Module):
         """Current depth (blocks held); grows during a curriculum."""
         return len(self.layers)
 
+    def rotary(self, T: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin tables (T, head_dim) in float32 on `device`."""
+        n = max(T, self.max_seq_len)
+        cached = self._rotary.get(device)
+        if cached is None or cached[0].shape[0] < T:
+            cached = tuple(t.to(device) for t in rotary_tables(n, resolved_head_dim(self.cfg), self.cfg.rope_theta))
+            self._rotary[device] = cached
+        return cached[0][:T], cached[1][:T]
+
     def hidden(self, idx: torch.Tensor, n_layer: Optional[int] = None,
                residuals: Optional[list] = None) -> torch.Tensor:
         """Final hidden states (B, T, C) after the first `n_layer` blocks and the final norm.
@@ -191,10 +202,7 @@ class Student(nn.Module):
         k = self.n_layer if n_layer is None else n_layer
         if not 0 <= k <= self.n_layer:
             raise ValueError(f"n_layer={k} outside 0..{self.n_layer}")
-        if T > self.rope_cos.shape[0]:  # longer than any sequence so far: extend the tables
-            cos, sin = rotary_tables(T, resolved_head_dim(self.cfg), self.cfg.rope_theta)
-            self.rope_cos, self.rope_sin = cos.to(self.rope_cos.device), sin.to(self.rope_sin.device)
-        cos, sin = self.rope_cos[:T], self.rope_sin[:T]  # (T, hd)
+        cos, sin = self.rotary(T, idx.device)  # (T, hd)
         h = self.embed_tokens(idx)  # (B, T, C)
         if residuals is not None:
             residuals.append(h)

@@ -143,6 +143,9 @@ def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: in
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
+    if looks_local and not Path(path).expanduser().is_dir():
+        raise TeacherError(f"teacher.path: {path}: no such directory")
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
     except (OSError, ValueError) as e:

@@ -261,13 +261,12 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         teacher_path = resolve_teacher_path(cfg, log=say, build=False)
         prep = prepare(cfg, teacher_path=teacher_path, log=say)
     cfg = resolve_config(cfg, prep)
+    teacher = None
+    if teacher_path is not None:  # before the run dir exists: a bad teacher leaves nothing on disk
+        teacher = load_teacher(teacher_path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
     resume = open_run_dir(out, cfg) if info.is_main else True
     resume = dist.broadcast_object(resume)
     dist.barrier()
-
-    teacher = None
-    if teacher_path is not None:
-        teacher = load_teacher(teacher_path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
 
     plans = plan_stages(cfg)
     torch.manual_seed(cfg.seed)

@@ -91,7 +91,7 @@ def test_block_follows_its_placement_equation(norm):
     block = model.layers[1]
     T = 11
     h = torch.randn(2, T, cfg.d_model) * 3
-    cos, sin = model.rope_cos[:T], model.rope_sin[:T]
+    cos, sin = model.rotary(T, h.device)
     attn, mlp = sublayers_by_hand(block, h, cos, sin)
     g1, g2, eps = block.input_layernorm.weight, block.post_attention_layernorm.weight, cfg.norm_eps
     if norm == "pre":  # h = h + F(N(h))
@@ -113,7 +113,7 @@ def test_post_norm_output_has_unit_rms_times_gain():
     model = Student(cfg).eval()
     h = torch.randn(2, 9, cfg.d_model) * 50
     with torch.no_grad():
-        out = model.layers[0](h, model.rope_cos[:9], model.rope_sin[:9])
+        out = model.layers[0](h, *model.rotary(9, h.device))
     torch.testing.assert_close(out.pow(2).mean(-1).sqrt(), torch.ones(2, 9), atol=1e-4, rtol=0)
 
 
@@ -141,7 +141,7 @@ def test_residuals_are_the_stream_between_blocks():
         out = model.hidden(idx, residuals=res)
         assert len(res) == cfg.n_layer + 1
         torch.testing.assert_close(res[0], model.embed_tokens(idx))
-        cos, sin = model.rope_cos[:8], model.rope_sin[:8]
+        cos, sin = model.rotary(8, idx.device)
         for b, block in enumerate(model.layers):
             torch.testing.assert_close(res[b + 1], block(res[b], cos, sin))
         torch.testing.assert_close(out, model.norm(res[-1]))
@@ -179,7 +179,7 @@ def test_attention_weights_match_sdpa_output():
     model = Student(cfg).eval()
     attn = model.layers[0].self_attn
     x = torch.randn(2, 10, cfg.d_model)
-    cos, sin = model.rope_cos[:10], model.rope_sin[:10]
+    cos, sin = model.rotary(10, x.device)
     with torch.no_grad():
         y_fast, _ = attn(x, cos, sin)
         y_slow, w = attn(x, cos, sin, return_weights=True)

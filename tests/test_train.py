@@ -1,0 +1,209 @@
+"""The training run: the run directory, kill-and-resume, split invariance, divergence, bad input."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import cli, tiny_cfg
+from normgrow import checkpoint
+from normgrow.config import load_config
+from normgrow.train import lr_at, run
+
+
+def events(run_dir, kind=None):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if kind is None or r["event"] == kind]
+
+
+def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
+    out = tmp_path / "run"
+    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress")
+    assert "val/ce" in proc.stdout
+    for name in ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints"):
+        assert (out / name).exists(), name
+    rows = events(out)
+    for r in rows:
+        for key in ("step", "tokens", "active_layer_tokens", "n_layer", "stage", "event"):
+            assert key in r
+    evals = [r for r in rows if "val/ce" in r]
+    assert evals[0]["event"] == "stage_start" and evals[-1]["event"] == "stage_end"
+    assert evals[-1]["val/ce"] < evals[0]["val/ce"]  # distillation makes progress
+    for r in evals:  # the logged metrics obey CE = KL + H(p_T)
+        assert r["val/ce"] == pytest.approx(r["val/kl"] + r["val/teacher_entropy"], rel=1e-6)
+    train = [r for r in rows if r["event"] == "train"]
+    assert all(k in train[0] for k in ("train/loss", "lr", "train/grad_norm"))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["val/ce"] == evals[-1]["val/ce"]
+    assert "full vocabulary" in summary["ce_source"]
+    c = summary["compute"]
+    assert c["tokens"] == c["step"] * 8 * 32
+    assert c["active_layer_tokens"] == c["tokens"] * 3  # one stage at depth 3
+    assert summary["teacher"]["trimmed_rows"] == 0 and summary["teacher"]["tokenizer_size"] == 512
+    saved = load_config(str(out / "config.yaml"))
+    assert saved.model.vocab_size == 512  # resolved from the tokenizer
+    assert checkpoint.latest(out / "checkpoints").name == f"step_{c['step']:08d}"
+
+
+def test_lr_schedule_warmup_cosine_wsd():
+    cfg = load_config("tiny", ["train.lr=1.0", "train.min_lr_ratio=0.1", "train.warmup_tokens=2560"])
+    per_step = 256
+    assert lr_at(0, cfg, 0, 25600) == pytest.approx(0.1)  # first step: 1/10 of warmup done
+    assert lr_at(2560 - per_step, cfg, 0, 25600) == pytest.approx(1.0)
+    assert lr_at(25600 - per_step, cfg, 0, 25600) == pytest.approx(0.1)  # cosine ends at min
+    mid = 2560 + (25600 - 2560) / 2 - per_step
+    assert lr_at(int(mid), cfg, 0, 25600) == pytest.approx(0.55, abs=1e-3)
+    wsd = load_config("tiny", ["train.lr=1.0", "train.schedule=wsd", "train.decay_fraction=0.5", "train.warmup_tokens=0",
+                               "train.min_lr_ratio=0"])
+    assert lr_at(10000, wsd, 0, 25600) == 1.0
+    assert lr_at(25600 - per_step, wsd, 0, 25600) == pytest.approx(0.0)
+
+
+def strip_perf(rows):
+    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
+
+
+def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
+    """SIGKILL a real `normgrow run` after its first checkpoint; rerunning it ends exactly as an uninterrupted run."""
+    args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 40000}]",
+            "train.checkpoint_every_tokens=4096", "train.eval_every_tokens=8192", "train.threads=1", "--no-progress"]
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    cli("run", "-o", full, *args)
+
+    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "-o", str(killed), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        ckpts = checkpoint.list_checkpoints(killed / "checkpoints")
+        if ckpts and int(ckpts[-1].name.split("_")[1]) >= 32:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before it could be killed; lengthen it"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "summary.json").exists()
+    partial = len(events(killed))
+
+    proc = cli("run", "-o", killed, *args)
+    assert partial < len(events(killed))
+    assert strip_perf(events(killed)) == strip_perf(events(full))  # bitwise: floats compared exactly
+    a = json.loads((full / "summary.json").read_text())
+    b = json.loads((killed / "summary.json").read_text())
+    assert a["final"] == b["final"] and a["compute"] == b["compute"]
+    wa = load_file(str(checkpoint.latest(full / "checkpoints") / "model.safetensors"))
+    wb = load_file(str(checkpoint.latest(killed / "checkpoints") / "model.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def one_step(tiny_cache, out, *extra, nproc=1):
+    args = ["run", "tiny", "-o", str(out), f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 256}]",
+            "train.log_every_steps=1", "--no-progress", *extra]
+    if nproc == 1:
+        cli(*args)
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "normgrow.cli", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    train = events(out, "train")[0]
+    weights = load_file(str(checkpoint.latest(out / "checkpoints") / "model.safetensors"))
+    return train, events(out, "stage_end")[0], weights
+
+
+def test_loss_and_gradients_are_split_invariant(tiny_cache, tmp_path):
+    """One step of batch 8 = 4 × 2 accumulation = 2 gloo ranks × 4: same loss, gradient norm, update, eval."""
+    base = one_step(tiny_cache, tmp_path / "b8")
+    accum = one_step(tiny_cache, tmp_path / "accum", "train.micro_batch_size=4")
+    ranks = one_step(tiny_cache, tmp_path / "ddp", nproc=2)
+    for other in (accum, ranks):
+        for key in ("train/loss", "train/grad_norm"):
+            assert other[0][key] == pytest.approx(base[0][key], rel=1e-5), key
+        for key in ("val/ce", "val/kl", "val/nll"):
+            assert other[1][key] == pytest.approx(base[1][key], rel=1e-5), key
+        for name, w in base[2].items():
+            torch.testing.assert_close(other[2][name], w, atol=1e-6, rtol=1e-4)
+    # and the step really moved the weights (the comparison above is not between initial weights)
+    init = one_step(tiny_cache, tmp_path / "lr0", "train.lr=1e-12")[2]
+    assert not torch.allclose(init["layers.0.mlp.up_proj.weight"], base[2]["layers.0.mlp.up_proj.weight"])
+
+
+def test_distillation_from_a_same_shape_teacher_drives_kl_down(tiny_cache, tmp_path):
+    """Student shaped like the tiny teacher (2 blocks, d_model 48): val/kl falls by more than half."""
+    cfg = tiny_cfg(tiny_cache, "model.n_layer=2", "model.d_model=48", "model.d_ff=96",
+                   "curriculum.stages=[{n_layer: 2, tokens: 60000}]", "train.lr=5e-3")
+    summary = run(cfg, tmp_path / "run", log=lambda *_: None, progress=False)
+    start, end = summary["stages"][0]["start"]["val/kl"], summary["stages"][0]["end"]["val/kl"]
+    assert end < 0.5 * start, (start, end)
+
+
+def test_non_finite_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tiny_cache, tmp_path):
+    out = tmp_path / "nan"
+    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "train.lr=1e4", "train.grad_clip=0",
+                    "train.warmup_tokens=0", "train.checkpoint_every_tokens=256", "--no-progress", check=False)
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("normgrow: error: non-finite") and "at step" in line
+    kept = checkpoint.latest(out / "checkpoints")
+    assert kept is not None and kept.name in line
+    weights = load_file(str(kept / "model.safetensors"))
+    assert all(torch.isfinite(w).all() for w in weights.values())
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["teacher.path=/no/such/teacher"], "teacher.path"),
+    (["model.vocab_size=999"], "model.vocab_size"),
+    (["teacher.path=none", "data.tokenizer=teacher"], "data.tokenizer"),
+])
+def test_bad_input_is_one_line_and_leaves_nothing(tiny_cache, tmp_path, overrides, needle):
+    out = tmp_path / "run"
+    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", *overrides, check=False)
+    assert proc.returncode == 2
+    err = [line for line in proc.stderr.splitlines() if line.startswith("normgrow:")]
+    assert len(err) == 1 and needle in err[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_unwritable_output_and_a_different_config_in_the_run_dir(tiny_cache, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = cli("run", "tiny", "-o", blocker / "run", f"data.cache_dir={tiny_cache}", check=False)
+    assert proc.returncode == 2 and "cannot write the run directory" in proc.stderr
+    out = tmp_path / "run"
+    cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress")
+    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "model.norm=post", check=False)
+    assert proc.returncode == 2 and "model.norm" in proc.stderr.strip().splitlines()[-1]
+    again = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}")  # same config: already finished
+    assert "already finished" in again.stdout + again.stderr
+
+
+def test_eval_is_exact_full_vocabulary(tiny_cache, tmp_path):
+    """val/ce recomputed here from the exported student and the teacher, with plain softmaxes, matches the log."""
+    from transformers import AutoModelForCausalLM
+
+    import normgrow.export  # noqa: F401  (registers the normgrow model type)
+    from normgrow.data import prepare, val_sequences
+    from normgrow.teacher import default_teacher_dir
+
+    cfg = tiny_cfg(tiny_cache, "model.norm=post", "data.val_tokens=256")
+    summary = run(cfg, tmp_path / "run", log=lambda *_: None, progress=False)
+    cli("export", tmp_path / "run", "-o", tmp_path / "hf")
+    student = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
+    teacher = AutoModelForCausalLM.from_pretrained(str(default_teacher_dir(cfg))).eval()
+    val = val_sequences(prepare(cfg, str(default_teacher_dir(cfg)), log=lambda *_: None), 32, 256)
+    x, y = val[:, :-1], val[:, 1:]
+    with torch.no_grad():
+        ls = student(input_ids=x).logits.double().log_softmax(-1)
+        lt = teacher(input_ids=x).logits.double().log_softmax(-1)
+    ce = -(lt.exp() * ls).sum(-1).mean().item()
+    nll = -ls.gather(-1, y[..., None]).mean().item()
+    assert summary["val/ce"] == pytest.approx(ce, rel=1e-5)
+    assert summary["val/nll"] == pytest.approx(nll, rel=1e-5)
+    assert math.isfinite(summary["val/kl"]) and summary["val/kl"] > 0
