@@ -63,6 +63,8 @@ class ModelConfig:
     """Share the token embedding matrix with the LM head."""
     init_std: float = 0.02
     """Std of the normal init of embeddings and linear weights."""
+    init_embeddings: Literal["random", "teacher"] = "random"
+    """Token embeddings and LM head: random, or copied from the teacher (needs equal widths)."""
     init_depth: Optional[int] = None
     """Depth D in the std/sqrt(2D) init of residual output projections; null = model.n_layer."""
 
@@ -336,6 +338,9 @@ def validate(cfg: RunConfig) -> None:
     need(m.norm_eps > 0, "model.norm_eps", f"must be positive, got {m.norm_eps}")
     need(m.init_std > 0, "model.init_std", f"must be positive, got {m.init_std}")
     need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
+
+    need(not (m.init_embeddings == "teacher" and cfg.teacher.path == "none"), "model.init_embeddings",
+         "'teacher' needs a teacher, but teacher.path is 'none'")
 
     d = cfg.data
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):

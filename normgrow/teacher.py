@@ -184,3 +184,15 @@ def _check_projection(teacher: Teacher, device: torch.device) -> None:
         raise TeacherError(f"teacher.path: {teacher.report['path']}: its logits are not lm_head(decoder output) "
                            "(logit soft-capping or scaling?); not supported")
 
+
+
+def copy_embeddings(student, teacher: Teacher) -> None:
+    """Initialize the student's token embeddings and LM head from the teacher's (model.init_embeddings=teacher)."""
+    emb = teacher.model.get_input_embeddings().weight
+    V, C = student.embed_tokens.weight.shape
+    if emb.shape[1] != C:
+        raise TeacherError(f"model.init_embeddings: the teacher's width {emb.shape[1]} differs from model.d_model={C}")
+    with torch.no_grad():
+        student.embed_tokens.weight.copy_(emb[:V].to(student.embed_tokens.weight))
+        if student.lm_head.weight is not student.embed_tokens.weight:
+            student.lm_head.weight.copy_(teacher.weight.to(student.lm_head.weight))

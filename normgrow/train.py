@@ -40,7 +40,7 @@ from normgrow.data import BatchIterator, Prepared, prepare, val_sequences
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.losses import distill_loss, eval_sums
 from normgrow.model import Student
-from normgrow.teacher import Teacher, load_teacher, resolve_teacher_path
+from normgrow.teacher import Teacher, copy_embeddings, load_teacher, resolve_teacher_path
 
 
 class TrainingDiverged(NormgrowError):
@@ -264,16 +264,19 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
     teacher = None
     if teacher_path is not None:  # before the run dir exists: a bad teacher leaves nothing on disk
         teacher = load_teacher(teacher_path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
-    resume = open_run_dir(out, cfg) if info.is_main else True
-    resume = dist.broadcast_object(resume)
-    dist.barrier()
-
     plans = plan_stages(cfg)
     torch.manual_seed(cfg.seed)
     model = Student(cfg.model, n_layer=plans[0].n_layer, max_seq_len=cfg.data.seq_len).to(info.device)
+    if cfg.model.init_embeddings == "teacher":
+        copy_embeddings(model, teacher)
     set_trainable(model, plans[0])
     batches = BatchIterator(prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank, info.world_size)
     val = val_sequences(prep, cfg.data.seq_len, cfg.data.val_tokens)
+
+    # everything that can fail on bad input has been checked: now the run directory may be created
+    resume = open_run_dir(out, cfg) if info.is_main else True
+    resume = dist.broadcast_object(resume)
+    dist.barrier()
     state = {"step": 0, "tokens": 0, "active_layer_tokens": 0, "trainable_layer_tokens": 0, "flops": 0.0,
              "stage": 0, "stage_step": 0, "stages": [], "wall_time_s": 0.0}
 

@@ -1,0 +1,139 @@
+"""Teacher and export: HF round trips, vocabulary reconciliation, the default teacher, init from the teacher."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+from conftest import cli, tiny_cfg
+from normgrow import checkpoint
+from normgrow.model import Student
+from normgrow.teacher import TeacherError, default_teacher_dir, load_teacher
+from normgrow.train import run
+
+QUIET = dict(log=lambda *_: None, progress=False)
+
+
+def trained_student(run_dir):
+    from normgrow.config import load_config
+
+    cfg = load_config(str(run_dir / "config.yaml"))
+    weights = checkpoint.load(checkpoint.latest(run_dir / "checkpoints"))[0]
+    student = Student(cfg.model).eval()
+    student.load_state_dict(weights)
+    return student
+
+
+def test_pre_norm_export_loads_in_stock_transformers_and_generates(tiny_cache, tmp_path):
+    run(tiny_cfg(tiny_cache), tmp_path / "run", **QUIET)
+    cli("export", tmp_path / "run", "-o", tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "qwen3"
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
+    idx = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ours = trained_student(tmp_path / "run")(idx)
+    torch.save(idx, tmp_path / "idx.pt")
+    # a fresh interpreter that never imports normgrow: stock transformers only
+    script = f"""
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+m = AutoModelForCausalLM.from_pretrained({str(tmp_path / 'hf')!r}).eval()
+tok = AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})
+idx = torch.load({str(tmp_path / 'idx.pt')!r}, weights_only=True)
+with torch.no_grad():
+    torch.save(m(input_ids=idx).logits, {str(tmp_path / 'logits.pt')!r})
+prompt = tok("def main(", return_tensors="pt")
+out = m.generate(**prompt, max_new_tokens=12, do_sample=False)
+print(type(m).__name__, repr(tok.decode(out[0])))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cls, text = proc.stdout.strip().split(" ", 1)
+    assert cls == "Qwen3ForCausalLM"
+    assert text.startswith("'def main(") and len(text) > len("'def main('") + 1
+    torch.testing.assert_close(torch.load(tmp_path / "logits.pt", weights_only=True), ours, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm", ["post", "sandwich"])
+def test_other_placements_export_and_load_through_auto_classes(tiny_cache, tmp_path, norm):
+    import normgrow.export  # noqa: F401  registers model_type "normgrow" with the Auto classes
+
+    run(tiny_cfg(tiny_cache, f"model.norm={norm}"), tmp_path / "run", **QUIET)
+    cli("export", tmp_path / "run", "-o", tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "normgrow"
+    hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
+    idx = torch.randint(0, 512, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(input_ids=idx).logits, trained_student(tmp_path / "run")(idx), atol=0, rtol=0)
+
+
+def test_export_errors_are_one_line(tmp_path):
+    proc = cli("export", tmp_path / "nothing", "-o", tmp_path / "hf", check=False)
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def padded_teacher(tiny_cache, tmp_path, extra_rows):
+    """The tiny default teacher with `extra_rows` LM-head rows added (Qwen pads its head this way), or removed."""
+    src = default_teacher_dir(tiny_cfg(tiny_cache))
+    base = AutoModelForCausalLM.from_pretrained(str(src))
+    cfg = Qwen3Config.from_pretrained(str(src))
+    cfg.vocab_size = base.config.vocab_size + extra_rows
+    padded = Qwen3ForCausalLM(cfg)
+    sd = base.state_dict()
+    with torch.no_grad():
+        for name, p in padded.state_dict().items():
+            if name in ("model.embed_tokens.weight", "lm_head.weight"):
+                n = min(p.shape[0], sd[name].shape[0])
+                p[:n] = sd[name][:n]
+                p[n:] = 5.0  # padded rows with large logits: untrimmed, they would swallow probability mass
+            else:
+                p.copy_(sd[name])
+    out = tmp_path / f"teacher{extra_rows:+d}"
+    padded.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(out))
+    return out
+
+
+def test_padded_teacher_head_is_trimmed_and_reported(tiny_cache, tmp_path):
+    plain = run(tiny_cfg(tiny_cache, "data.val_tokens=512"), tmp_path / "plain", **QUIET)
+    padded_dir = padded_teacher(tiny_cache, tmp_path, 16)
+    padded = run(tiny_cfg(tiny_cache, "data.val_tokens=512", f"teacher.path={padded_dir}", "data.tokenizer=teacher"),
+                 tmp_path / "padded", **QUIET)
+    rep = padded["teacher"]
+    assert (rep["head_rows"], rep["tokenizer_size"], rep["trimmed_rows"]) == (528, 512, 16)
+    # the teacher's distribution over real tokens is unchanged by the padding: same entropy as the plain teacher
+    assert padded["stages"][0]["start"]["val/teacher_entropy"] == pytest.approx(
+        plain["stages"][0]["start"]["val/teacher_entropy"], rel=1e-6)
+
+
+def test_teacher_with_fewer_head_rows_than_the_tokenizer_is_refused(tiny_cache, tmp_path):
+    short = padded_teacher(tiny_cache, tmp_path, -12)
+    with pytest.raises(TeacherError, match="LM-head rows"):
+        load_teacher(str(short), "float32", torch.device("cpu"), tokenizer_size=512, student_vocab=512)
+    proc = cli("run", "tiny", "-o", tmp_path / "r", f"data.cache_dir={tiny_cache}", f"teacher.path={short}",
+               "data.tokenizer=teacher", check=False)
+    assert proc.returncode == 2 and "500 LM-head rows" in proc.stderr and not (tmp_path / "r").exists()
+
+
+def test_default_teacher_beats_the_unigram_baseline(tiny_cache):
+    info = json.loads((default_teacher_dir(tiny_cfg(tiny_cache)) / "normgrow_teacher.json").read_text())
+    assert info["val/nll"] < info["unigram_val_nll"]
+    # it is a stock Qwen3 with its tokenizer, loaded like Qwen3-8B would be
+    cfg = json.loads((default_teacher_dir(tiny_cfg(tiny_cache)) / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3"
+
+
+def test_student_embeddings_copied_from_the_teacher(tiny_cache, tmp_path):
+    teacher = AutoModelForCausalLM.from_pretrained(str(default_teacher_dir(tiny_cfg(tiny_cache))))
+    cfg = tiny_cfg(tiny_cache, "model.d_model=48", "model.init_embeddings=teacher",
+                   "curriculum.stages=[{n_layer: 3, tokens: 256}]", "train.lr=1e-12")
+    run(cfg, tmp_path / "run", **QUIET)
+    student = trained_student(tmp_path / "run")
+    torch.testing.assert_close(student.embed_tokens.weight, teacher.get_input_embeddings().weight, atol=1e-9, rtol=1e-6)
+    torch.testing.assert_close(student.lm_head.weight, teacher.get_output_embeddings().weight, atol=1e-9, rtol=1e-6)
+    proc = cli("run", "tiny", "-o", tmp_path / "bad", f"data.cache_dir={tiny_cache}", "model.init_embeddings=teacher",
+               check=False)  # d_model 32 vs the teacher's 48
+    assert proc.returncode == 2 and "model.init_embeddings" in proc.stderr and not (tmp_path / "bad").exists()
