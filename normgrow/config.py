@@ -147,6 +147,10 @@ class CurriculumConfig:
     """Optimizer state at growth: keep existing moments (new params start fresh) or reset all."""
     lr_schedule: Literal["global", "restart"] = "global"
     """One LR schedule over the whole run, or a re-warmup and decay per stage."""
+    match_budget: Optional[str] = None
+    """Take the budget from another run directory or config (preset name or YAML): stage budgets are scaled to match its total."""
+    match_by: Literal["active_layer_tokens", "tokens", "flops"] = "active_layer_tokens"
+    """The compute measure matched by match_budget (active-layer tokens is the paper's compute control)."""
 
 
 @dataclass
@@ -255,13 +259,29 @@ def _omegaconf_message(e: OmegaConfBaseException, source: str) -> str:
     return f"{source}: {key}: {msg}"
 
 
+def _preset_layers(preset: str, seen: tuple[str, ...] = ()) -> list[tuple[Path, dict]]:
+    """A preset and the chain of presets it names with `base:`, base first."""
+    path = preset_path(preset)
+    data = _read_yaml(path)
+    base = data.pop("base", None)
+    if base is None:
+        return [(path, data)]
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base: expected a preset name or path")
+    if str(path) in seen:
+        raise ConfigError(f"{path}: base: presets form a cycle")
+    if os.sep in base and not Path(base).is_absolute():
+        base = str(path.parent / base)
+    return _preset_layers(base, seen + (str(path),)) + [(path, data)]
+
+
 def load_config(preset: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
-    """Defaults ← preset YAML (name or path) ← dotted overrides, type-checked and validated."""
+    """Defaults ← preset YAML (name or path, after the presets it names with `base:`) ← dotted
+    overrides, type-checked and validated."""
     merged = OmegaConf.structured(RunConfig)
-    if preset is not None:
-        path = preset_path(preset)
+    for path, data in _preset_layers(preset) if preset is not None else []:
         try:
-            merged = OmegaConf.merge(merged, OmegaConf.create(_read_yaml(path)))
+            merged = OmegaConf.merge(merged, OmegaConf.create(data))
         except OmegaConfBaseException as e:
             raise ConfigError(_omegaconf_message(e, str(path))) from None
     for item in overrides:

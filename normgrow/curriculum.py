@@ -20,11 +20,15 @@ Compute accounting (DESIGN.md §3), summed over optimizer steps:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from normgrow.config import ModelConfig, RunConfig, parse_train_blocks, resolved_head_dim
+from normgrow.config import ModelConfig, RunConfig, load_config, parse_train_blocks, resolved_head_dim
+from normgrow.errors import ConfigError
 from normgrow.model import Block, Student, init_block
 
 
@@ -113,3 +117,70 @@ def grow(model: Student, n_layer: int, init: str, seed: int) -> list[Block]:
         new.append(block)
     return new
 
+
+
+# ----------------------------------------------------------------------------- budget matching
+
+
+def planned_totals(cfg: RunConfig, plans: list[StagePlan] | None = None) -> dict[str, float]:
+    """Compute totals a config's curriculum will consume (vocab_size must be resolved for flops)."""
+    plans = plans or plan_stages(cfg)
+    totals = {"tokens": 0, "active_layer_tokens": 0, "trainable_layer_tokens": 0, "flops": 0.0}
+    for p in plans:
+        totals["tokens"] += p.tokens
+        totals["active_layer_tokens"] += p.tokens * p.n_layer
+        totals["trainable_layer_tokens"] += p.tokens * len(p.train_blocks)
+        if cfg.model.vocab_size is not None:
+            totals["flops"] += p.tokens * flops_per_token(cfg.model, p.n_layer, len(p.train_blocks), cfg.data.seq_len)
+    return totals
+
+
+def reference_totals(ref: str, vocab_size: int) -> tuple[dict, str]:
+    """Totals of a finished run (its summary), an unfinished run (its config) or a config/preset."""
+    path = Path(ref)
+    if path.is_dir():
+        if (path / "summary.json").is_file():
+            return json.loads((path / "summary.json").read_text())["compute"], f"run {ref} (measured)"
+        if not (path / "config.yaml").is_file():
+            raise ConfigError(f"curriculum.match_budget: {ref}: a directory without config.yaml is not a run")
+        ref_cfg = load_config(str(path / "config.yaml"))
+        source = f"run {ref} (planned)"
+    else:
+        try:
+            ref_cfg = load_config(ref)
+        except ConfigError as e:
+            raise ConfigError(f"curriculum.match_budget: {e}") from None
+        source = f"config {ref} (planned)"
+    if ref_cfg.model.vocab_size is None:
+        ref_cfg = dataclasses.replace(ref_cfg, model=dataclasses.replace(ref_cfg.model, vocab_size=vocab_size))
+    return planned_totals(ref_cfg), source
+
+
+def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+    """Scale every stage's budget so the run's total of `match_by` equals the reference's.
+
+    Stage proportions are kept; budgets become explicit token counts (written into the resolved
+    config), rounded to whole steps by plan_stages, so a matched joint run lands within half a step
+    of the target. Returns the new config and a record for the summary.
+    """
+    c = cfg.curriculum
+    if c.match_budget is None:
+        return cfg, None
+    by = c.match_by
+    target_totals, source = reference_totals(c.match_budget, cfg.model.vocab_size)
+    target = target_totals[by]
+    per_stage, prev = [], 0  # (tokens, cost of one token in the matched unit) per stage
+    for s in c.stages:
+        tokens = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
+        n_train = len(parse_train_blocks(s.train, s.n_layer, prev))
+        unit = {"tokens": 1, "active_layer_tokens": s.n_layer,
+                "flops": flops_per_token(cfg.model, s.n_layer, n_train, cfg.data.seq_len)}[by]
+        per_stage.append((tokens, unit))
+        prev = s.n_layer
+    current = sum(t * u for t, u in per_stage)
+    scale = target / current
+    stages = [dataclasses.replace(s, tokens=int(round(t * scale)), active_layer_tokens=0)
+              for s, (t, _) in zip(c.stages, per_stage)]
+    new = dataclasses.replace(cfg, curriculum=dataclasses.replace(c, stages=stages))
+    got = planned_totals(new)[by]
+    return new, {"reference": c.match_budget, "source": source, "by": by, "target": target, "planned": got}

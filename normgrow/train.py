@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from normgrow import __version__, checkpoint, dist
 from normgrow.config import RunConfig, load_config, save_config, to_dict
-from normgrow.curriculum import StagePlan, flops_per_token, grow, plan_stages, tokens_per_step
+from normgrow.curriculum import StagePlan, flops_per_token, grow, match_budget, plan_stages, tokens_per_step
 from normgrow.data import BatchIterator, Prepared, prepare, val_sequences
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.losses import distill_loss, eval_sums
@@ -233,6 +233,15 @@ def resolve_config(cfg: RunConfig, prep: Prepared) -> RunConfig:
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=v))
 
 
+def resolve_budget(cfg: RunConfig, say: Callable[[str], None]) -> tuple[RunConfig, Optional[dict]]:
+    """Apply curriculum.match_budget and report the matched totals."""
+    cfg, match = match_budget(cfg)
+    if match is not None:
+        say(f"budget matched by {match['by']} to {match['source']}: target {match['target']:,.0f}, "
+            f"this run {match['planned']:,.0f} ({match['planned'] / match['target'] - 1:+.4%})")
+    return cfg, match
+
+
 def versions() -> dict:
     import transformers
 
@@ -261,6 +270,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         teacher_path = resolve_teacher_path(cfg, log=say, build=False)
         prep = prepare(cfg, teacher_path=teacher_path, log=say)
     cfg = resolve_config(cfg, prep)
+    cfg, budget_match = resolve_budget(cfg, say)
     teacher = None
     if teacher_path is not None:  # before the run dir exists: a bad teacher leaves nothing on disk
         teacher = load_teacher(teacher_path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
@@ -331,19 +341,26 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         for plan in plans[state["stage"]:]:
             if state["stage"] != plan.index or state["stage_step"] == 0:
                 # ---- stage start (a growth event for every stage after the first)
-                if plan.index > 0 and model.n_layer < plan.n_layer:
-                    pre = evaluate(model, teacher, val, model.n_layer, cfg, info)
+                growth = None
+                if plan.index > 0:
+                    # ---- growth event: the model just before growth is the one evaluated at the end of the
+                    # previous stage, so its evaluation is reused for the `pre_growth` event.
+                    pre = state["stages"][-1]["end"]
                     record("pre_growth", pre)
-                    grow(model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed)
+                    probe_x = val[: min(len(val), mb), :-1].to(info.device)
+                    growth = grow_event(model, plan, cfg, probe_x)
                     set_trainable(model, plan)
-                    optimizer = build_optimizer(model, cfg, info.device)
+                    optimizer = rebuild_optimizer(optimizer, model, cfg, info.device)
                     ddp = _wrap(model, info)
                 state["stage"], state["stage_step"] = plan.index, 0
                 start = evaluate(model, teacher, val, model.n_layer, cfg, info)
+                if growth is not None:
+                    growth.update({f"grow/val_{k[4:]}_jump": start[k] - pre[k] for k in start})
+                    record("growth", growth)
                 record("stage_start", start)
                 state["stages"].append({"index": plan.index, "n_layer": plan.n_layer, "steps": plan.steps,
                                         "tokens": plan.tokens, "train_blocks": list(plan.train_blocks),
-                                        "start": start})
+                                        "growth": growth, "start": start})
             sched_start, sched_len = schedule_span(plans, plan.index, cfg)
             n_trainable = len(plan.train_blocks)
             step_flops = flops_per_token(cfg.model, plan.n_layer, n_trainable, cfg.data.seq_len) * per_step
@@ -415,6 +432,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                       else "no teacher (next-token training): only val/nll"),
         "compute": {k: state[k] for k in ("step", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")},
         "stages": state["stages"],
+        "budget_match": budget_match,
         "n_layer": model.n_layer,
         "teacher": teacher.report if teacher is not None else None,
         "data": {"shards": str(prep.dir), **{k: prep.meta.get(k) for k in ("train_tokens", "val_tokens")},
@@ -438,9 +456,45 @@ def _crossed(tokens: int, per_step: int, every: int) -> bool:
 
 
 def set_trainable(model: Student, plan: StagePlan) -> None:
-    """Blocks outside the stage's train list are frozen (no gradients, so no optimizer state)."""
+    """Blocks outside the stage's train list are frozen (no gradients, so no optimizer state and no
+    weight decay). The token embedding trains exactly when block 0 does (it feeds the prefix: a
+    frozen prefix on moving embeddings would be retrained in effect); the final norm and LM head
+    always train."""
     for i, block in enumerate(model.layers):
         block.requires_grad_(i in plan.train_blocks)
+    model.embed_tokens.requires_grad_(0 in plan.train_blocks)
+    if model.cfg.tie_embeddings:  # a tied head is the embedding: it must train for the head to train
+        model.embed_tokens.requires_grad_(True)
+
+
+@torch.no_grad()
+def grow_event(model: Student, plan: StagePlan, cfg: RunConfig, probe_x: torch.Tensor) -> dict:
+    """Append the stage's new blocks and measure how much the function changed on a fixed batch."""
+    was_training = model.training
+    model.eval()
+    before = model(probe_x).float()  # (b, T, V)
+    prefix = model.n_layer
+    grow(model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed)
+    after = model(probe_x).float()
+    model.train(was_training)
+    diff = after - before
+    return {"grow/from": prefix, "grow/to": plan.n_layer, "grow/init": cfg.curriculum.growth_init,
+            "grow/logit_max_abs_diff": diff.abs().max().item(),
+            "grow/logit_rms_diff": diff.pow(2).mean().sqrt().item(),
+            "grow/logit_rms": before.pow(2).mean().sqrt().item()}
+
+
+def rebuild_optimizer(old: torch.optim.AdamW, model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
+    """The optimizer after growth. `keep`: parameters still trainable keep their moments and step
+    counts, new (and newly unfrozen) ones start fresh; `reset`: every parameter starts fresh.
+    Frozen parameters leave the optimizer, and their state with them."""
+    new = build_optimizer(model, cfg, device)
+    if cfg.curriculum.optimizer == "keep":
+        for group in new.param_groups:
+            for p in group["params"]:
+                if p in old.state:
+                    new.state[p] = old.state[p]
+    return new
 
 
 def _wrap(model: Student, info: dist.DistInfo):
@@ -454,5 +508,6 @@ def _wrap(model: Student, info: dist.DistInfo):
 def _resolved_from_saved(out: Path, cfg: RunConfig) -> RunConfig:
     """The caller's config with the saved vocabulary size, to compare against a finished run."""
     saved = load_config(str(out / "config.yaml"))
-    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=saved.model.vocab_size))
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=saved.model.vocab_size))
+    return match_budget(cfg)[0]
 

@@ -1,0 +1,246 @@
+"""Growth curricula: function preservation, optimizer state across growth, freezing, compute accounting,
+budget matching, resume across a growth event, bad curricula."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import cli, tiny_cfg
+from normgrow import checkpoint
+from normgrow.config import ModelConfig, load_config
+from normgrow.curriculum import grow, plan_stages
+from normgrow.errors import ConfigError
+from normgrow.model import Student
+from normgrow.train import build_optimizer, rebuild_optimizer, run, set_trainable
+
+QUIET = dict(log=lambda *_: None, progress=False)
+GROW = "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
+
+
+def small(norm="pre", **kw):
+    return ModelConfig(norm=norm, n_layer=4, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=61, init_std=0.1, **kw)
+
+
+def test_zero_growth_preserves_pre_norm_logits_exactly():
+    for norm in ("pre", "sandwich"):
+        model = Student(small(norm), n_layer=2).eval()
+        idx = torch.randint(0, 61, (2, 12))
+        with torch.no_grad():
+            before = model(idx)
+            new = grow(model, 4, "zero", seed=0)
+            after = model(idx)
+        assert len(new) == 2 and model.n_layer == 4
+        assert torch.equal(before, after), norm
+        # the new blocks are not dead: only their output projections are zero, their norms are 1
+        assert new[0].self_attn.q_proj.weight.abs().sum() > 0
+        assert torch.all(new[0].input_layernorm.weight == 1)
+
+
+def test_post_norm_zero_growth_rescales_each_token_and_the_final_norm_undoes_it():
+    """A zero-init post-norm block computes N(N(h + 0) + 0) = h / rms(h) (unit gains): a per-token rescale of
+    the boundary. With a final norm (scale-invariant) the logits are preserved up to eps; without one,
+    the logits are divided by the boundary's RMS, token by token."""
+    idx = torch.randint(0, 61, (2, 12))
+    for final_norm in (True, False):
+        model = Student(dataclasses.replace(small("post"), final_norm=final_norm), n_layer=2).eval()
+        with torch.no_grad():
+            for name, p in model.named_parameters():  # trained-looking gains: boundary RMS ≠ 1
+                if name.endswith("norm.weight"):
+                    p.uniform_(0.3, 2.0)
+            res: list = []
+            before = model.hidden(idx, residuals=res)
+            boundary_rms = res[-1].pow(2).mean(-1, keepdim=True).sqrt()  # (B, T, 1)
+            logits_before = model.lm_head(before)
+            grow(model, 4, "zero", seed=0)
+            logits_after = model(idx)
+        if final_norm:
+            torch.testing.assert_close(logits_after, logits_before, atol=1e-4, rtol=1e-4)
+        else:
+            assert (logits_after - logits_before).abs().max() > 1e-2
+            torch.testing.assert_close(logits_after, logits_before / boundary_rms, atol=1e-5, rtol=1e-4)
+
+
+def test_random_growth_changes_the_function():
+    idx = torch.randint(0, 61, (2, 12))
+    for norm in ("pre", "post"):
+        model = Student(small(norm), n_layer=2).eval()
+        with torch.no_grad():
+            before = model(idx)
+            grow(model, 3, "random", seed=0)
+            assert (model(idx) - before).abs().max() > 1e-3, norm
+
+
+def test_copy_growth_duplicates_the_last_prefix_block_and_seeds_are_reproducible():
+    model = Student(small(), n_layer=2)
+    grow(model, 3, "copy", seed=0)
+    for (n1, p1), (n2, p2) in zip(model.layers[1].named_parameters(), model.layers[2].named_parameters()):
+        assert torch.equal(p1, p2) and p1.data_ptr() != p2.data_ptr(), n1
+    a, b = Student(small(), n_layer=2), Student(small(), n_layer=2)
+    torch.manual_seed(123)  # the global RNG does not influence growth
+    grow(a, 4, "random", seed=7)
+    torch.manual_seed(456)
+    grow(b, 4, "random", seed=7)
+    assert torch.equal(a.layers[3].mlp.up_proj.weight, b.layers[3].mlp.up_proj.weight)
+
+
+def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
+    cfg = load_config("tiny", ["model.vocab_size=61", "model.n_layer=4",
+                               "curriculum.stages=[{n_layer: 2, tokens: 10}, {n_layer: 4, tokens: 10}]"])
+    plans = plan_stages(cfg)
+    model = Student(cfg.model, n_layer=2)
+    set_trainable(model, plans[0])
+    opt = build_optimizer(model, cfg, torch.device("cpu"))
+    idx = torch.randint(0, 61, (2, 8))
+    model(idx).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+    old = {n: {k: v.clone() for k, v in opt.state[p].items()} for n, p in model.named_parameters()}
+    grow(model, 4, "zero", seed=0)
+    set_trainable(model, plans[1])
+    new_opt = rebuild_optimizer(opt, model, cfg, torch.device("cpu"))
+    in_opt = {id(p) for g in new_opt.param_groups for p in g["params"]}
+    for n, p in model.named_parameters():
+        assert id(p) in in_opt, n
+        if n in old:
+            for k, v in old[n].items():
+                assert torch.equal(new_opt.state[p][k], v), (n, k)
+        else:
+            assert p not in new_opt.state  # fresh state for new parameters
+    zero_out = model.layers[3].mlp.down_proj.weight.clone()
+    model(idx).pow(2).mean().backward()
+    new_opt.step()
+    assert not torch.equal(model.layers[3].mlp.down_proj.weight, zero_out)  # the zeroed projection learns
+    reset = rebuild_optimizer(opt, model, dataclasses.replace(
+        cfg, curriculum=dataclasses.replace(cfg.curriculum, optimizer="reset")), torch.device("cpu"))
+    assert len(reset.state) == 0
+
+
+def test_freeze_keeps_the_prefix_bit_identical_without_optimizer_state(tiny_cache, tmp_path):
+    stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560, train: new}]"
+    run(tiny_cfg(tiny_cache, stages, "train.weight_decay=0.5", "train.checkpoint_every_tokens=2560"),
+        tmp_path / "run", **QUIET)
+    ckpts = checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")
+    (w1, _, _, s1), (w2, opt2, _, s2) = checkpoint.load(ckpts[-2]), checkpoint.load(ckpts[-1])
+    assert (s1["stage"], s2["stage"]) == (0, 1) and s2["stage_step"] == s2["stages"][1]["steps"]
+    frozen = [k for k in w1 if k.startswith(("layers.0.", "layers.1.", "embed_tokens."))]
+    assert frozen and all(torch.equal(w1[k], w2[k]) for k in frozen)
+    assert not torch.equal(w1["lm_head.weight"], w2["lm_head.weight"])  # the head trains
+    assert not torch.equal(w2["layers.2.self_attn.o_proj.weight"], torch.zeros_like(w2["layers.2.self_attn.o_proj.weight"]))
+    # the optimizer holds exactly the trainable parameters: block 2, final norm, head
+    n_trainable = sum(1 for k in w2 if k.startswith(("layers.2.", "norm.", "lm_head.")))
+    assert sum(len(g["params"]) for g in opt2["param_groups"]) == n_trainable
+    assert len(opt2["state"]) == n_trainable
+
+
+def test_grow_run_accounting_and_phase_events(tiny_cache, tmp_path):
+    summary = run(tiny_cfg(tiny_cache, GROW), tmp_path / "run", **QUIET)
+    per_step = 8 * 32
+    stages = summary["stages"]
+    assert [s["n_layer"] for s in stages] == [1, 2, 3]
+    c = summary["compute"]
+    assert c["tokens"] == sum(s["tokens"] for s in stages) == 3 * 10 * per_step
+    assert c["active_layer_tokens"] == sum(s["tokens"] * s["n_layer"] for s in stages)
+    assert c["trainable_layer_tokens"] == c["active_layer_tokens"]  # every block trains in every stage
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    kinds = [(r["event"], r["stage"]) for r in rows if r["event"] != "train"]
+    for st in (1, 2):
+        i = kinds.index(("pre_growth", st - 1))
+        assert kinds[i + 1: i + 3] == [("growth", st), ("stage_start", st)]
+    growth = [r for r in rows if r["event"] == "growth"]
+    assert [(g["grow/from"], g["grow/to"]) for g in growth] == [(1, 2), (2, 3)]
+    for g in growth:  # tiny is pre-norm and growth_init defaults to zero: the function is preserved
+        assert g["grow/logit_max_abs_diff"] == 0.0 and g["grow/val_ce_jump"] == 0.0
+    assert all(s["end"] and s["start"] for s in stages)
+    assert stages[1]["growth"]["grow/logit_max_abs_diff"] == 0.0
+
+
+def test_post_norm_growth_jump_is_measured_and_recorded(tiny_cache, tmp_path):
+    zero = run(tiny_cfg(tiny_cache, GROW, "model.norm=post"), tmp_path / "zero", **QUIET)
+    g = zero["stages"][1]["growth"]
+    assert g["grow/val_ce_jump"] == pytest.approx(zero["stages"][1]["start"]["val/ce"] - zero["stages"][0]["end"]["val/ce"])
+    assert g["grow/logit_max_abs_diff"] < 1e-3  # with a final norm, post-norm zero growth only rescales (see above)
+    rand = run(tiny_cfg(tiny_cache, GROW, "model.norm=post", "curriculum.growth_init=random"), tmp_path / "rand", **QUIET)
+    r = rand["stages"][1]["growth"]
+    assert r["grow/logit_max_abs_diff"] > 10 * g["grow/logit_max_abs_diff"] and r["grow/val_ce_jump"] != 0
+
+
+def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, tmp_path):
+    grow_sum = run(tiny_cfg(tiny_cache, GROW), tmp_path / "grow", **QUIET)
+    proc = cli("run", "tiny", "-o", tmp_path / "joint", f"data.cache_dir={tiny_cache}",
+               f"curriculum.match_budget={tmp_path / 'grow'}", "--no-progress")
+    assert "budget matched by active_layer_tokens" in proc.stdout
+    joint = json.loads((tmp_path / "joint" / "summary.json").read_text())
+    target = grow_sum["compute"]["active_layer_tokens"]
+    assert abs(joint["compute"]["active_layer_tokens"] - target) <= 8 * 32 * 3  # within one step at depth 3
+    assert joint["budget_match"]["target"] == target
+    saved = load_config(str(tmp_path / "joint" / "config.yaml"))
+    assert round(saved.curriculum.stages[0].tokens / 256) * 256 == joint["compute"]["tokens"]  # written into the config
+    # matching by tokens instead gives the grow run's token count
+    cfg = tiny_cfg(tiny_cache, f"curriculum.match_budget={tmp_path / 'grow'}", "curriculum.match_by=tokens",
+                   "curriculum.stages=[{n_layer: 3, tokens: 1}]")
+    from normgrow.curriculum import match_budget
+    matched, rec = match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=512)))
+    assert matched.curriculum.stages[0].tokens == grow_sum["compute"]["tokens"]
+
+
+def test_kill_just_after_growth_resumes_identically(tiny_cache, tmp_path):
+    args = ["tiny", f"data.cache_dir={tiny_cache}", "model.norm=post",
+            "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000}]",
+            "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    cli("run", "-o", full, *args)
+    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "-o", str(killed), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = killed / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.is_file() and '"stage": 1, "event": "stage_start"' in metrics.read_text():
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "finished before the kill"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert '"event": "growth"' in metrics.read_text()
+    cli("run", "-o", killed, *args)
+
+    def rows(d):
+        return [{k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
+                for line in (d / "metrics.jsonl").read_text().splitlines()]
+
+    assert rows(killed) == rows(full)
+    wa = load_file(str(checkpoint.latest(full / "checkpoints") / "model.safetensors"))
+    wb = load_file(str(checkpoint.latest(killed / "checkpoints") / "model.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.mark.parametrize("stages,field", [
+    ("[{n_layer: 2, tokens: 10}, {n_layer: 2, tokens: 10}]", "curriculum.stages.1.n_layer"),
+    ("[{n_layer: 4, tokens: 10}]", "curriculum.stages.0.n_layer"),
+    ("[{n_layer: 2, tokens: 0}]", "curriculum.stages.0.tokens"),
+    ("[{n_layer: 2, tokens: 10}, {n_layer: 3, tokens: 10, train: '7'}]", "curriculum.stages.1.train"),
+    ("[{n_layer: 2, tokens: 10}, {n_layer: 3, tokens: 10, train: ''}]", "curriculum.stages.1.train"),
+])
+def test_bad_curricula_name_their_field(stages, field):
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        load_config("tiny", [f"curriculum.stages={stages}"])
+
+
+def test_growth_presets_load_and_describe_their_schedules():
+    grow_cfg = load_config("grow")
+    assert [s.n_layer for s in grow_cfg.curriculum.stages] == [3, 6, 9]
+    assert [s.n_layer for s in load_config("grow1").curriculum.stages] == [3, 4, 5, 6, 7, 8, 9]
+    assert [s.train for s in load_config("freeze").curriculum.stages] == ["all", "new", "new"]
+    shallow = load_config("shallow")
+    assert [s.n_layer for s in shallow.curriculum.stages] == [3]
+    total = sum(s.tokens for s in grow_cfg.curriculum.stages)
+    assert shallow.curriculum.stages[0].tokens == total
+    assert sum(s.tokens for s in load_config("grow1").curriculum.stages) == total
+    assert load_config("matched").curriculum.match_budget == "grow"
