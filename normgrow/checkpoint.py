@@ -25,8 +25,10 @@ def _step_dir(root: Path, step: int) -> Path:
     return root / f"step_{step:08d}"
 
 
-def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, state: dict, keep: int = 2) -> Path:
-    """Write checkpoint `step` atomically, then keep only the `keep` most recent ones."""
+def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, state: dict, keep: int = 2,
+         protected: frozenset[int] = frozenset()) -> Path:
+    """Write checkpoint `step` atomically, then keep only the `keep` most recent ones plus the
+    `protected` steps (stage ends: `normgrow diagnose` and phase-wise analyses reload them)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = _step_dir(root, step)
@@ -48,7 +50,8 @@ def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, 
     os.rename(tmp, final)
     _fsync_dir(root)
     for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        if int(old.name.split("_")[1]) not in protected:
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 

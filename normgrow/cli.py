@@ -14,8 +14,10 @@ defaults. Every error a user can cause prints one line, `normgrow: error: …`, 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 from normgrow import __version__
 from normgrow.errors import NormgrowError
@@ -112,6 +114,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     cfg = _load(args)
     out = args.output or default_run_dir(cfg)
     summary = run(cfg, out, progress=not args.no_progress)
+    if int(os.environ.get("RANK", "0")) == 0:
+        from normgrow.report import plot_runs
+
+        plot_runs([out], Path(out) / "plots")
     keys = [k for k in ("val/ce", "val/kl", "val/nll") if k in summary]
     print(f"{out}: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)
           + f" after {summary['compute']['tokens']:,} tokens ({summary['wall_time_s']:.0f} s)")
@@ -122,6 +128,27 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     out = export_student(args.run_dir, args.output)
     print(f"exported {args.run_dir} → {out}")
+
+
+def cmd_diagnose(args: argparse.Namespace) -> None:
+    from normgrow.diagnostics import diagnose_run
+
+    results = diagnose_run(args.run_dir)
+    worst = max((r["max_abs_diff"] for r in results if r["logged"]), default=None)
+    print(f"{args.run_dir}: {len(results)} checkpoints diagnosed → diagnostics-recomputed.jsonl"
+          + (f"; largest difference from the logged values {worst:.3g}" if worst is not None else ""))
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from normgrow.report import plot_runs
+
+    dirs = [Path(d) for d in args.dirs]
+    for d in dirs:
+        if not (d / "config.yaml").is_file():
+            raise NormgrowError(f"{d}: not a run directory (no config.yaml)")
+    out = Path(args.output) if args.output else dirs[0] / "plots"
+    for f in plot_runs(dirs, out):
+        print(f)
 
 
 def cmd_teacher_train(args: argparse.Namespace) -> None:
@@ -146,6 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("diagnose", help="recompute a run's diagnostics from its checkpoints")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_diagnose)
+
+    p = sub.add_parser("report", help="figures of one or more runs (side by side)")
+    p.add_argument("dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("-o", "--output", default=None, help="output directory (default: RUN_DIR/plots of the first)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("teacher", help="the default teacher")
     tsub = p.add_subparsers(dest="teacher_command", required=True, metavar="ACTION")

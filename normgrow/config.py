@@ -198,6 +198,18 @@ class TrainConfig:
 
 
 @dataclass
+class DiagnosticsConfig:
+    enabled: bool = True
+    """Compute boundary diagnostics on the probe batch (diagnostics.jsonl); they never change training."""
+    every_tokens: int = 0
+    """Also diagnose every this many tokens (0 = only at stage starts and ends)."""
+    sink_threshold: float = 0.3
+    """A (layer, head) counts as an attention sink when later queries give position 0 more than this."""
+    skip_ce: bool = True
+    """Measure the probe CE change when each block is skipped (one extra partial forward per block)."""
+
+
+@dataclass
 class RunConfig:
     name: str = ""
     """Free-form run name, recorded with the results."""
@@ -215,6 +227,8 @@ class RunConfig:
     """Stages and growth."""
     train: TrainConfig = field(default_factory=TrainConfig)
     """Optimization, evaluation and checkpoint cadence."""
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    """Boundary diagnostics on the fixed probe batch."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -393,6 +407,10 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"{key}.train: {e}") from None
         need(len(trained) > 0, f"{key}.train", f"'{s.train}' trains no block (every block frozen)")
         prev = s.n_layer
+
+    g = cfg.diagnostics
+    need(g.every_tokens >= 0, "diagnostics.every_tokens", f"must be non-negative, got {g.every_tokens}")
+    need(0 < g.sink_threshold < 1, "diagnostics.sink_threshold", f"must be in (0, 1), got {g.sink_threshold}")
 
     r = cfg.train
     for key in ("batch_size", "lr", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens", "keep_checkpoints"):

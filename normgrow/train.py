@@ -36,7 +36,8 @@ from tqdm import tqdm
 from normgrow import __version__, checkpoint, dist
 from normgrow.config import RunConfig, load_config, save_config, to_dict
 from normgrow.curriculum import StagePlan, flops_per_token, grow, match_budget, plan_stages, tokens_per_step
-from normgrow.data import BatchIterator, Prepared, prepare, val_sequences
+from normgrow.data import BatchIterator, Prepared, prepare, probe_batch, val_sequences
+from normgrow.diagnostics import diagnose, make_probe
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.losses import distill_loss, eval_sums
 from normgrow.model import Student
@@ -282,6 +283,10 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
     set_trainable(model, plans[0])
     batches = BatchIterator(prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank, info.world_size)
     val = val_sequences(prep, cfg.data.seq_len, cfg.data.val_tokens)
+    probe = None
+    if cfg.diagnostics.enabled and info.is_main:
+        rows, _ = probe_batch(prep, cfg.data.probe_sequences, cfg.data.seq_len)
+        probe = make_probe(rows, prep.token_classes, teacher, info.device)
 
     # everything that can fail on bad input has been checked: now the run directory may be created
     resume = open_run_dir(out, cfg) if info.is_main else True
@@ -305,15 +310,18 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         batches.load_state_dict(state["data"])
         if info.is_main:
             _truncate_jsonl(out / "metrics.jsonl", state["metrics_lines"])
+            _truncate_jsonl(out / "diagnostics.jsonl", state.get("diagnostics_lines", 0))
         say(f"resuming {out} from {latest.name} (stage {state['stage']}, {state['tokens']:,} tokens)")
     else:
         optimizer = build_optimizer(model, cfg, info.device)
         if info.is_main:
             (out / "metrics.jsonl").unlink(missing_ok=True)
+            (out / "diagnostics.jsonl").unlink(missing_ok=True)
 
     writer = MetricsWriter(out, cfg, info.is_main)
     ddp = _wrap(model, info)
     total_steps = sum(p.steps for p in plans)
+    stage_end_steps = frozenset(sum(p.steps for p in plans[: i + 1]) for i in range(len(plans)))
     bar = tqdm(total=total_steps, initial=state["step"], disable=not (progress and info.is_main), unit="step",
                dynamic_ncols=True, desc=cfg.name or out.name, file=sys.stderr)
     per_step = tokens_per_step(cfg)
@@ -328,13 +336,23 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         writer.write(rec)
         return rec
 
+    def diagnose_now(event: str) -> None:
+        if probe is None:
+            return
+        rec = diagnose(model, probe, cfg.diagnostics.sink_threshold, cfg.diagnostics.skip_ce, cfg.distill.chunk_tokens)
+        head = {"step": state["step"], "tokens": state["tokens"], "active_layer_tokens": state["active_layer_tokens"],
+                "n_layer": model.n_layer, "stage": state["stage"], "event": event}
+        with open(out / "diagnostics.jsonl", "a") as f:
+            f.write(json.dumps({**head, **rec}) + "\n")
+        state["diagnostics_lines"] = state.get("diagnostics_lines", 0) + 1
+
     def save() -> None:
         state["data"] = batches.state_dict()
         state["wall_time_s"] = time.perf_counter() - t_start
         state["metrics_lines"] = writer.lines
         if info.is_main:
             checkpoint.save(ckpt_dir, state["step"], model.state_dict(), optimizer.state_dict(), state,
-                            keep=cfg.train.keep_checkpoints)
+                            keep=cfg.train.keep_checkpoints, protected=stage_end_steps)
         dist.barrier()
 
     try:
@@ -358,6 +376,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                     growth.update({f"grow/val_{k[4:]}_jump": start[k] - pre[k] for k in start})
                     record("growth", growth)
                 record("stage_start", start)
+                diagnose_now("stage_start")
                 state["stages"].append({"index": plan.index, "n_layer": plan.n_layer, "steps": plan.steps,
                                         "tokens": plan.tokens, "train_blocks": list(plan.train_blocks),
                                         "growth": growth, "start": start})
@@ -415,9 +434,13 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                 if last_step:
                     end = evaluate(model, teacher, val, model.n_layer, cfg, info)
                     record("stage_end", end)
+                    diagnose_now("stage_end")
                     state["stages"][-1]["end"] = end
                 elif _crossed(state["tokens"], per_step, cfg.train.eval_every_tokens):
                     record("eval", evaluate(model, teacher, val, model.n_layer, cfg, info))
+                if cfg.diagnostics.every_tokens and not last_step and _crossed(state["tokens"], per_step,
+                                                                               cfg.diagnostics.every_tokens):
+                    diagnose_now("interval")
                 if last_step or _crossed(state["tokens"], per_step, cfg.train.checkpoint_every_tokens):
                     save()
     finally:
@@ -432,6 +455,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                       else "no teacher (next-token training): only val/nll"),
         "compute": {k: state[k] for k in ("step", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")},
         "stages": state["stages"],
+        "boundaries": boundary_summary(out / "diagnostics.jsonl") if info.is_main else None,
         "budget_match": budget_match,
         "n_layer": model.n_layer,
         "teacher": teacher.report if teacher is not None else None,
@@ -448,6 +472,33 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         os.replace(tmp, out / "summary.json")
     dist.barrier()
     return summary
+
+
+def boundary_summary(path: Path) -> list[dict]:
+    """Per growth event: the boundary residual (input of the first appended block) at the event and at
+    the end of the stage that follows, per token class, and the identity-ness of the last prefix block
+    just before growth. Read back from diagnostics.jsonl (so a resumed run summarizes all of it)."""
+    if not path.is_file():
+        return []
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    ends = {r["stage"]: r for r in recs if r["event"] == "stage_end"}
+    out = []
+    for k in sorted(ends):
+        if k + 1 not in ends:
+            continue
+        before, after = ends[k], ends[k + 1]
+        b = before["n_layer"]  # residual index of the boundary = prefix depth
+
+        def pick(r: dict) -> dict:
+            return {c: r["residual_rms"][b][c] for c in ("all", "structural", "content", "bos", "first")}
+
+        out.append({"stage": k + 1, "boundary": b,
+                    "rms_at_growth": pick(before), "rms_end_of_next_stage": pick(after),
+                    "struct_content_ratio": [before["struct_content_ratio"][b], after["struct_content_ratio"][b]],
+                    "last_prefix_block": {"index": b - 1, "rel_update": before["rel_update"][b - 1],
+                                          "cos": before["cos"][b - 1],
+                                          "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b)[b - 1]}})
+    return out
 
 
 def _crossed(tokens: int, per_step: int, every: int) -> bool:

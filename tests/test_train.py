@@ -27,8 +27,10 @@ def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     out = tmp_path / "run"
     proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress")
     assert "val/ce" in proc.stdout
-    for name in ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints"):
+    for name in ("config.yaml", "metrics.jsonl", "diagnostics.jsonl", "summary.json", "checkpoints"):
         assert (out / name).exists(), name
+    for name in ("val_ce", "boundary_rms", "struct_content", "identity"):
+        assert (out / "plots" / f"{name}.png").stat().st_size > 10_000, name
     rows = events(out)
     for r in rows:
         for key in ("step", "tokens", "active_layer_tokens", "n_layer", "stage", "event"):

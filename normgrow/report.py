@@ -1,0 +1,153 @@
+"""Figures (and later tables) built only from what run directories hold on disk.
+
+`plot_runs(run_dirs, out_dir)` draws one set of figures for any number of runs — one run (the
+figures `normgrow run` leaves in its run directory) or several side by side (pre vs post in a
+study): the same axes, one colour per run, stage boundaries marked.
+
+    val_ce.png            val/ce against active-layer tokens, stage boundaries dashed
+    boundary_rms.png      residual RMS at each growth boundary over training, per token class
+    struct_content.png    structural / content RMS ratio at the boundaries over training
+    identity.png          identity-ness of every block at the end of each stage: relative update,
+                          cosine, and probe-CE change when the block is skipped
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def run_label(run_dir: Path) -> str:
+    from normgrow.config import load_config
+
+    cfg = load_config(str(run_dir / "config.yaml"))
+    depths = "→".join(str(s.n_layer) for s in cfg.curriculum.stages)
+    return f"{cfg.model.norm} {depths} ({run_dir.name})"
+
+
+def _stage_lines(ax, metrics: list[dict], x_key: str, color) -> None:
+    for r in metrics:
+        if r["event"] == "stage_start" and r["stage"] > 0:
+            ax.axvline(r[x_key], color=color, ls="--", lw=0.8, alpha=0.6)
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
+
+
+def plot_val_ce(runs: list[Path], out: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    key = None
+    for i, run in enumerate(runs):
+        m = read_jsonl(run / "metrics.jsonl")
+        key = "val/ce" if any("val/ce" in r for r in m) else "val/nll"
+        ev = [r for r in m if key in r and r["event"] != "pre_growth"]
+        ax.plot([r["active_layer_tokens"] for r in ev], [r[key] for r in ev], "o-", ms=3, color=COLORS[i % 10],
+                label=run_label(run))
+        _stage_lines(ax, m, "active_layer_tokens", COLORS[i % 10])
+    ax.set_xlabel("active-layer tokens (tokens × blocks)")
+    ax.set_ylabel(f"{key} (nats/token)")
+    ax.set_title("validation CE against the teacher" if key == "val/ce" else "validation NLL")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _save(fig, out / "val_ce.png")
+
+
+def _boundaries(diag: list[dict]) -> list[int]:
+    """Residual indices that are growth boundaries in this run (prefix depths of stages before the last)."""
+    depths = sorted({r["n_layer"] for r in diag})
+    return depths[:-1] if len(depths) > 1 else depths
+
+
+def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
+    for i, run in enumerate(runs):
+        diag = read_jsonl(run / "diagnostics.jsonl")
+        if not diag:
+            continue
+        for j, b in enumerate(_boundaries(diag)):
+            pts = [(r["active_layer_tokens"], r["residual_rms"][b]) for r in diag if len(r["residual_rms"]) > b]
+            xs = [p[0] for p in pts]
+            ls = ["-", ":", "-."][j % 3]
+            axes[0].plot(xs, [p[1]["all"] for p in pts], ls, color=COLORS[i % 10], marker="o", ms=2,
+                         label=f"{run_label(run)} · boundary {b}")
+            axes[1].plot(xs, [p[1]["structural"] for p in pts], ls, color=COLORS[i % 10], marker="^", ms=2,
+                         label=f"structural · b{b} · {run.name}")
+            axes[1].plot(xs, [p[1]["content"] for p in pts], ls, color=COLORS[i % 10], marker="s", ms=2, alpha=0.5,
+                         label=f"content · b{b} · {run.name}")
+        _stage_lines(axes[0], read_jsonl(run / "metrics.jsonl"), "active_layer_tokens", COLORS[i % 10])
+    axes[0].set_title("residual RMS at the growth boundary")
+    axes[1].set_title("… per token class")
+    for ax in axes:
+        ax.set_xlabel("active-layer tokens")
+        ax.set_ylabel("RMS of the residual stream")
+        lo, hi = ax.get_ylim()
+        if lo > 0 and hi / lo > 20:  # pre-norm drift spans decades; post-norm stays near its gains
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    return _save(fig, out / "boundary_rms.png")
+
+
+def plot_struct_content(runs: list[Path], out: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for i, run in enumerate(runs):
+        diag = read_jsonl(run / "diagnostics.jsonl")
+        for j, b in enumerate(_boundaries(diag)):
+            pts = [(r["active_layer_tokens"], r["struct_content_ratio"][b]) for r in diag
+                   if len(r["struct_content_ratio"]) > b and r["struct_content_ratio"][b] is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ["-", ":", "-."][j % 3], marker="o", ms=2,
+                    color=COLORS[i % 10], label=f"{run_label(run)} · boundary {b}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("active-layer tokens")
+    ax.set_ylabel("RMS structural / RMS content")
+    ax.set_title("structural-token scale drift at the boundary")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _save(fig, out / "struct_content.png")
+
+
+def plot_identity(runs: list[Path], out: Path) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for i, run in enumerate(runs):
+        ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end"]
+        for j, r in enumerate(ends):
+            blocks = list(range(r["n_layer"]))
+            style = dict(color=COLORS[i % 10], marker="o", ms=3, alpha=0.4 + 0.6 * (j + 1) / len(ends),
+                         label=f"{run.name} · end of stage {r['stage']}")
+            axes[0].plot(blocks, r["rel_update"], **style)
+            axes[1].plot(blocks, r["cos"], **style)
+            if r.get("skip_ce_delta"):
+                axes[2].plot(blocks, r["skip_ce_delta"], **style)
+    for ax, title in zip(axes, ("relative update ‖B(h)−h‖/‖h‖", "cos(h, B(h))", "probe CE change when skipped")):
+        ax.set_title(title)
+        ax.set_xlabel("block")
+        ax.grid(alpha=0.3)
+    axes[2].set_yscale("symlog", linthresh=1e-3)
+    axes[0].legend(fontsize=6)
+    return _save(fig, out / "identity.png")
+
+
+def plot_runs(runs: list[str | Path], out_dir: str | Path) -> list[Path]:
+    """All figures for these runs into out_dir; returns the files written."""
+    runs = [Path(r) for r in runs]
+    out = Path(out_dir)
+    made = [plot_val_ce(runs, out)]
+    if any((r / "diagnostics.jsonl").is_file() for r in runs):
+        made += [plot_boundary_rms(runs, out), plot_struct_content(runs, out), plot_identity(runs, out)]
+    return made

@@ -1,0 +1,126 @@
+"""Diagnostics: known answers on constructed models, exact class masks, pure observation, recomputation."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import cli, tiny_cfg
+from normgrow import checkpoint
+from normgrow.config import ModelConfig
+from normgrow.diagnostics import diagnose, identity_stats, make_probe
+from normgrow.model import Student
+from normgrow.train import run
+
+QUIET = dict(log=lambda *_: None, progress=False)
+
+
+def model_and_probe(norm="pre", n_layer=3):
+    cfg = ModelConfig(norm=norm, n_layer=n_layer, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=40,
+                      init_std=0.2)
+    model = Student(cfg).eval()
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(2, 40, (3, 17), generator=g)
+    rows[:, 0] = 0  # BOS
+    classes = np.zeros(40, dtype=np.int8)  # content
+    classes[0], classes[1], classes[2:6], classes[6:10] = 1, 1, 2, 3  # bos, bos, whitespace, punct
+    return model, make_probe(rows, classes)
+
+
+def test_class_masks_select_exactly_the_right_positions():
+    rows = torch.tensor([[0, 5, 7, 12, 3, 0, 9, 9],
+                         [0, 12, 12, 2, 8, 6, 0, 4]])
+    classes = np.zeros(16, dtype=np.int8)
+    classes[0] = 1  # bos
+    classes[[2, 3]] = 2  # whitespace
+    classes[[7, 8, 9]] = 3  # punct
+    p = make_probe(rows, classes)
+    x = rows[:, :-1]
+    expect = {
+        "bos": [(0, 0), (0, 5), (1, 0), (1, 6)],
+        "whitespace": [(0, 4), (1, 3)],
+        "punct": [(0, 2), (0, 6), (1, 4)],
+        "first": [(0, 0), (1, 0)],
+    }
+    for name, pos in expect.items():
+        got = sorted(map(tuple, p.masks[name].nonzero().tolist()))
+        assert got == sorted(pos), name
+    content = sorted(map(tuple, p.masks["content"].nonzero().tolist()))
+    assert content == [(0, 1), (0, 3), (1, 1), (1, 2), (1, 5)]
+    assert p.masks["structural"].sum() == 4 + 2 + 3
+    assert p.counts["all"] == x.numel() and p.counts["first"] == 2
+
+
+def test_zeroed_block_is_an_identity_and_skipping_it_changes_nothing():
+    model, probe = model_and_probe("pre")
+    with torch.no_grad():
+        torch.nn.init.zeros_(model.layers[1].self_attn.o_proj.weight)
+        torch.nn.init.zeros_(model.layers[1].mlp.down_proj.weight)
+    d = diagnose(model, probe)
+    assert d["rel_update"][1] == 0.0
+    assert d["cos"][1] == pytest.approx(1.0, abs=1e-6)
+    assert d["skip_ce_delta"][1] == 0.0
+    assert d["rel_update"][0] > 0 and abs(d["skip_ce_delta"][0]) > 0  # the other blocks are not identities
+    assert len(d["residual_rms"]) == 4 and d["residual_rms"][1] == d["residual_rms"][2]
+
+
+def test_a_block_that_doubles_its_input_reads_as_such():
+    h = torch.randn(4, 9, 32)
+    rel, cos = identity_stats(h, 2 * h)
+    assert rel == pytest.approx(1.0, abs=1e-6) and cos == pytest.approx(1.0, abs=1e-6)
+    rel, cos = identity_stats(h, -h)
+    assert rel == pytest.approx(2.0, abs=1e-6) and cos == pytest.approx(-1.0, abs=1e-6)
+
+
+def test_residual_rms_per_class_by_hand():
+    model, probe = model_and_probe("post")
+    d = diagnose(model, probe, skip_ce=False)
+    res: list = []
+    with torch.no_grad():
+        model.hidden(probe.x, residuals=res)
+    h = res[2]
+    m = probe.masks["punct"]
+    assert d["residual_rms"][2]["punct"] == pytest.approx(h[m].pow(2).mean().sqrt().item(), rel=1e-5)
+    assert d["max_abs"][2]["first"] == pytest.approx(h[:, 0].abs().max().item(), rel=1e-6)
+    ratio = d["residual_rms"][2]["structural"] / d["residual_rms"][2]["content"]
+    assert d["struct_content_ratio"][2] == pytest.approx(ratio)
+
+
+def test_attention_sink_scores():
+    model, probe = model_and_probe("pre", n_layer=2)
+    d = diagnose(model, probe, sink_threshold=0.5, skip_ce=False)
+    assert len(d["sink_score"]) == 2 and len(d["sink_score"][0]) == 4
+    # position 0 gets 1/(t+1) of query t's attention at uniform attention; scores lie in (0, 1)
+    assert all(0 < s < 1 for layer in d["sink_score"] for s in layer)
+    share_all = diagnose(model, probe, sink_threshold=1e-6, skip_ce=False)["sink_share"]
+    assert share_all == 1.0
+
+
+def test_diagnostics_do_not_change_training(tiny_cache, tmp_path):
+    stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
+    on = run(tiny_cfg(tiny_cache, stages, "diagnostics.every_tokens=512"), tmp_path / "on", **QUIET)
+    off = run(tiny_cfg(tiny_cache, stages, "diagnostics.enabled=false"), tmp_path / "off", **QUIET)
+    assert on["final"] == off["final"]
+    a = checkpoint.load(checkpoint.latest(tmp_path / "on" / "checkpoints"))[0]
+    b = checkpoint.load(checkpoint.latest(tmp_path / "off" / "checkpoints"))[0]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "on" / "diagnostics.jsonl").is_file() and not (tmp_path / "off" / "diagnostics.jsonl").exists()
+    events = [json.loads(line)["event"] for line in (tmp_path / "on" / "diagnostics.jsonl").read_text().splitlines()]
+    assert events.count("stage_end") == 2 and events.count("stage_start") == 2 and "interval" in events
+    assert len(on["boundaries"]) == 1 and on["boundaries"][0]["boundary"] == 2
+
+
+def test_diagnose_command_reproduces_the_logged_values(tiny_cache, tmp_path):
+    stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
+    run(tiny_cfg(tiny_cache, stages, "model.norm=post"), tmp_path / "run", **QUIET)
+    proc = cli("diagnose", tmp_path / "run")
+    assert "largest difference from the logged values 0" in proc.stdout
+    recomputed = [json.loads(line) for line in (tmp_path / "run" / "diagnostics-recomputed.jsonl").read_text().splitlines()]
+    assert [r["n_layer"] for r in recomputed] == [2, 3]  # both stage ends kept (protected from pruning)
+    logged = {json.loads(line)["step"]: json.loads(line)
+              for line in (tmp_path / "run" / "diagnostics.jsonl").read_text().splitlines()
+              if json.loads(line)["event"] == "stage_end"}
+    for r in recomputed:
+        assert r["residual_rms"] == logged[r["step"]]["residual_rms"]
+        assert r["skip_ce_delta"] == logged[r["step"]]["skip_ce_delta"]
