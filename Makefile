@@ -19,12 +19,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The main job. Until `normgrow study` lands it runs what exists end to end: the default corpus
-# prepared into token shards (cached), then both default students built and described.
+# The main job: the built-in default study (default teacher built once and cached, then nine arms),
+# ending with the path of its report.md. Any study preset or file: make demo STUDY=cpu3
+STUDY ?= default
 demo: setup
-	$(BIN)/normgrow prepare default
-	$(BIN)/normgrow model default model.norm=pre
-	$(BIN)/normgrow model default model.norm=post
+	$(BIN)/normgrow study $(STUDY)
 
 test: setup
 	$(BIN)/python -m pytest -q
@@ -34,6 +33,8 @@ test-slow: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_model.py
+	$(BIN)/python benchmarks/bench_loss_memory.py
+	$(BIN)/python benchmarks/bench_run.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,6 +1,9 @@
 """The `normgrow` command line: one console script, one subcommand per verb.
 
+    normgrow study   [STUDY] [-o DIR] [key=value …]  the main job: all arms × seeds, then the report
     normgrow run     CONFIG [-o DIR] [key=value …]  one training run (resumes DIR if it exists)
+    normgrow report  STUDY_DIR | RUN_DIR …          rebuild a study's report / plot runs side by side
+    normgrow diagnose RUN_DIR                       recompute diagnostics from the checkpoints
     normgrow export  RUN_DIR -o DIR              the student in Hugging Face format
     normgrow teacher train [CONFIG] [key=value …]   build the default teacher for a data config
     normgrow prepare [CONFIG] [key=value …]   default teacher (if used) → corpus → tokenizer → token shards (cached)
@@ -139,10 +142,25 @@ def cmd_diagnose(args: argparse.Namespace) -> None:
           + (f"; largest difference from the logged values {worst:.3g}" if worst is not None else ""))
 
 
+def cmd_study(args: argparse.Namespace) -> None:
+    from normgrow.study import load_study, run_study
+
+    config, overrides = _split_config_and_overrides(args)
+    study = load_study(config, overrides)
+    out = Path(args.output) if args.output else Path("studies") / study.name
+    report = run_study(study, out, progress=not args.no_progress)
+    print(f"report: {report}")
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     from normgrow.report import plot_runs
 
     dirs = [Path(d) for d in args.dirs]
+    if len(dirs) == 1 and (dirs[0] / "study.yaml").is_file():
+        from normgrow.study import rebuild_report
+
+        print(f"report: {rebuild_report(dirs[0])}")
+        return
     for d in dirs:
         if not (d / "config.yaml").is_file():
             raise NormgrowError(f"{d}: not a run directory (no config.yaml)")
@@ -163,6 +181,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"normgrow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    p = sub.add_parser("study", help="the main job: every arm × seed of a study, then its report")
+    p.add_argument("config", nargs="?", default=None, help="study preset (configs/studies) or YAML; default: the built-in CPU study")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="study keys (seeds=[0,1], launcher.parallel=2) or run keys for every arm (train.lr=1e-3)")
+    p.add_argument("-o", "--output", default=None, help="study directory (default: studies/<name>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_study)
+
     p = sub.add_parser("run", help="one training run")
     _add_config_args(p)
     p.add_argument("-o", "--output", default=None, help="run directory (default: runs/<name>-<norm>-s<seed>-<hash>)")
@@ -178,8 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_diagnose)
 
-    p = sub.add_parser("report", help="figures of one or more runs (side by side)")
-    p.add_argument("dirs", nargs="+", metavar="RUN_DIR")
+    p = sub.add_parser("report", help="rebuild a study's results and report, or plot runs side by side")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="a study directory, or one or more run directories")
     p.add_argument("-o", "--output", default=None, help="output directory (default: RUN_DIR/plots of the first)")
     p.set_defaults(func=cmd_report)
 

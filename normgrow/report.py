@@ -151,3 +151,144 @@ def plot_runs(runs: list[str | Path], out_dir: str | Path) -> list[Path]:
     if any((r / "diagnostics.jsonl").is_file() for r in runs):
         made += [plot_boundary_rms(runs, out), plot_struct_content(runs, out), plot_identity(runs, out)]
     return made
+
+
+# ----------------------------------------------------------------------------- study report
+
+
+def _fmt(x, nd: int = 4) -> str:
+    return "—" if x is None or x == "" else f"{float(x):.{nd}f}"
+
+
+def _ci(stat: dict, nd: int = 4) -> str:
+    if stat["mean"] is None:
+        return "—"
+    if stat["ci95"] is None:
+        return f"{stat['mean']:.{nd}f}"
+    return f"{stat['mean']:.{nd}f} ± {stat['ci95']:.{nd}f}"
+
+
+def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
+    """val/ce against active-layer tokens for every arm (first finished seed), stage boundaries marked."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for i, arm in enumerate(study.arms):
+        ok = sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
+        if not ok:
+            continue
+        m = read_jsonl(study_dir / ok[0]["run_dir"] / "metrics.jsonl")
+        ev = [r for r in m if "val/ce" in r and r["event"] != "pre_growth"]
+        ls = "--" if "post" not in arm else "-"
+        ax.plot([r["active_layer_tokens"] for r in ev], [r["val/ce"] for r in ev], ls, marker="o", ms=2.5,
+                color=COLORS[i % 10], label=f"{arm} (seed {ok[0]['seed']})")
+        for r in m:
+            if r["event"] == "stage_start" and r["stage"] > 0:
+                ax.axvline(r["active_layer_tokens"], color=COLORS[i % 10], ls=":", lw=0.7, alpha=0.5)
+    ax.set_xlabel("active-layer tokens (tokens × blocks)")
+    ax.set_ylabel("val/ce (nats/token)")
+    ax.set_title("validation CE against the teacher; dotted: growth events")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    return _save(fig, out / "val_ce_vs_compute.png")
+
+
+def plot_phase_gap(phase: dict, out: Path) -> Path:
+    """b − a at every stage boundary, with 95% intervals when there are several seeds."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    rows = phase["rows"]
+    labels = [f"s{r['stage']} ({r['n_layer']}b)\n{r['point']}" for r in rows]
+    means = [r["diff"]["mean"] for r in rows]
+    errs = [r["diff"]["ci95"] or 0.0 for r in rows]
+    ax.bar(range(len(rows)), means, yerr=errs, capsize=3,
+           color=[COLORS[0] if m < 0 else COLORS[3] for m in means])
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel(f"val/ce: {phase['b']} − {phase['a']}")
+    ax.set_title(f"phase-wise gap (below 0: {phase['b']} leads)")
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, out / "phase_gap.png")
+
+
+def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
+    """report.md (self-contained text, figures linked from plots/) and the figures."""
+    study_dir = Path(study_dir)
+    plots = study_dir / "plots"
+    figs = [plot_study_val_ce(study, rows, study_dir, plots)]
+    if agg["phase"] and agg["phase"]["rows"]:
+        figs.append(plot_phase_gap(agg["phase"], plots))
+    pair = study.diagnostics_pair or study.phase
+    if pair:
+        runs = []
+        for arm in pair:
+            ok = sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
+            if ok:
+                runs.append(study_dir / ok[0]["run_dir"])
+        if runs:
+            figs += plot_runs(runs, plots)[1:]  # diagnostics figures, the two arms side by side
+    n_seeds = len(study.seeds)
+    L = [f"# Study `{study.name}`", ""]
+    L.append(f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
+             f"base preset `{study.base}`, budget scale {study.budget_scale}. Metric: final validation CE against the "
+             "teacher (`val/ce`, nats/token, full vocabulary, T=1), lower is better. Regenerate with "
+             f"`normgrow report {study_dir}`.")
+    L.append("")
+    if n_seeds < 2:
+        L += ["> One seed: no confidence intervals are available; differences below are single-run values.", ""]
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        L += ["**Runs that did not finish:**", ""]
+        L += [f"- `{r['arm']}` seed {r['seed']}: {r['status']} — {r['error']}" for r in failed]
+        L.append("")
+    L += ["## Validation CE per arm", "", "| arm | norm | curriculum | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
+          "|---|---|---|---|---|---|---|"]
+    for arm, a in agg["arms"].items():
+        r0 = next((r for r in rows if r["arm"] == arm), None)
+        L.append(f"| {arm} | {r0['norm']} | {r0['curriculum']} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
+                 f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |")
+    L.append("")
+    if agg["contrasts"]:
+        L += ["## Contrasts (paired over seeds, b − a; negative = b better)", "",
+              "| contrast | a | b | b − a (mean ± 95% CI) | per seed |", "|---|---|---|---|---|"]
+        for name, c in agg["contrasts"].items():
+            per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
+            L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
+        L.append("")
+        if study.gap_ratio:
+            x, y = study.gap_ratio
+            ratio = agg["gap_ratio"]
+            L += [f"|{x}| / |{y}| = **{ratio:.1f}**" if ratio is not None else f"|{x}| / |{y}|: not available", ""]
+    ph = agg["phase"]
+    if ph:
+        L += [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
+              f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} | leader |",
+              "|---|---|---|---|---|---|---|"]
+        for r in ph["rows"]:
+            L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} | "
+                     f"{r['leader']} |")
+        L.append("")
+        c = ph["crossover"]
+        if c:
+            L.append(f"**Crossover:** the lead passes from `{c['from']}` to `{c['to']}` at stage {c['stage']} "
+                     f"({c['n_layer']} blocks), i.e. once blocks are appended.")
+        elif ph["rows"]:
+            L.append(f"**No crossover:** `{ph['rows'][-1]['leader']}` leads at every stage end.")
+        L.append("")
+    L += ["## Compute (mean over finished seeds)", "",
+          "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs |", "|---|---|---|---|---|"]
+    for arm, a in agg["arms"].items():
+        cp = a["compute"]
+        if cp["tokens"] is None:
+            L.append(f"| {arm} | — | — | — | — |")
+        else:
+            L.append(f"| {arm} | {cp['tokens']:,.0f} | {cp['active_layer_tokens']:,.0f} | "
+                     f"{cp['trainable_layer_tokens']:,.0f} | {cp['flops']:.3g} |")
+    L += ["", "## Figures", ""]
+    for f in figs:
+        L.append(f"![{f.stem}](plots/{f.name})")
+        L.append("")
+    L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
+          "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
+    path = study_dir / "report.md"
+    tmp = path.with_name("report.md.tmp")
+    tmp.write_text("\n".join(L) + "\n")
+    tmp.replace(path)
+    return path

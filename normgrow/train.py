@@ -319,7 +319,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
             (out / "diagnostics.jsonl").unlink(missing_ok=True)
 
     writer = MetricsWriter(out, cfg, info.is_main)
-    ddp = _wrap(model, info)
+    ddp = _wrap(model, info, cfg.train.compile)
     total_steps = sum(p.steps for p in plans)
     stage_end_steps = frozenset(sum(p.steps for p in plans[: i + 1]) for i in range(len(plans)))
     bar = tqdm(total=total_steps, initial=state["step"], disable=not (progress and info.is_main), unit="step",
@@ -369,7 +369,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                     growth = grow_event(model, plan, cfg, probe_x)
                     set_trainable(model, plan)
                     optimizer = rebuild_optimizer(optimizer, model, cfg, info.device)
-                    ddp = _wrap(model, info)
+                    ddp = _wrap(model, info, cfg.train.compile)
                 state["stage"], state["stage_step"] = plan.index, 0
                 start = evaluate(model, teacher, val, model.n_layer, cfg, info)
                 if growth is not None:
@@ -393,7 +393,8 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                 micro = batch.split(mb)
                 for i, part in enumerate(micro):
                     x, y = part[:, :-1].to(info.device), part[:, 1:].to(info.device)  # both (b, T)
-                    sync = contextlib.nullcontext() if i == len(micro) - 1 or ddp is model else ddp.no_sync()
+                    # DDP reduces gradients on the last micro-batch only (no_sync on the others)
+                    sync = ddp.no_sync() if info.world_size > 1 and i < len(micro) - 1 else contextlib.nullcontext()
                     with sync:
                         with _autocast(cfg, info.device):
                             h = ddp(x, n_layer=plan.n_layer, hidden_only=True)  # (b, T, C)
@@ -548,12 +549,15 @@ def rebuild_optimizer(old: torch.optim.AdamW, model: Student, cfg: RunConfig, de
     return new
 
 
-def _wrap(model: Student, info: dist.DistInfo):
-    if info.world_size == 1:
-        return model
-    from torch.nn.parallel import DistributedDataParallel as DDP
+def _wrap(model: Student, info: dist.DistInfo, compile: bool = False):
+    """The module the training step calls: DDP across ranks, compiled if asked (re-wrapped after growth,
+    so new blocks join both; the loss's chunked head projection stays outside the compiled graph)."""
+    wrapped = model
+    if info.world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
 
-    return DDP(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
+        wrapped = DDP(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
+    return torch.compile(wrapped) if compile else wrapped
 
 
 def _resolved_from_saved(out: Path, cfg: RunConfig) -> RunConfig:

@@ -1,0 +1,163 @@
+"""Studies through the CLI: results, statistics checked against our own arithmetic, resume, failures, launchers."""
+
+import csv
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import cli
+from normgrow.study import load_study, study_preset_names
+
+T95_DF1 = 12.706  # two-sided 95% Student-t quantile, 1 degree of freedom (two seeds)
+
+
+def write_study(path, cache, arms, seeds=(0, 1), launcher="local", extra=""):
+    arm_lines = "\n".join(f"  {name}: {spec}" for name, spec in arms.items())
+    path.write_text(f"""name: micro
+base: tiny
+overrides: [data.cache_dir={cache}, "curriculum.stages=[{{n_layer: 1, tokens: 2560}}, {{n_layer: 2, tokens: 2560}}]", model.n_layer=2]
+seeds: [{", ".join(map(str, seeds))}]
+arms:
+{arm_lines}
+launcher: {{kind: {launcher}, parallel: 1}}
+{extra}""")
+    return path
+
+
+def results(study_dir):
+    with open(study_dir / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+                       extra="contrasts: {gap: [pre, post]}\nphase: [pre, post]\n")
+    out = tmp_path / "study"
+    proc = cli("study", spec, "-o", out, "--no-progress")
+    assert f"report: {out / 'report.md'}" in proc.stdout
+    rows = results(out)
+    assert sorted((r["arm"], r["seed"]) for r in rows) == [("post", "0"), ("post", "1"), ("pre", "0"), ("pre", "1")]
+    assert all(r["status"] == "ok" and float(r["val_ce"]) > 0 for r in rows)
+    report = (out / "report.md").read_text()
+    ce = {(r["arm"], int(r["seed"])): float(r["val_ce"]) for r in rows}
+    # per-arm mean ± CI, computed here from results.csv
+    for arm in ("pre", "post"):
+        v = [ce[(arm, 0)], ce[(arm, 1)]]
+        mean = sum(v) / 2
+        half = T95_DF1 * math.sqrt(sum((x - mean) ** 2 for x in v)) / math.sqrt(2)  # sd (n−1 = 1) / √n
+        assert f"| {arm} | {arm} | 1-2 | {mean:.4f} ± {half:.4f} |" in report
+    # the paired contrast post − pre
+    d = [ce[("post", s)] - ce[("pre", s)] for s in (0, 1)]
+    md = sum(d) / 2
+    hd = T95_DF1 * abs(d[0] - d[1]) / math.sqrt(2) / math.sqrt(2)
+    assert f"| gap | pre | post | {md:.4f} ± {hd:.4f} |" in report
+    assert "Phase-wise" in report and ("Crossover" in report or "No crossover" in report)
+    for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
+        assert (out / "plots" / f"{fig}.png").is_file(), fig
+        assert f"plots/{fig}.png" in report
+    assert (out / "study.yaml").is_file() and len(list((out / "configs").glob("*.yaml"))) == 4
+
+    # a second invocation skips every finished run and rebuilds the same numbers
+    again = cli("study", spec, "-o", out)
+    assert "4 of 4 runs already finished" in again.stdout + again.stderr
+    assert results(out) == rows
+    # and `normgrow report` rebuilds the report from disk alone
+    (out / "report.md").unlink()
+    cli("report", out)
+    assert (out / "report.md").read_text() == report
+
+
+def test_one_seed_says_no_interval_and_matched_arms_get_their_budget(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"grow": "{overrides: [model.norm=post]}",
+                        "matched": "{overrides: [model.norm=post, 'curriculum.stages=[{n_layer: 2, tokens: 256}]'], match: grow}"},
+                       seeds=(0,), launcher="inline", extra="contrasts: {m: [matched, grow]}\n")
+    out = tmp_path / "study"
+    cli("study", spec, "-o", out, "--no-progress")
+    report = (out / "report.md").read_text()
+    assert "no confidence intervals are available" in report
+    rows = {r["arm"]: r for r in results(out)}
+    grow_alt = int(rows["grow"]["active_layer_tokens"])
+    assert grow_alt == 2560 * 1 + 2560 * 2
+    assert abs(int(rows["matched"]["active_layer_tokens"]) - grow_alt) <= 256 * 2  # within one step at depth 2
+
+
+def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"good": "{overrides: [model.norm=pre]}",
+                        "bad": "{overrides: [train.lr=1e4, train.grad_clip=0, train.warmup_tokens=0]}"},
+                       seeds=(0,))
+    out = tmp_path / "study"
+    proc = cli("study", spec, "-o", out, "--no-progress")
+    rows = {r["arm"]: r for r in results(out)}
+    assert rows["good"]["status"] == "ok"
+    assert rows["bad"]["status"] == "failed" and "non-finite" in rows["bad"]["error"]
+    assert "run bad-s0 failed" in proc.stdout + proc.stderr
+    report = (out / "report.md").read_text()
+    assert "Runs that did not finish" in report and "`bad` seed 0: failed" in report
+
+
+def test_a_killed_study_resumes_its_runs(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache, {"long": "{overrides: [model.norm=post]}"}, seeds=(0,),
+                       extra="")
+    text = spec.read_text().replace("tokens: 2560}]", "tokens: 30000}]").replace(
+        "overrides: [data.cache_dir", "overrides: [train.checkpoint_every_tokens=2048, train.threads=1, data.cache_dir")
+    spec.write_text(text)
+    out = tmp_path / "study"
+    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpts = out / "runs" / "long-s0" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir())):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the study process and its run subprocess
+    proc.wait()
+    assert not (out / "runs" / "long-s0" / "summary.json").exists()
+    cli("study", spec, "-o", out, "--no-progress")
+    log = (out / "logs" / "long-s0.log").read_text()
+    assert "resuming" in log
+    assert results(out)[0]["status"] == "ok"
+
+
+def test_submitit_local_executor_runs_a_study(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache, {"pre": "{overrides: [model.norm=pre]}"}, seeds=(0,),
+                       launcher="submitit")
+    text = spec.read_text().replace("launcher: {kind: submitit, parallel: 1}",
+                                    "launcher: {kind: submitit, cluster: local, parameters: {timeout_min: 10}}")
+    spec.write_text(text)
+    out = tmp_path / "study"
+    cli("study", spec, "-o", out, "--no-progress")
+    assert results(out)[0]["status"] == "ok"
+    assert any((out / "submitit").iterdir())
+
+
+def test_every_study_preset_loads_and_validates():
+    names = study_preset_names()
+    assert {"default", "paper", "tiny", "cpu3"} <= set(names)
+    for name in names:
+        s = load_study(name)
+        assert s.arms
+    default = load_study("default")
+    assert set(default.arms) == {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-matched",
+                                 "pre-shallow", "post-shallow", "pre-freeze", "post-freeze"}
+    assert set(load_study("paper").arms) == set(default.arms)
+    assert len(load_study("cpu3").seeds) == 3
+
+
+@pytest.mark.parametrize("over,needle", [(["seeds=[]"], "seeds"), (["launcher.parallel=0"], "launcher.parallel"),
+                                         (["arms.post-matched.match=nobody"], "arms.post-matched.match"),
+                                         (["model.norm=diagonal"], "model.norm")])
+def test_bad_study_input_is_one_line(tmp_path, over, needle):
+    proc = cli("study", "default", "-o", tmp_path / "s", *over, check=False)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and err[0].startswith("normgrow: error:")
+    assert not (tmp_path / "s").exists()
