@@ -176,6 +176,27 @@ def cmd_teacher_train(args: argparse.Namespace) -> None:
     print(f"default teacher: {out}")
 
 
+def cmd_teacher_cache(args: argparse.Namespace) -> None:
+    from normgrow import cache
+    from normgrow.data import prepare
+    from normgrow.errors import ConfigError
+    from normgrow.teacher import load_teacher, resolve_teacher_path
+    from normgrow.train import resolve_config
+
+    cfg = _load(args)
+    path = resolve_teacher_path(cfg, progress=not args.no_progress)
+    if path is None:
+        raise ConfigError("teacher.path: 'none' has no teacher to cache")
+    prep = prepare(cfg, teacher_path=path)
+    cfg = resolve_config(cfg, prep)
+    from normgrow.dist import setup
+
+    teacher = load_teacher(path, cfg.teacher.dtype, setup(cfg.train.device).device, prep.vocab_size, prep.vocab_size)
+    out = cache.build(cfg, path, prep, teacher, progress=not args.no_progress)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"teacher cache: {out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normgrow", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"normgrow {__version__}")
@@ -215,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_teacher_train)
+    p = tsub.add_parser("cache", help="build the top-k teacher-logit cache of a config's training split")
+    _add_config_args(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_teacher_cache)
 
     p = sub.add_parser("prepare", help="corpus → tokenizer → token shards (cached)")
     _add_config_args(p)

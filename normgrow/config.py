@@ -109,6 +109,12 @@ class TeacherConfig:
     """Dtype the teacher is loaded in."""
     default_preset: str = "teacher"
     """Preset whose run trains the embedded default teacher (used when path is 'default')."""
+    cache: bool = False
+    """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
+    cache_k: int = 64
+    """Teacher log-probabilities kept per token in the cache (plus one tail bucket)."""
+    cache_path: Optional[str] = None
+    """Use this cache directory (verified field by field) instead of the one keyed in the cache root."""
 
 
 @dataclass
@@ -375,6 +381,12 @@ def validate(cfg: RunConfig) -> None:
 
     need(not (m.init_embeddings == "teacher" and cfg.teacher.path == "none"), "model.init_embeddings",
          "'teacher' needs a teacher, but teacher.path is 'none'")
+
+    tc = cfg.teacher
+    need(tc.cache_k > 0, "teacher.cache_k", f"must be positive, got {tc.cache_k}")
+    need(not (tc.cache or tc.cache_path) or tc.path != "none", "teacher.cache", "a cache needs a teacher (teacher.path is 'none')")
+    need(not (tc.cache or tc.cache_path) or cfg.distill.loss in ("ce", "kl"), "distill.loss",
+         f"'{cfg.distill.loss}' is not available on a top-k teacher cache (use ce or kl, or teacher.cache=false)")
 
     d = cfg.data
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):

@@ -577,6 +577,7 @@ class BatchIterator:
     def __next__(self) -> torch.Tensor:
         lo = self.cursor + self.rank * self.local
         seqs = self._order()[lo : lo + self.local]
+        self.last_sequences = seqs  # indices of the rows just served (a teacher cache is indexed by them)
         self.cursor += self.batch_size
         if self.cursor + self.batch_size > self.n:  # the next batch would not fit: start the next epoch
             self.epoch, self.cursor = self.epoch + 1, 0

@@ -50,6 +50,46 @@ class TeacherChunks:
         return (self.hidden[sl] @ self.weight.T).float()  # (n, V)
 
 
+@dataclass
+class SparseTeacher:
+    """The teacher's distribution from a top-k cache: k log-probs at temperature τ, their ids, and the
+    log of the remaining (tail) mass, one row per token (cache.py)."""
+
+    logp: torch.Tensor  # (N, k) float32, log p_T^τ of the top-k tokens
+    ids: torch.Tensor  # (N, k) int64
+    tail: torch.Tensor  # (N,) float32, log(1 − Σ top-k p_T^τ); −inf when there is no tail
+
+    def rows(self, sl: slice) -> "SparseTeacher":
+        return SparseTeacher(self.logp[sl], self.ids[sl], self.tail[sl])
+
+
+def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch.Tensor, kind: str,
+                        temperature: float, nll_weight: float) -> torch.Tensor:
+    """Per-token soft CE or KL between the teacher's top-k + tail bucket and the student coarsened
+    to the same k + 1 buckets (its mass outside the teacher's top-k forms the tail bucket).
+
+    ce = −Σ_i p_T(i) log p_S(i) − p_T(tail) log p_S(tail);  kl = Σ_i p_T(i) log(p_T(i)/p_S(i)) + tail term
+    (both · τ²). With k = V the tail is empty and these are exactly the full-vocabulary losses.
+    """
+    tau = temperature
+    s_logp = F.log_softmax(s_logits / tau, dim=-1)
+    s_top = s_logp.gather(1, t.ids)  # (n, k)
+    # the student's tail mass, clamped so that an empty tail (k = V) gives a finite log with zero weight
+    s_tail = torch.log((1 - s_top.exp().sum(-1)).clamp_min(1e-30))
+    t_p, t_tail_p = t.logp.exp(), t.tail.exp()
+    if kind == "ce":
+        loss = -(t_p * s_top).sum(-1) - t_tail_p * s_tail
+    elif kind == "kl":
+        tail_term = torch.where(t_tail_p > 0, t_tail_p * (t.tail.clamp_min(-1e30) - s_tail), torch.zeros_like(s_tail))
+        loss = (t_p * (t.logp - s_top)).sum(-1) + tail_term
+    else:
+        raise ValueError(f"distill.loss '{kind}' is not available on a top-k teacher cache (use ce or kl)")
+    loss = loss * tau * tau
+    if nll_weight:
+        loss = loss + nll_weight * F.cross_entropy(s_logits, targets, reduction="none")
+    return loss
+
+
 def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.Tensor, kind: str,
                  temperature: float, jsd_beta: float, nll_weight: float) -> torch.Tensor:
     """Per-token training loss (n,) from float32 student and teacher logits (n, V)."""
@@ -85,7 +125,7 @@ class ChunkedDistillLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, teacher: Optional[TeacherChunks], targets, n_global: int, kind: str,
+    def forward(ctx, hidden, weight, teacher, targets, n_global: int, kind: str,
                 temperature: float, jsd_beta: float, nll_weight: float, chunk: int):
         grad_h = torch.zeros_like(hidden)
         grad_w = torch.zeros_like(weight)
@@ -98,6 +138,8 @@ class ChunkedDistillLoss(torch.autograd.Function):
                 s_logits = (h @ w.T).float()  # (n, V)
                 if teacher is None:  # plain next-token training (the default teacher's own run)
                     losses = F.cross_entropy(s_logits, targets[sl], reduction="none")
+                elif isinstance(teacher, SparseTeacher):  # a top-k cache
+                    losses = sparse_token_losses(s_logits, teacher.rows(sl), targets[sl], kind, temperature, nll_weight)
                 else:
                     with torch.no_grad():
                         t_logits = teacher.logits(sl)
@@ -116,7 +158,8 @@ class ChunkedDistillLoss(torch.autograd.Function):
         return grad_h * grad_out, grad_w * grad_out, None, None, None, None, None, None, None, None
 
 
-def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: Optional[TeacherChunks], targets: torch.Tensor,
+def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: "Optional[TeacherChunks | SparseTeacher]",
+                 targets: torch.Tensor,
                  n_global: int, kind: str = "ce", temperature: float = 1.0, jsd_beta: float = 0.5,
                  nll_weight: float = 0.0, chunk: int = 1024) -> torch.Tensor:
     """Training loss of one micro-batch as its share of the global per-token mean.

@@ -36,6 +36,7 @@ from typing import Any, Callable, Literal, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from normgrow import dist
 from normgrow.config import RunConfig, _omegaconf_message, _read_yaml, load_config, to_yaml
 from normgrow.errors import ConfigError
 
@@ -282,7 +283,17 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None]) -> None:
             continue
         seen.add(key)
         try:
-            prepare(job.cfg, teacher_path=resolve_teacher_path(job.cfg, log=log), log=log)
+            path = resolve_teacher_path(job.cfg, log=log)
+            prep = prepare(job.cfg, teacher_path=path, log=log)
+            if job.cfg.teacher.cache and not job.cfg.teacher.cache_path:  # one teacher pass for the whole study
+                from normgrow import cache
+                from normgrow.teacher import load_teacher
+                from normgrow.train import resolve_config
+
+                cfg = resolve_config(job.cfg, prep)
+                teacher = load_teacher(path, cfg.teacher.dtype, dist.setup(cfg.train.device).device,
+                                       prep.vocab_size, prep.vocab_size)
+                cache.build(cfg, path, prep, teacher, log=log)
         except NormgrowError as e:  # the affected jobs fail on their own, with this error in their logs
             log(f"shared preparation for {job.name} failed: {e}")
 
@@ -342,7 +353,7 @@ def run_jobs(jobs: list[Job], launcher: LauncherConfig, out: Path, log: Callable
     threads = _threads(launcher)
 
     def refresh(extra: str = "") -> None:
-        bar.n = sum(min(_steps_done(j), total[j.name]) for j in todo)
+        bar.n = sum(total[j.name] if j.finished else min(_steps_done(j), total[j.name]) for j in todo)
         done = sum(1 for j in todo if j.name in status)
         bar.set_postfix_str(f"runs {done}/{len(todo)}{extra}")
         bar.refresh()

@@ -50,7 +50,10 @@ class TeacherError(NormgrowError):
 def default_teacher_config(cfg: RunConfig) -> RunConfig:
     """The default teacher's own run: the `teacher` preset trained on the student's data config."""
     base = load_config(cfg.teacher.default_preset)
-    data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer)
+    # the student's corpus, tokenizer, split and sequence length; evaluation sizes are the teacher preset's own,
+    # so changing how a student is evaluated does not retrain its teacher
+    data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
+                               val_tokens=base.data.val_tokens, probe_sequences=base.data.probe_sequences)
     return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
 
 

@@ -39,7 +39,7 @@ from normgrow.curriculum import StagePlan, flops_per_token, grow, match_budget, 
 from normgrow.data import BatchIterator, Prepared, prepare, probe_batch, val_sequences
 from normgrow.diagnostics import diagnose, make_probe
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.losses import distill_loss, eval_sums
+from normgrow.losses import SparseTeacher, distill_loss, eval_sums
 from normgrow.model import Student
 from normgrow.teacher import Teacher, copy_embeddings, load_teacher, resolve_teacher_path
 
@@ -226,6 +226,16 @@ def _autocast(cfg: RunConfig, device: torch.device):
 # ----------------------------------------------------------------------------- the run
 
 
+def teacher_cache(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, say, progress: bool):
+    """The run's verified top-k cache: an explicit teacher.cache_path, or the keyed one (built if missing)."""
+    from normgrow import cache
+
+    if cfg.teacher.cache_path:
+        return cache.open_cache_dir(Path(cfg.teacher.cache_path), cache.expected_meta(cfg, teacher_path, prep))
+    cache.build(cfg, teacher_path, prep, teacher, log=say, progress=progress)
+    return cache.open_cache(cfg, teacher_path, prep)
+
+
 def resolve_config(cfg: RunConfig, prep: Prepared) -> RunConfig:
     """Fill in what the data decides (the vocabulary size); a mismatch is an error."""
     v = prep.vocab_size
@@ -275,6 +285,9 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
     teacher = None
     if teacher_path is not None:  # before the run dir exists: a bad teacher leaves nothing on disk
         teacher = load_teacher(teacher_path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
+    tcache = None
+    if cfg.teacher.cache or cfg.teacher.cache_path:  # training reads the top-k cache; validation stays online
+        tcache = teacher_cache(cfg, teacher_path, prep, teacher, say, progress)
     plans = plan_stages(cfg)
     torch.manual_seed(cfg.seed)
     model = Student(cfg.model, n_layer=plans[0].n_layer, max_seq_len=cfg.data.seq_len).to(info.device)
@@ -389,6 +402,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                 for g in optimizer.param_groups:
                     g["lr"] = lr
                 batch = next(batches)  # (B/W, T+1)
+                seq_idx = torch.from_numpy(batches.last_sequences).split(mb)
                 loss_sum = torch.zeros((), device=info.device)
                 micro = batch.split(mb)
                 for i, part in enumerate(micro):
@@ -398,7 +412,10 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
                     with sync:
                         with _autocast(cfg, info.device):
                             h = ddp(x, n_layer=plan.n_layer, hidden_only=True)  # (b, T, C)
-                        tchunks = teacher.chunks(x) if teacher is not None else None
+                        if tcache is not None:
+                            tchunks = SparseTeacher(*tcache.sequences(seq_idx[i], info.device))
+                        else:
+                            tchunks = teacher.chunks(x) if teacher is not None else None
                         loss = distill_loss(h.reshape(-1, h.shape[-1]), model.lm_head.weight, tchunks, y.reshape(-1),
                                             n_global=n_local, kind=cfg.distill.loss,
                                             temperature=cfg.distill.temperature, jsd_beta=cfg.distill.jsd_beta,
@@ -454,6 +471,8 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         "final": final,
         "ce_source": (f"online teacher, full vocabulary ({cfg.model.vocab_size} tokens)" if teacher is not None
                       else "no teacher (next-token training): only val/nll"),
+        "train_teacher": (f"top-{tcache.meta['k']} teacher cache + tail bucket ({tcache.dir})" if tcache is not None
+                          else "online teacher, full vocabulary" if teacher is not None else None),
         "compute": {k: state[k] for k in ("step", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")},
         "stages": state["stages"],
         "boundaries": boundary_summary(out / "diagnostics.jsonl") if info.is_main else None,

@@ -161,3 +161,19 @@ def test_bad_study_input_is_one_line(tmp_path, over, needle):
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and err[0].startswith("normgrow: error:")
     assert not (tmp_path / "s").exists()
+
+
+def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
+    # k = 6: no other test builds this cache, so this study must build it
+    small = "data.max_documents=12, data.val_fraction=0.2, data.probe_sequences=2, teacher.cache=true, teacher.cache_k=6"
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"}, seeds=(0,))
+    spec.write_text(spec.read_text().replace("overrides: [data.cache_dir", f"overrides: [{small}, data.cache_dir"))
+    out = tmp_path / "study"
+    proc = cli("study", spec, "-o", out, "--no-progress")
+    assert "teacher cache:" in proc.stdout + proc.stderr  # built by the study process, before the runs
+    caches = [d for d in (tiny_cache / "teacher-cache").iterdir() if (d / "meta.json").is_file()]
+    for row in results(out):
+        s = json.loads((out / row["run_dir"] / "summary.json").read_text())
+        assert row["status"] == "ok" and "top-6 teacher cache" in s["train_teacher"]
+        assert any(str(c) in s["train_teacher"] for c in caches)

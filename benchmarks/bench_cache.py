@@ -1,0 +1,89 @@
+"""The top-k teacher cache: bytes per token, read throughput against the student's consumption rate,
+and the wall time of a study with the online teacher vs with the cache.
+
+    python benchmarks/bench_cache.py [CONFIG] [key=value …]        (default: the `default` preset)
+    python benchmarks/bench_cache.py --study default budget_scale=0.25   (adds the study comparison)
+
+Read throughput: random training batches (the order the batch iterator serves them) gathered
+from the memory-mapped cache and converted to float32 tensors, in tokens/s, divided by the
+student's distillation-step throughput measured in the same process (target >= 20).
+"""
+
+import dataclasses
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from normgrow import cache
+from normgrow.config import load_config
+from normgrow.data import BatchIterator, prepare
+from normgrow.losses import SparseTeacher, distill_loss
+from normgrow.model import Student
+from normgrow.teacher import load_teacher, resolve_teacher_path
+from normgrow.train import resolve_config
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    study = None
+    if "--study" in args:
+        i = args.index("--study")
+        study = args[i + 1:]
+        args = args[:i]
+    preset = args[0] if args and "=" not in args[0] else "default"
+    cfg = load_config(preset, [a for a in args if "=" in a] + ["teacher.cache=true"])
+    path = resolve_teacher_path(cfg)
+    prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
+    cfg = resolve_config(cfg, prep)
+    teacher = load_teacher(path, cfg.teacher.dtype, torch.device("cpu"), prep.vocab_size, prep.vocab_size)
+    t0 = time.perf_counter()
+    out = cache.build(cfg, path, prep, teacher)
+    build_s = time.perf_counter() - t0
+    c = cache.open_cache(cfg, path, prep)
+    T, B = cfg.data.seq_len, cfg.train.batch_size
+    it = BatchIterator(prep.train, T, B, seed=1)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 3.0:
+        next(it)
+        c.sequences(torch.from_numpy(it.last_sequences), "cpu")
+        n += B * T
+    read_tps = n / (time.perf_counter() - t0)
+    model = Student(dataclasses.replace(cfg.model), max_seq_len=T)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
+    for i in range(6):
+        b = next(it)
+        x, y = b[:, :-1], b[:, 1:].reshape(-1)
+        t1 = time.perf_counter()
+        sparse = SparseTeacher(*c.sequences(torch.from_numpy(it.last_sequences), "cpu"))
+        h = model(x, hidden_only=True)
+        distill_loss(h.reshape(B * T, -1), model.lm_head.weight, sparse, y, n_global=B * T).backward()
+        opt.step()
+        opt.zero_grad()
+        if i >= 2:
+            times.append(time.perf_counter() - t1)
+    student_tps = B * T / float(np.median(times))
+    print(f"{preset}: cache {out} (k={c.meta['k']}, {c.meta['n_tokens']:,} tokens), built in {build_s:.0f} s")
+    print(f"bytes per token: {c.meta['bytes_per_token']:.0f}")
+    print(f"cache read: {read_tps:,.0f} tokens/s; student step on the cache: {student_tps:,.0f} tokens/s; "
+          f"ratio {read_tps / student_tps:.1f} (target >= 20)")
+    if study is not None:
+        walls = {}
+        for mode in ("false", "true"):
+            with tempfile.TemporaryDirectory() as d:
+                t1 = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "normgrow.cli", "study", *study, f"teacher.cache={mode}", "-o",
+                                str(Path(d) / "s"), "--no-progress"], check=True, capture_output=True)
+                walls[mode] = time.perf_counter() - t1
+        print(f"study {' '.join(study)}: online teacher {walls['false']:.0f} s, cache {walls['true']:.0f} s "
+              f"(cache already built), ratio cache/online {walls['true'] / walls['false']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The top-k teacher cache: exactness at k = V, verification of every field and byte, resumable builds."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import cli, tiny_cfg
+from normgrow import cache
+from normgrow.data import prepare
+from normgrow.losses import SparseTeacher, distill_loss
+from normgrow.teacher import load_teacher, resolve_teacher_path
+from normgrow.train import resolve_config
+
+SMALL = ["data.max_documents=12", "data.val_fraction=0.2", "data.probe_sequences=2"]  # a small training split keeps k = V caches small
+
+
+def setup_cache(tiny_cache, *over):
+    cfg = tiny_cfg(tiny_cache, *SMALL, *over)
+    path = resolve_teacher_path(cfg, log=lambda *_: None, progress=False)
+    prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
+    cfg = resolve_config(cfg, prep)
+    teacher = load_teacher(path, "float32", torch.device("cpu"), prep.vocab_size, prep.vocab_size)
+    out = cache.build(cfg, path, prep, teacher, log=lambda *_: None, progress=False)
+    return cfg, path, prep, teacher, out
+
+
+@pytest.mark.parametrize("kind,tau", [("ce", 1.0), ("kl", 2.0)])
+def test_full_vocabulary_cache_reproduces_the_online_loss_and_gradients(tiny_cache, kind, tau):
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=512", f"distill.temperature={tau}")
+    c = cache.open_cache(cfg, path, prep)
+    assert c.meta["k"] == 512 and np.isneginf(c.tail).all()  # nothing outside the top-V
+    seqs = torch.tensor([3, 0, 7])
+    T = cfg.data.seq_len
+    x = torch.stack([torch.from_numpy(np.asarray(prep.train[i * T: i * T + T], dtype=np.int64)) for i in seqs.tolist()])
+    y = torch.stack([torch.from_numpy(np.asarray(prep.train[i * T + 1: i * T + T + 1], dtype=np.int64)) for i in seqs.tolist()])
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(x.numel(), 32, generator=g)
+    w = torch.randn(512, 32, generator=g) * 0.3
+    grads = []
+    for t in (teacher.chunks(x), SparseTeacher(*c.sequences(seqs, "cpu"))):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        loss = distill_loss(hh, ww, t, y.reshape(-1), n_global=x.numel(), kind=kind, temperature=tau, chunk=40)
+        loss.backward()
+        grads.append((loss.item(), hh.grad, ww.grad))
+    (l_on, gh_on, gw_on), (l_c, gh_c, gw_c) = grads
+    # the cache stores float16 log-probabilities: agreement to that precision
+    assert l_c == pytest.approx(l_on, rel=2e-3, abs=2e-3)
+    torch.testing.assert_close(gh_c, gh_on, atol=2e-5, rtol=5e-3)
+    torch.testing.assert_close(gw_c, gw_on, atol=2e-5, rtol=5e-3)
+
+
+def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["k"] == 8 and meta["bytes_per_token"] == pytest.approx(8 * 2 + 8 * 2 + 2)
+    c = cache.open_cache(cfg, path, prep)
+    probs = np.exp(c.logp[:100].astype(np.float64)).sum(1) + np.exp(c.tail[:100].astype(np.float64))
+    np.testing.assert_allclose(probs, 1.0, atol=5e-3)  # top-k plus tail is a distribution
+    assert np.all(np.diff(c.logp[:100].astype(np.float32), axis=1) <= 1e-3)  # descending
+    proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *SMALL, "teacher.cache=true",
+               "teacher.cache_k=8", "--no-progress")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "top-8 teacher cache" in s["train_teacher"] and "full vocabulary" in s["ce_source"]
+    assert s["stages"][0]["end"]["val/ce"] < s["stages"][0]["start"]["val/ce"]
+
+
+def test_every_metadata_mismatch_is_named(tiny_cache, tmp_path):
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
+    want = cache.expected_meta(cfg, path, prep)
+    for key, bad in [("tokenizer_sha256", "0" * 64), ("seq_len", 64), ("vocab_size", 1000), ("k", 16),
+                     ("temperature", 2.0), ("teacher", {"path": "/elsewhere", "weights_sha256": "x"})]:
+        with pytest.raises(cache.CacheError, match=rf": {key} is "):
+            cache.open_cache_dir(out, {**want, key: bad}, verify_checksums=False)
+    # through a run: an explicit cache_path built for another sequence length is refused with its field
+    proc = cli("run", "tiny", "-o", tmp_path / "r", f"data.cache_dir={tiny_cache}", *SMALL, f"teacher.cache_path={out}",
+               "teacher.cache_k=8", "data.seq_len=16", check=False)
+    assert proc.returncode == 2 and "seq_len" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "r").exists()
+
+
+def test_truncated_or_flipped_bytes_are_detected(tiny_cache, tmp_path):
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    want = cache.expected_meta(cfg, path, prep)
+    cache.open_cache_dir(bad, want)  # the copy is intact
+    data = bytearray((bad / "logp.bin").read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (bad / "logp.bin").write_bytes(bytes(data))
+    with pytest.raises(cache.CacheError, match="logp.bin fails its sha256"):
+        cache.open_cache_dir(bad, want)
+    shutil.copy(out / "logp.bin", bad / "logp.bin")  # repaired; now cut two bytes off another file
+    with open(bad / "ids.bin", "r+b") as f:
+        f.truncate((bad / "ids.bin").stat().st_size - 2)
+    with pytest.raises(cache.CacheError, match="ids.bin has .* bytes.*truncated"):
+        cache.open_cache_dir(bad, want)
+
+
+def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
+    over = [*SMALL, "data.max_documents=40", "teacher.cache_k=16"]
+    ref_cfg, path, prep, teacher, ref = setup_cache(tiny_cache, *over)
+    other = tmp_path / "cache"  # a second cache root: the same shards and teacher are rebuilt there by reference
+    shutil.copytree(tiny_cache / "shards", other / "shards")
+    shutil.copytree(tiny_cache / "teachers", other / "teachers")
+    shutil.copytree(tiny_cache / "tokenizers", other / "tokenizers")
+    cmd = [sys.executable, "-m", "normgrow.cli", "teacher", "cache", "tiny", f"data.cache_dir={other}", *over,
+           "--no-progress", "train.threads=1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = other / "teacher-cache"
+    deadline = time.time() + 120
+    killed = False
+    while time.time() < deadline and proc.poll() is None:
+        files = list(progress.glob("*/progress/rank0-of-1.json")) if progress.is_dir() else []
+        if files and json.loads(files[0].read_text())["chunks"] >= 3:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert killed, "the build finished before it could be killed"
+    partial = next(progress.iterdir())
+    assert not (partial / "meta.json").exists()
+    done = cli("teacher", "cache", "tiny", f"data.cache_dir={other}", *over, "--no-progress")
+    assert "resuming at chunk" in done.stdout + done.stderr
+    for name in cache.FILES:
+        assert (partial / name).read_bytes() == (ref / name).read_bytes(), name
+    assert json.loads((partial / "meta.json").read_text())["sha256"] == json.loads((ref / "meta.json").read_text())["sha256"]
+
+
+def test_a_two_rank_torchrun_build_matches_the_single_process_cache(tiny_cache, tmp_path):
+    over = [*SMALL, "teacher.cache_k=16"]
+    cfg, path, prep, teacher, ref = setup_cache(tiny_cache, *over)
+    other = tmp_path / "cache"
+    for sub in ("shards", "teachers", "tokenizers"):
+        shutil.copytree(tiny_cache / sub, other / sub)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "normgrow.cli",
+           "teacher", "cache", "tiny", f"data.cache_dir={other}", *over, "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    built = next((other / "teacher-cache").iterdir())
+    meta = json.loads((built / "meta.json").read_text())
+    a = cache.open_cache_dir(built, None)
+    b = cache.open_cache_dir(ref, None)
+    assert meta["n_tokens"] == b.meta["n_tokens"]
+    # the ranks' chunks differ from the single process's, so matmul batching may move the last bits
+    np.testing.assert_allclose(a.logp.astype(np.float32), b.logp.astype(np.float32), atol=2e-3)
+    assert (a.ids == b.ids).mean() > 0.999
