@@ -78,7 +78,7 @@ class StudyConfig:
     overrides: list[str] = field(default_factory=list)
     """Run-config overrides applied to every arm."""
     budget_scale: float = 1.0
-    """Multiply every stage budget of every arm (keeps the presets' proportions; for quick studies)."""
+    """Multiply every stage budget and LR warmup of every arm (keeps the presets' proportions; for quick studies)."""
     seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds; every arm runs once per seed."""
     arms: dict[str, ArmConfig] = field(default_factory=dict)
@@ -194,12 +194,15 @@ class Job:
 
 
 def scale_budget(cfg: RunConfig, scale: float) -> RunConfig:
+    """Every stage budget and the LR warmup times `scale` (a warmup left at full length would take
+    up most of a shortened run)."""
     if scale == 1.0:
         return cfg
     stages = [dataclasses.replace(s, tokens=int(round(s.tokens * scale)),
                                   active_layer_tokens=int(round(s.active_layer_tokens * scale)))
               for s in cfg.curriculum.stages]
-    return dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, stages=stages))
+    train = dataclasses.replace(cfg.train, warmup_tokens=int(round(cfg.train.warmup_tokens * scale)))
+    return dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, stages=stages), train=train)
 
 
 def arm_order(study: StudyConfig) -> list[str]:

@@ -177,3 +177,15 @@ def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
         s = json.loads((out / row["run_dir"] / "summary.json").read_text())
         assert row["status"] == "ok" and "top-6 teacher cache" in s["train_teacher"]
         assert any(str(c) in s["train_teacher"] for c in caches)
+
+
+def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
+    from normgrow.study import plan_jobs
+
+    study = load_study("default")
+    assert study.budget_scale == 0.25
+    jobs = {j.arm: j.cfg for j in plan_jobs(study, tmp_path)}
+    assert [s.tokens for s in jobs["pre-grow"].curriculum.stages] == [32768, 32768, 32768]
+    assert [s.tokens for s in jobs["pre-joint"].curriculum.stages] == [98304]
+    assert jobs["pre-joint"].train.warmup_tokens == 10000  # 40,000 × 0.25
+    assert jobs["post-matched"].curriculum.match_budget == str(tmp_path / "configs" / "post-grow-s0.yaml")
