@@ -67,8 +67,8 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     m = prep.meta
     print(f"{'reused cached' if prep.cache_hit else 'built'} token shards in {dt:.1f} s: {prep.dir}")
     print(f"  vocabulary {prep.vocab_size:,} (BOS id {prep.bos_id}); "
-          f"train {m['train_documents']:,} documents / {m['train_tokens']:,} tokens; "
-          f"val {m['val_documents']:,} documents / {m['val_tokens']:,} tokens")
+          f"train {m['n_documents']['train']:,} documents / {m['n_tokens']['train']:,} tokens; "
+          f"val {m['n_documents']['val']:,} documents / {m['n_tokens']['val']:,} tokens")
 
 
 def cmd_model(args: argparse.Namespace) -> None:

@@ -395,3 +395,18 @@ def test_probe_batch_from_short_documents_runs_on_into_the_next(tmp_path):
     assert ((rows == p.bos_id).sum(dim=1) > 1).all()  # each row crosses into later documents
     assert counts["bos"] == int((rows[:, :16] == p.bos_id).sum())
     assert sum(counts[c] for c in TOKEN_CLASSES) == 3 * 16
+
+
+def test_prepare_command_builds_then_reuses(tmp_path):
+    from conftest import cli
+
+    def summary(proc):
+        lines = proc.stdout.splitlines()
+        i = next(i for i, line in enumerate(lines) if "token shards in" in line)
+        return lines[i], lines[i + 1]
+
+    first = summary(cli("prepare", "tiny", "teacher.path=none", f"data.cache_dir={tmp_path}"))
+    assert first[0].startswith("built token shards") and "vocabulary 512" in first[1]
+    second = summary(cli("prepare", "tiny", "teacher.path=none", f"data.cache_dir={tmp_path}"))
+    assert second[0].startswith("reused cached token shards")
+    assert first[1] == second[1]  # same vocabulary and token counts
