@@ -1,6 +1,6 @@
 """Peak memory of the distillation loss: chunked (normgrow.losses) vs naive full-vocabulary logits.
 
-    python benchmarks/bench_loss_memory.py [--tokens 4096 --vocab 151936 --d-model 256 --chunk 1024]
+    python benchmarks/bench_loss_memory.py [--tokens 4096 --vocab 151936 --d-model 256 --chunk 256]
 
 Each variant runs forward + backward of the soft-CE loss in its own subprocess; the peak resident
 memory above the inputs is read from the kernel (ru_maxrss). Prints both and the ratio
@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--vocab", type=int, default=151936)
     ap.add_argument("--d-model", type=int, default=256)
-    ap.add_argument("--chunk", type=int, default=1024)
+    ap.add_argument("--chunk", type=int, default=256)  # distill.chunk_tokens' default
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:

@@ -127,7 +127,7 @@ class DistillConfig:
     """Mixture weight of the generalized JSD."""
     nll_weight: float = 0.0
     """Weight of an added hard-label next-token NLL term."""
-    chunk_tokens: int = 1024
+    chunk_tokens: int = 256
     """Tokens per chunk when materializing full-vocabulary logits in the loss."""
 
 
