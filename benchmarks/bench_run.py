@@ -36,6 +36,13 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     batches = BatchIterator(prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed)
     n = cfg.train.batch_size * cfg.data.seq_len
+    def student_step(x, y, chunks) -> None:  # forward, chunked loss (chunks None: next-token), backward, AdamW
+        h = model(x, hidden_only=True)
+        distill_loss(h.reshape(n, -1), model.lm_head.weight, chunks, y, n_global=n,
+                     chunk=cfg.distill.chunk_tokens).backward()
+        opt.step()
+        opt.zero_grad()
+
     t_teacher, t_step, t_plain = [], [], []
     for i in range(8):
         b = next(batches)
@@ -43,17 +50,9 @@ def main() -> None:
         t0 = time.perf_counter()
         chunks = teacher.chunks(x)
         t1 = time.perf_counter()
-        h = model(x, hidden_only=True)
-        distill_loss(h.reshape(n, -1), model.lm_head.weight, chunks, y, n_global=n,
-                     chunk=cfg.distill.chunk_tokens).backward()
-        opt.step()
-        opt.zero_grad()
+        student_step(x, y, chunks)
         t2 = time.perf_counter()
-        h = model(x, hidden_only=True)
-        distill_loss(h.reshape(n, -1), model.lm_head.weight, None, y, n_global=n,
-                     chunk=cfg.distill.chunk_tokens).backward()
-        opt.step()
-        opt.zero_grad()
+        student_step(x, y, None)
         t3 = time.perf_counter()
         if i >= 2:  # warm-up steps excluded
             t_teacher.append(t1 - t0)

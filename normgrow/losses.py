@@ -50,6 +50,15 @@ class TeacherChunks:
         return (self.hidden[sl] @ self.weight.T).float()  # (n, V)
 
 
+def _scale_and_add_nll(loss: torch.Tensor, s_logits: torch.Tensor, targets: torch.Tensor, tau: float,
+                       nll_weight: float) -> torch.Tensor:
+    """τ² scaling of a distillation term, plus the optional hard-label NLL at τ = 1 (every loss kind)."""
+    loss = loss * tau * tau
+    if nll_weight:
+        loss = loss + nll_weight * F.cross_entropy(s_logits, targets, reduction="none")
+    return loss
+
+
 @dataclass
 class SparseTeacher:
     """The teacher's distribution from a top-k cache: k log-probs at temperature τ, their ids, and the
@@ -84,10 +93,7 @@ def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch
         loss = (t_p * (t.logp - s_top)).sum(-1) + tail_term
     else:
         raise ValueError(f"distill.loss '{kind}' is not available on a top-k teacher cache (use ce or kl)")
-    loss = loss * tau * tau
-    if nll_weight:
-        loss = loss + nll_weight * F.cross_entropy(s_logits, targets, reduction="none")
-    return loss
+    return _scale_and_add_nll(loss, s_logits, targets, tau, nll_weight)
 
 
 def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.Tensor, kind: str,
@@ -111,10 +117,7 @@ def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.
         loss = b * (t_p * (t_logp - m_logp)).sum(-1) + (1 - b) * (s_logp.exp() * (s_logp - m_logp)).sum(-1)
     else:
         raise ValueError(f"unknown distillation loss '{kind}' (expected one of {LOSSES})")
-    loss = loss * tau * tau
-    if nll_weight:
-        loss = loss + nll_weight * F.cross_entropy(s_logits, targets, reduction="none")
-    return loss
+    return _scale_and_add_nll(loss, s_logits, targets, tau, nll_weight)
 
 
 class ChunkedDistillLoss(torch.autograd.Function):
