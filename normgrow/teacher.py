@@ -57,13 +57,34 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
     return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
 
 
+# Fields of the teacher's run that cannot change its weights: where it runs, how often it logs, evaluates and
+# checkpoints, diagnostics, and the distillation settings (the teacher trains on next-token CE; the loss chunk
+# changes only the order of float sums). They are left out of the default teacher's cache key, so that changing
+# one of them (or its default) does not retrain the teacher. The full config is still saved with the teacher.
+_KEY_FREE = {
+    "data": ("cache_dir", "val_tokens", "probe_sequences"),
+    "train": ("device", "threads", "compile", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
+              "keep_checkpoints", "loggers"),
+}
+_KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
+
+
+def default_teacher_key(cfg: RunConfig) -> str:
+    """Hash of the default teacher's training recipe: its resolved config less the fields in `_KEY_FREE`."""
+    tcfg = default_teacher_config(cfg)
+    fresh = RunConfig()
+    tcfg = dataclasses.replace(tcfg, **{k: getattr(fresh, k) for k in _KEY_FREE_SECTIONS})
+    for section, names in _KEY_FREE.items():
+        sub = getattr(tcfg, section)
+        sub = dataclasses.replace(sub, **{n: getattr(getattr(fresh, section), n) for n in names})
+        tcfg = dataclasses.replace(tcfg, **{section: sub})
+    return hashlib.sha256(to_yaml(tcfg).encode()).hexdigest()[:16]
+
+
 def default_teacher_dir(cfg: RunConfig) -> Path:
     from normgrow.data import cache_root
 
-    tcfg = default_teacher_config(cfg)
-    cache_free = dataclasses.replace(tcfg, data=dataclasses.replace(tcfg.data, cache_dir=None))
-    key = hashlib.sha256(to_yaml(cache_free).encode()).hexdigest()[:16]
-    return cache_root(cfg.data) / "teachers" / f"default-{key}"
+    return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}"
 
 
 def resolve_teacher_path(cfg: RunConfig, log: Callable[[str], None] = print, build: bool = True,

@@ -137,3 +137,41 @@ def test_student_embeddings_copied_from_the_teacher(tiny_cache, tmp_path):
     proc = cli("run", "tiny", "-o", tmp_path / "bad", f"data.cache_dir={tiny_cache}", "model.init_embeddings=teacher",
                check=False)  # d_model 32 vs the teacher's 48
     assert proc.returncode == 2 and "model.init_embeddings" in proc.stderr and not (tmp_path / "bad").exists()
+
+
+def test_default_teacher_key_covers_its_recipe_only(tmp_path):
+    """Settings that cannot change the default teacher's weights do not retrain it; its recipe does."""
+    from normgrow.config import load_config
+    from normgrow.teacher import default_teacher_key
+
+    def key(*student, teacher_yaml=""):
+        preset = "teacher-tiny"
+        if teacher_yaml:
+            preset = tmp_path / f"t{abs(hash(teacher_yaml))}.yaml"
+            preset.write_text("base: teacher-tiny\n" + teacher_yaml)
+        return default_teacher_key(load_config("tiny", [f"teacher.default_preset={preset}", *student]))
+
+    base = key()
+    # the student's own settings and the teacher run's bookkeeping
+    for free in (["data.cache_dir=/elsewhere"], ["distill.chunk_tokens=64"], ["data.val_tokens=4096"],
+                 ["diagnostics.enabled=false"], ["model.d_model=64"], ["train.lr=1e-2"], ["seed=3"]):
+        assert key(*free) == base, free
+    for free in ("train: {eval_every_tokens: 777, log_every_steps: 3, checkpoint_every_tokens: 999}",
+                 "distill: {chunk_tokens: 32}", "diagnostics: {enabled: false}", "name: renamed"):
+        assert key(teacher_yaml=free) == base, free
+    # the data it trains on and its own recipe
+    for bound in (["data.seq_len=64"], ["data.vocab_size=1024"], ["data.max_documents=100"], ["data.val_fraction=0.1"]):
+        assert key(*bound) != base, bound
+    for bound in ("train: {lr: 1.0e-2}", "model: {d_model: 64}", "seed: 5", "curriculum: {stages: [{n_layer: 2, tokens: 9000}]}"):
+        assert key(teacher_yaml=bound) != base, bound
+
+
+def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_path):
+    """Why those fields can stay out of the default teacher's key."""
+    a = run(tiny_cfg(tiny_cache, "teacher.path=none"), tmp_path / "a", **QUIET)
+    b = run(tiny_cfg(tiny_cache, "teacher.path=none", "train.eval_every_tokens=3000", "train.log_every_steps=1",
+                     "train.checkpoint_every_tokens=4000"), tmp_path / "b", **QUIET)
+    assert "val/nll" in a["final"] and a["final"] == b["final"]
+    wa = checkpoint.load(checkpoint.latest(tmp_path / "a" / "checkpoints"))[0]
+    wb = checkpoint.load(checkpoint.latest(tmp_path / "b" / "checkpoints"))[0]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
