@@ -40,8 +40,9 @@ import torch
 from normgrow import dist
 from normgrow.config import RunConfig
 from normgrow.errors import NormgrowError
+from normgrow.losses import tail_logsumexp
 
-CACHE_VERSION = "topk-v1"
+CACHE_VERSION = "topk-v2"  # v2: tail mass summed directly (v1: 1 − Σ top-k)
 CHUNK_SEQUENCES = 16  # sequences per teacher forward while building (fixed: resume is byte-identical)
 
 
@@ -167,7 +168,7 @@ def build(cfg: RunConfig, teacher_path: str, prep, teacher, log: Callable[[str],
             logits = (tc.hidden @ tc.weight.T).float() / tau  # (b·T, V)
             logp = torch.log_softmax(logits, dim=-1)
             top, ids = logp.topk(k, dim=-1)  # descending
-            tail = torch.log1p(-top.exp().sum(-1).clamp(max=1.0)) if k < logp.shape[-1] else torch.full_like(top[:, 0], -float("inf"))
+            tail = tail_logsumexp(logp, ids) if k < logp.shape[-1] else torch.full_like(top[:, 0], -float("inf"))
         r0, r1 = s0 * T, s1 * T
         maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(np.float16)
         maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
@@ -184,14 +185,24 @@ def build(cfg: RunConfig, teacher_path: str, prep, teacher, log: Callable[[str],
     if info.is_main:
         meta["sha256"] = {name: _file_sha256(out / name) for name in FILES}
         meta["bytes_per_token"] = sum((out / n).stat().st_size for n in FILES) / meta["n_tokens"]
+        meta["mean_tail_mass"] = mean_tail_mass(out / "tail.bin", meta["n_tokens"])
         tmp = out / "meta.json.tmp"
         tmp.write_text(json.dumps(meta, indent=1))
         os.replace(tmp, out / "meta.json")
         shutil.rmtree(out / "progress", ignore_errors=True)
         (out / "building.json").unlink(missing_ok=True)
         log(f"teacher cache: {meta['n_tokens']:,} tokens, top-{k}, {meta['bytes_per_token']:.0f} bytes/token → {out}")
+        log(f"teacher cache: the top-{k} hold {1 - meta['mean_tail_mass']:.1%} of the teacher's probability on average; "
+            f"the remaining {meta['mean_tail_mass']:.1%} is one tail bucket in the loss (raise teacher.cache_k to keep more)")
     dist.barrier()
     return out
+
+
+def mean_tail_mass(path: Path, n_tokens: int, block: int = 1 << 22) -> float:
+    """Mean over tokens of the teacher's probability outside its top-k (read from tail.bin in blocks)."""
+    tail = np.memmap(path, dtype=np.float16, mode="r", shape=(n_tokens,))
+    total = sum(float(np.exp(tail[i: i + block].astype(np.float64)).sum()) for i in range(0, n_tokens, block))
+    return total / max(n_tokens, 1)
 
 
 @dataclasses.dataclass

@@ -30,6 +30,7 @@ The teacher side is also given as final hidden states and LM-head rows, and proj
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -72,6 +73,15 @@ class SparseTeacher:
         return SparseTeacher(self.logp[sl], self.ids[sl], self.tail[sl])
 
 
+def tail_logsumexp(logp: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """log Σ_{j ∉ ids} p(j) per row, summed directly over the tail (not as 1 − Σ top-k, which cancels
+    catastrophically when the tail is small). A constant 1e-30 of extra mass keeps an empty tail (k = V)
+    finite with a finite gradient."""
+    masked = logp.masked_fill(torch.zeros_like(logp, dtype=torch.bool).scatter_(1, ids, True), -float("inf"))
+    floor = torch.full_like(logp[:, :1], math.log(1e-30))
+    return torch.logsumexp(torch.cat([masked, floor], dim=1), dim=1)
+
+
 def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch.Tensor, kind: str,
                         temperature: float, nll_weight: float) -> torch.Tensor:
     """Per-token soft CE or KL between the teacher's top-k + tail bucket and the student coarsened
@@ -83,8 +93,7 @@ def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch
     tau = temperature
     s_logp = F.log_softmax(s_logits / tau, dim=-1)
     s_top = s_logp.gather(1, t.ids)  # (n, k)
-    # the student's tail mass, clamped so that an empty tail (k = V) gives a finite log with zero weight
-    s_tail = torch.log((1 - s_top.exp().sum(-1)).clamp_min(1e-30))
+    s_tail = tail_logsumexp(s_logp, t.ids)
     t_p, t_tail_p = t.logp.exp(), t.tail.exp()
     if kind == "ce":
         loss = -(t_p * s_top).sum(-1) - t_tail_p * s_tail

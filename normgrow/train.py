@@ -471,7 +471,9 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         "final": final,
         "ce_source": (f"online teacher, full vocabulary ({cfg.model.vocab_size} tokens)" if teacher is not None
                       else "no teacher (next-token training): only val/nll"),
-        "train_teacher": (f"top-{tcache.meta['k']} teacher cache + tail bucket ({tcache.dir})" if tcache is not None
+        "train_teacher": (f"top-{tcache.meta['k']} teacher cache + tail bucket holding "
+                          f"{tcache.meta['mean_tail_mass']:.1%} of the teacher's mass on average ({tcache.dir})"
+                          if tcache is not None
                           else "online teacher, full vocabulary" if teacher is not None else None),
         "compute": {k: state[k] for k in ("step", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")},
         "stages": state["stages"],

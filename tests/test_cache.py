@@ -65,10 +65,15 @@ def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     probs = np.exp(c.logp[:100].astype(np.float64)).sum(1) + np.exp(c.tail[:100].astype(np.float64))
     np.testing.assert_allclose(probs, 1.0, atol=5e-3)  # top-k plus tail is a distribution
     assert np.all(np.diff(c.logp[:100].astype(np.float32), axis=1) <= 1e-3)  # descending
+    # the coverage statistic the build reports: the mean tail mass, here from the stored top-k instead
+    top_mass = np.exp(c.logp.astype(np.float64)).sum(1)
+    assert 0.05 < meta["mean_tail_mass"] < 0.95
+    assert meta["mean_tail_mass"] == pytest.approx(1 - top_mass.mean(), abs=5e-3)
     proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *SMALL, "teacher.cache=true",
                "teacher.cache_k=8", "--no-progress")
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "top-8 teacher cache" in s["train_teacher"] and "full vocabulary" in s["ce_source"]
+    assert f"{meta['mean_tail_mass']:.1%} of the teacher's mass" in s["train_teacher"]
     assert s["stages"][0]["end"]["val/ce"] < s["stages"][0]["start"]["val/ce"]
 
 

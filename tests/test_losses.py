@@ -119,3 +119,31 @@ def test_no_teacher_is_next_token_nll():
     loss = distill_loss(hh, w, None, y, n_global=N)
     ref = F.cross_entropy(h @ w.T, y)
     torch.testing.assert_close(loss, ref, atol=1e-6, rtol=1e-6)
+
+
+def test_sparse_tail_is_exact_when_the_tail_is_tiny():
+    """The student's tail mass is summed over the tail, not taken as 1 − Σ top-k: with a tail of ~1e-9
+    (float32 rounds 1 − Σ top-k to 0 or to ~1e-7) the loss and its gradient match a float64 reference."""
+    from normgrow.losses import SparseTeacher, sparse_token_losses
+
+    V, k = 64, 4
+    logits = torch.full((3, V), -12.0)
+    logits[:, :k] = torch.tensor([8.0, 7.5, 7.0, 6.5])  # top-4 hold all but ~1e-8 of the mass
+    t_logp = torch.log_softmax(torch.randn(3, V, generator=torch.Generator().manual_seed(0)), -1)
+    ids = torch.arange(k).expand(3, k)
+    t_top = t_logp.gather(1, ids)
+    t_tail = torch.log1p(-t_top.exp().sum(-1))  # the teacher keeps a large tail (≈ 0.9)
+    targets = torch.zeros(3, dtype=torch.long)
+    out = []
+    for dtype in (torch.float32, torch.float64):
+        s = logits.to(dtype).clone().requires_grad_()
+        t = SparseTeacher(t_top.to(dtype), ids, t_tail.to(dtype))
+        loss = sparse_token_losses(s, t, targets, "ce", 1.0, 0.0).sum()
+        loss.backward()
+        out.append((loss.detach().double(), s.grad.double()))
+    # float64 reference written out: −Σ p_T(i) log p_S(i) − p_T(tail) log Σ_{j>k} p_S(j)
+    s64 = torch.log_softmax(logits.double(), -1)
+    ref = (-(t_top.double().exp() * s64[:, :k]).sum(-1) - t_tail.double().exp() * torch.logsumexp(s64[:, k:], -1)).sum()
+    assert torch.isclose(out[1][0], ref, rtol=1e-12)
+    assert torch.isclose(out[0][0], ref, rtol=1e-5)
+    torch.testing.assert_close(out[0][1], out[1][1], rtol=1e-4, atol=1e-6)
