@@ -25,6 +25,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -144,6 +145,11 @@ def _truncate_jsonl(path: Path, n_lines: int) -> None:
     os.replace(tmp, path)
 
 
+def _numeric(record: dict) -> dict:
+    """The metrics of an event (keys such as train/loss, val/ce, grow/max_dlogit) that a dashboard plots."""
+    return {k: v for k, v in record.items() if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 class MetricsWriter:
     """Appends events to metrics.jsonl (rank 0), mirrored to TensorBoard / W&B when configured."""
 
@@ -159,7 +165,13 @@ class MetricsWriter:
             except ImportError:
                 raise ConfigError("train.loggers: 'tensorboard' needs the tensorboard package "
                                   "(pip install tensorboard)") from None
+            # rebuilt from metrics.jsonl each time the run (re)starts, so that after a resume it holds exactly
+            # the events of metrics.jsonl: none of those a killed attempt wrote after its last checkpoint
+            shutil.rmtree(out / "tensorboard", ignore_errors=True)
             self.tb = SummaryWriter(str(out / "tensorboard"))
+            if self.path.is_file():
+                for line in self.path.read_text().splitlines():
+                    self._to_tensorboard(json.loads(line))
         if "wandb" in cfg.train.loggers:
             try:
                 import wandb
@@ -175,12 +187,15 @@ class MetricsWriter:
         with open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
         self.lines += 1
-        numeric = {k: v for k, v in record.items() if "/" in k and isinstance(v, (int, float))}
+        numeric = _numeric(record)
         if self.tb is not None:
-            for k, v in numeric.items():
-                self.tb.add_scalar(k, v, record["tokens"])
+            self._to_tensorboard(record)
         if self.wandb is not None:
             self.wandb.log({**numeric, "tokens": record["tokens"]}, step=record["step"])
+
+    def _to_tensorboard(self, record: dict) -> None:
+        for k, v in _numeric(record).items():
+            self.tb.add_scalar(k, v, record["tokens"])
 
     def close(self) -> None:
         if self.tb is not None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -75,7 +76,8 @@ def strip_perf(rows):
 def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
     """SIGKILL a real `normgrow run` after its first checkpoint; rerunning it ends exactly as an uninterrupted run."""
     args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 40000}]",
-            "train.checkpoint_every_tokens=4096", "train.eval_every_tokens=8192", "train.threads=1", "--no-progress"]
+            "train.checkpoint_every_tokens=4096", "train.eval_every_tokens=8192", "train.threads=1", "--no-progress",
+            "train.loggers=[tensorboard]"]
     full, killed = tmp_path / "full", tmp_path / "killed"
     cli("run", "-o", full, *args)
 
@@ -92,6 +94,12 @@ def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
     proc.wait()
     assert not (killed / "summary.json").exists()
     partial = len(events(killed))
+    # what a killed attempt may leave in TensorBoard: a point logged after its last checkpoint (flushed before the
+    # kill) that the resumed run will log again
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(killed / "tensorboard")) as w:
+        w.add_scalar("train/loss", 99.0, events(killed)[-1]["tokens"] + 256)
 
     proc = cli("run", "-o", killed, *args)
     assert partial < len(events(killed))
@@ -102,6 +110,25 @@ def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
     wa = load_file(str(checkpoint.latest(full / "checkpoints") / "model.safetensors"))
     wb = load_file(str(checkpoint.latest(killed / "checkpoints") / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    # TensorBoard holds exactly metrics.jsonl, read back by TensorBoard's own reader: nothing the killed attempt
+    # logged after its last checkpoint is left twice
+    for run_dir in (full, killed):
+        expected = {}
+        for e in events(run_dir):
+            for k, v in e.items():
+                if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    expected.setdefault(k, []).append((e["tokens"], float(np.float32(v))))
+        assert {"train/loss", "val/ce", "val/kl"} <= set(expected)
+        assert tensorboard_scalars(run_dir / "tensorboard") == expected
+
+
+def tensorboard_scalars(logdir) -> dict:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    # no purging of "orphaned" steps: other readers (pandas exports, W&B's TensorBoard sync) do not purge either
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0}, purge_orphaned_data=False)
+    acc.Reload()
+    return {tag: [(s.step, s.value) for s in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 def one_step(tiny_cache, out, *extra, nproc=1):
