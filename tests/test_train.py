@@ -236,3 +236,30 @@ def test_eval_is_exact_full_vocabulary(tiny_cache, tmp_path):
     assert summary["val/ce"] == pytest.approx(ce, rel=1e-5)
     assert summary["val/nll"] == pytest.approx(nll, rel=1e-5)
     assert math.isfinite(summary["val/kl"]) and summary["val/kl"] > 0
+
+
+def test_bfloat16_autocast_trains_with_float32_master_weights(tiny_cache, tmp_path):
+    fp32 = run(tiny_cfg(tiny_cache), tmp_path / "fp32", log=lambda *_: None, progress=False)
+    bf16 = run(tiny_cfg(tiny_cache, "train.dtype=bfloat16"), tmp_path / "bf16", log=lambda *_: None, progress=False)
+    a, b = fp32["final"]["val/ce"], bf16["final"]["val/ce"]
+    assert a != b  # the autocast path really ran in bfloat16 …
+    assert abs(a - b) < 0.05 and b < bf16["stages"][0]["start"]["val/ce"] - 0.5  # … and trains like float32
+    weights = load_file(str(checkpoint.latest(tmp_path / "bf16" / "checkpoints") / "model.safetensors"))
+    assert {w.dtype for w in weights.values()} == {torch.float32}
+
+
+def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path):
+    """torch.compile (inductor on the CPU) re-wrapped after a growth event gives eager's results to rounding."""
+    stages = "curriculum.stages=[{n_layer: 2, tokens: 4096}, {n_layer: 3, tokens: 4096}]"
+    eager = run(tiny_cfg(tiny_cache, stages), tmp_path / "eager", log=lambda *_: None, progress=False)
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    comp = run(tiny_cfg(tiny_cache, stages, "train.compile=true"), tmp_path / "comp", log=lambda *_: None, progress=False)
+    assert [s["n_layer"] for s in comp["stages"]] == [2, 3]
+    assert counters["stats"]["unique_graphs"] >= 2, dict(counters["stats"])  # compiled, and again after growth
+    for se, sc in zip(eager["stages"], comp["stages"]):
+        assert sc["end"]["val/ce"] == pytest.approx(se["end"]["val/ce"], abs=2e-3)
+    losses = [(e["train/loss"], c["train/loss"]) for e, c in zip(events(tmp_path / "eager", "train"),
+                                                                  events(tmp_path / "comp", "train"))]
+    assert len(losses) > 3 and all(c == pytest.approx(e, abs=2e-3) for e, c in losses)
