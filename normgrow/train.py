@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -145,6 +146,26 @@ def _truncate_jsonl(path: Path, n_lines: int) -> None:
     os.replace(tmp, path)
 
 
+LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
+
+
+def check_loggers(cfg: RunConfig) -> None:
+    """The packages train.loggers needs, checked before the run directory is created."""
+    import importlib.util
+
+    for name in cfg.train.loggers:
+        if importlib.util.find_spec(LOGGER_PACKAGES[name]) is None:
+            raise ConfigError(f"train.loggers: '{name}' needs the {LOGGER_PACKAGES[name]} package "
+                              f"(pip install {LOGGER_PACKAGES[name]}, or pip install -e .[loggers])")
+
+
+def wandb_run_id(out: Path) -> str:
+    """One W&B run per run directory, the same across resumes: its name plus a hash of its absolute path
+    (the arms of two studies share names such as post-grow-s0 and must not resume each other's W&B run)."""
+    path = str(Path(out).resolve())
+    return f"{Path(path).name}-{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+
+
 def _numeric(record: dict) -> dict:
     """The metrics of an event (keys such as train/loss, val/ce, grow/max_dlogit) that a dashboard plots."""
     return {k: v for k, v in record.items() if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -179,7 +200,7 @@ class MetricsWriter:
                 raise ConfigError("train.loggers: 'wandb' needs the wandb package (pip install wandb)") from None
             os.environ.setdefault("WANDB_MODE", "offline")  # offline-safe unless the user opts in
             self.wandb = wandb.init(project="normgrow", name=cfg.name or out.name, dir=str(out),
-                                    config=to_dict(cfg), resume="allow", id=out.name.replace("/", "_"))
+                                    config=to_dict(cfg), resume="allow", id=wandb_run_id(out))
 
     def write(self, record: dict) -> None:
         if not self.enabled:
@@ -316,6 +337,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Callable[[str], None] = print,
         rows, _ = probe_batch(prep, cfg.data.probe_sequences, cfg.data.seq_len)
         probe = make_probe(rows, prep.token_classes, teacher, info.device)
 
+    check_loggers(cfg)
     # everything that can fail on bad input has been checked: now the run directory may be created
     resume = open_run_dir(out, cfg) if info.is_main else True
     resume = dist.broadcast_object(resume)

@@ -263,3 +263,24 @@ def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path):
     losses = [(e["train/loss"], c["train/loss"]) for e, c in zip(events(tmp_path / "eager", "train"),
                                                                   events(tmp_path / "comp", "train"))]
     assert len(losses) > 3 and all(c == pytest.approx(e, abs=2e-3) for e, c in losses)
+
+
+def test_w_and_b_run_ids_are_stable_per_directory_and_distinct_across_studies(tmp_path):
+    from normgrow.train import wandb_run_id
+
+    a = tmp_path / "study1" / "runs" / "post-grow-s0"
+    b = tmp_path / "study2" / "runs" / "post-grow-s0"
+    assert wandb_run_id(a) == wandb_run_id(tmp_path / "study1" / "runs" / ".." / "runs" / "post-grow-s0")
+    assert wandb_run_id(a) != wandb_run_id(b) and wandb_run_id(a).startswith("post-grow-s0-")
+
+
+def test_a_missing_logger_package_is_a_one_line_error_before_the_run_dir_exists(tiny_cache, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", "train.loggers=[wandb]",
+               "--no-progress", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("normgrow: error: train.loggers: 'wandb' needs the wandb")
+    assert not (tmp_path / "run").exists()
