@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import matplotlib
 
@@ -208,6 +209,13 @@ def plot_phase_gap(phase: dict, out: Path) -> Path:
     return _save(fig, out / "phase_gap.png")
 
 
+def _summary(run_dir: Path) -> Optional[dict]:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures."""
     study_dir = Path(study_dir)
@@ -233,6 +241,13 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
     L.append("")
     if n_seeds < 2:
         L += ["> One seed: no confidence intervals are available; differences below are single-run values.", ""]
+    cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
+                     for s in [_summary(study_dir / r["run_dir"])] if s and "teacher cache" in (s.get("train_teacher") or "")})
+    if cached:
+        L += ["> **Trained from a top-k teacher cache**, not the online teacher: " + "; ".join(f"`{c}`" for c in cached)
+              + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "
+              "teacher's tail into one bucket, which shifts arms by different amounts; check the effect sizes against "
+              "online runs before quoting them.", ""]
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         L += ["**Runs that did not finish:**", ""]

@@ -60,6 +60,7 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
     hd = T95_DF1 * abs(d[0] - d[1]) / math.sqrt(2) / math.sqrt(2)
     assert f"| gap | pre | post | {md:.4f} ± {hd:.4f} |" in report
     assert "Phase-wise" in report and ("Crossover" in report or "No crossover" in report)
+    assert "teacher cache" not in report  # trained online: no cache warning
     for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
         assert (out / "plots" / f"{fig}.png").is_file(), fig
         assert f"plots/{fig}.png" in report
@@ -177,6 +178,8 @@ def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
         s = json.loads((out / row["run_dir"] / "summary.json").read_text())
         assert row["status"] == "ok" and "top-6 teacher cache" in s["train_teacher"]
         assert any(str(c) in s["train_teacher"] for c in caches)
+    report = (out / "report.md").read_text()
+    assert "Trained from a top-k teacher cache" in report and s["train_teacher"] in report
 
 
 def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
