@@ -75,11 +75,11 @@ class SparseTeacher:
 
 def tail_logsumexp(logp: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """log Σ_{j ∉ ids} p(j) per row, summed directly over the tail (not as 1 − Σ top-k, which cancels
-    catastrophically when the tail is small). A constant 1e-30 of extra mass keeps an empty tail (k = V)
-    finite with a finite gradient."""
-    masked = logp.masked_fill(torch.zeros_like(logp, dtype=torch.bool).scatter_(1, ids, True), -float("inf"))
-    floor = torch.full_like(logp[:, :1], math.log(1e-30))
-    return torch.logsumexp(torch.cat([masked, floor], dim=1), dim=1)
+    catastrophically when the tail is small). An empty tail (k = V) gives log 1e-30: finite, so that its
+    zero weight in the loss gives zero rather than NaN."""
+    if ids.shape[1] >= logp.shape[1]:
+        return torch.full_like(logp[:, 0], math.log(1e-30))
+    return torch.logsumexp(logp.scatter(1, ids, -float("inf")), dim=1)
 
 
 def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch.Tensor, kind: str,
