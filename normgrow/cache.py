@@ -7,7 +7,7 @@ temperature τ and their token ids, plus the log of the remaining tail mass:
     cache dir/
         logp.bin   (N, k) float16   top-k log p_T^τ, descending
         ids.bin    (N, k) uint16 (vocab ≤ 65,536) or uint32
-        tail.bin   (N,)   float16   log(1 − Σ top-k p_T^τ)   (−inf when the top-k hold all the mass)
+        tail.bin   (N,)   float16   log Σ_{j ∉ top-k} p_T^τ(j), summed over the tail (−inf when k = V)
         meta.json  teacher identity and weights hash, tokenizer hash, vocabulary size, seq_len, k,
                    temperature, shard key, N, dtypes, and a sha256 of every file
         progress/  per-rank count of finished chunks (only while building)

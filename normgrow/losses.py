@@ -67,7 +67,7 @@ class SparseTeacher:
 
     logp: torch.Tensor  # (N, k) float32, log p_T^τ of the top-k tokens
     ids: torch.Tensor  # (N, k) int64
-    tail: torch.Tensor  # (N,) float32, log(1 − Σ top-k p_T^τ); −inf when there is no tail
+    tail: torch.Tensor  # (N,) float32, log of the teacher's mass outside the top-k; −inf when there is no tail
 
     def rows(self, sl: slice) -> "SparseTeacher":
         return SparseTeacher(self.logp[sl], self.ids[sl], self.tail[sl])

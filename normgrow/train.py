@@ -181,11 +181,7 @@ class MetricsWriter:
         if not enabled:
             return
         if "tensorboard" in cfg.train.loggers:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise ConfigError("train.loggers: 'tensorboard' needs the tensorboard package "
-                                  "(pip install tensorboard)") from None
+            from torch.utils.tensorboard import SummaryWriter  # availability checked by check_loggers
             # rebuilt from metrics.jsonl each time the run (re)starts, so that after a resume it holds exactly
             # the events of metrics.jsonl: none of those a killed attempt wrote after its last checkpoint
             shutil.rmtree(out / "tensorboard", ignore_errors=True)
@@ -194,10 +190,7 @@ class MetricsWriter:
                 for line in self.path.read_text().splitlines():
                     self._to_tensorboard(json.loads(line))
         if "wandb" in cfg.train.loggers:
-            try:
-                import wandb
-            except ImportError:
-                raise ConfigError("train.loggers: 'wandb' needs the wandb package (pip install wandb)") from None
+            import wandb  # availability checked by check_loggers
             os.environ.setdefault("WANDB_MODE", "offline")  # offline-safe unless the user opts in
             self.wandb = wandb.init(project="normgrow", name=cfg.name or out.name, dir=str(out),
                                     config=to_dict(cfg), resume="allow", id=wandb_run_id(out))
