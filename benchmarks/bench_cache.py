@@ -11,8 +11,6 @@ Study: the same study run twice in subprocesses, once with the online teacher an
 (built above, so the second study does not rebuild it); the ratio is reported with and without the build.
 """
 
-import dataclasses
-import json
 import subprocess
 import sys
 import tempfile
@@ -20,15 +18,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from normgrow import cache
 from normgrow.config import load_config
-from normgrow.data import BatchIterator, prepare
-from normgrow.losses import SparseTeacher, distill_loss
-from normgrow.model import Student
-from normgrow.teacher import load_teacher, resolve_teacher_path
-from normgrow.train import resolve_config
+from normgrow.curriculum import plan_stages
+from normgrow.data import BatchIterator
+from normgrow.pipeline import build_inputs, teacher_path
+from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
 
 
 def main() -> None:
@@ -40,34 +36,30 @@ def main() -> None:
         args = args[:i]
     preset = args[0] if args and "=" not in args[0] else "default"
     cfg = load_config(preset, [a for a in args if "=" in a] + ["teacher.cache=true"])
-    path = resolve_teacher_path(cfg)
-    prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
-    cfg = resolve_config(cfg, prep)
-    teacher = load_teacher(path, cfg.teacher.dtype, torch.device("cpu"), prep.vocab_size, prep.vocab_size)
+    inputs = build_inputs(cfg, log=lambda *_: None, open_cache=False)
+    cfg, prep = inputs.cfg, inputs.prep
+    path = teacher_path(cfg, build=False)
     t0 = time.perf_counter()
-    out = cache.build(cfg, path, prep, teacher)
+    out = cache.build(cfg, path, prep, inputs.teacher, inputs.info)
     build_s = time.perf_counter() - t0
-    c = cache.open_cache(cfg, path, prep)
+    c = inputs.cache = cache.open_cache(cfg, path, prep)
     T, B = cfg.data.seq_len, cfg.train.batch_size
     it = BatchIterator(prep.train, T, B, seed=1)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < 3.0:
-        next(it)
-        c.sequences(torch.from_numpy(it.last_sequences), "cpu")
+        c.sequences(next(it).index, "cpu")
         n += B * T
     read_tps = n / (time.perf_counter() - t0)
-    model = Student(dataclasses.replace(cfg.model), max_seq_len=T)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    plan = plan_stages(cfg)[-1]  # the full-depth stage: the training loop's own step, reading the cache
+    model = build_student(inputs, plan)
+    set_trainable(model, plan)
+    opt = build_optimizer(model, cfg, inputs.info.device)
+    step_fn = wrap_for_training(model, inputs.info, cfg.train.compile)
     times = []
     for i in range(6):
         b = next(it)
-        x, y = b[:, :-1], b[:, 1:].reshape(-1)
         t1 = time.perf_counter()
-        sparse = SparseTeacher(*c.sequences(torch.from_numpy(it.last_sequences), "cpu"))
-        h = model(x, hidden_only=True)
-        distill_loss(h.reshape(B * T, -1), model.lm_head.weight, sparse, y, n_global=B * T).backward()
-        opt.step()
-        opt.zero_grad()
+        train_step(model, step_fn, opt, b, inputs, lr=1e-4)
         if i >= 2:
             times.append(time.perf_counter() - t1)
     student_tps = B * T / float(np.median(times))

@@ -32,7 +32,7 @@ def child(kind: str, n: int, v: int, c: int, chunk: int) -> None:
     y = torch.randint(0, v, (n,))
     base = rss_mb()
     if kind == "chunked":
-        loss = distill_loss(h, w, t, y, n_global=n, chunk=chunk)
+        loss = distill_loss(h, w, t, y, n_tokens=n, chunk=chunk)
     else:
         s_logp = F.log_softmax(h @ w.T, dim=-1)
         t_p = F.softmax(t.hidden @ t.weight.T, dim=-1)

@@ -2,12 +2,14 @@
 
     python benchmarks/bench_run.py [CONFIG] [key=value …]     (default: the `default` preset)
 
-Builds (or reuses) the config's teacher and token shards, then times, in this process and on the
-same batches: (a) the full distillation step — teacher forward + student forward/backward with the
-chunked loss + AdamW — and (b) the same student step with plain next-token loss and no teacher
-(the reference). Prints tokens/s of both, their ratio, and the share of step time in the teacher.
+Builds (or reuses) the config's inputs exactly as a run does (pipeline.build_inputs), then times,
+in this process and on the same batches, the training loop's own `train_step`: (a) the full
+distillation step — teacher forward + student forward/backward with the chunked loss + AdamW —
+and (b) the same step with plain next-token loss and no teacher (the reference). Prints tokens/s
+of both, their ratio, and the share of step time in the teacher forward (timed on its own).
 """
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -15,53 +17,46 @@ import time
 import torch
 
 from normgrow.config import load_config
-from normgrow.data import BatchIterator, prepare
-from normgrow.losses import distill_loss
-from normgrow.model import Student
-from normgrow.teacher import load_teacher, resolve_teacher_path
+from normgrow.curriculum import plan_stages
+from normgrow.data import BatchIterator
+from normgrow.pipeline import build_inputs
+from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
 
 
 def main() -> None:
     args = sys.argv[1:]
     preset = args[0] if args and "=" not in args[0] else "default"
     cfg = load_config(preset, [a for a in args if "=" in a])
-    path = resolve_teacher_path(cfg)
-    prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
-    V = prep.vocab_size
-    teacher = load_teacher(path, cfg.teacher.dtype, torch.device("cpu"), V, V)
-    import dataclasses
-
-    mcfg = dataclasses.replace(cfg.model, vocab_size=V)
-    model = Student(mcfg, max_seq_len=cfg.data.seq_len)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    batches = BatchIterator(prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed)
+    inputs = build_inputs(cfg, log=lambda *_: None)
+    cfg, info = inputs.cfg, inputs.info
+    no_teacher = dataclasses.replace(inputs, teacher=None, cache=None)
+    plan = plan_stages(cfg)[-1]  # the full-depth stage
+    model = build_student(inputs, plan)
+    set_trainable(model, plan)
+    opt = build_optimizer(model, cfg, info.device)
+    step_fn = wrap_for_training(model, info, cfg.train.compile)
+    batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed)
     n = cfg.train.batch_size * cfg.data.seq_len
-    def student_step(x, y, chunks) -> None:  # forward, chunked loss (chunks None: next-token), backward, AdamW
-        h = model(x, hidden_only=True)
-        distill_loss(h.reshape(n, -1), model.lm_head.weight, chunks, y, n_global=n,
-                     chunk=cfg.distill.chunk_tokens).backward()
-        opt.step()
-        opt.zero_grad()
-
     t_teacher, t_step, t_plain = [], [], []
     for i in range(8):
-        b = next(batches)
-        x, y = b[:, :-1], b[:, 1:].reshape(-1)
+        batch = next(batches)
+        x = batch.tokens[:, :-1].to(info.device)
         t0 = time.perf_counter()
-        chunks = teacher.chunks(x)
+        inputs.teacher.chunks(x)
         t1 = time.perf_counter()
-        student_step(x, y, chunks)
+        train_step(model, step_fn, opt, batch, inputs, lr=1e-4)
         t2 = time.perf_counter()
-        student_step(x, y, None)
+        train_step(model, step_fn, opt, batch, no_teacher, lr=1e-4)
         t3 = time.perf_counter()
         if i >= 2:  # warm-up steps excluded
             t_teacher.append(t1 - t0)
-            t_step.append(t2 - t0)
+            t_step.append(t2 - t1)
             t_plain.append(t3 - t2)
     step, plain, tea = statistics.median(t_step), statistics.median(t_plain), statistics.median(t_teacher)
-    print(f"{preset}: student n_layer={mcfg.n_layer} d_model={mcfg.d_model}, teacher {teacher.report['class']} "
-          f"({teacher.report['parameters']:,} params), batch {cfg.train.batch_size}x{cfg.data.seq_len}, vocab {V}, "
-          f"threads {torch.get_num_threads()}")
+    m = cfg.model
+    print(f"{preset}: student n_layer={plan.n_layer} d_model={m.d_model}, teacher {inputs.teacher.report['class']} "
+          f"({inputs.teacher.report['parameters']:,} params), batch {cfg.train.batch_size}x{cfg.data.seq_len}, "
+          f"vocab {m.vocab_size}, threads {torch.get_num_threads()}")
     print(f"distillation step: {n / step:8,.0f} tokens/s   (teacher forward {tea / step:.1%} of the step)")
     print(f"no-teacher step:   {n / plain:8,.0f} tokens/s   (reference, same student and batches)")
     print(f"ratio distillation / no-teacher: {plain / step:.3f}")

@@ -36,11 +36,14 @@ from typing import Callable, Optional
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from normgrow import dist
 from normgrow.config import RunConfig
+from normgrow.data import Prepared, cache_root, n_sequences, tokenizer_hash
 from normgrow.errors import NormgrowError
 from normgrow.losses import tail_logsumexp
+from normgrow.teacher import Teacher
 
 CACHE_VERSION = "topk-v2"  # v2: tail mass summed directly (v1: 1 − Σ top-k)
 CHUNK_SEQUENCES = 16  # sequences per teacher forward while building (fixed: resume is byte-identical)
@@ -84,10 +87,8 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def expected_meta(cfg: RunConfig, teacher_path: str, prep) -> dict:
+def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
     """The metadata a run needs its cache to have; every field is checked on open."""
-    from normgrow.data import cache_root, n_sequences, tokenizer_hash
-
     T = cfg.data.seq_len
     k = min(cfg.teacher.cache_k, prep.vocab_size)
     return {
@@ -106,8 +107,6 @@ def expected_meta(cfg: RunConfig, teacher_path: str, prep) -> dict:
 
 
 def cache_dir(cfg: RunConfig, meta: dict) -> Path:
-    from normgrow.data import cache_root
-
     key = hashlib.sha256(json.dumps({k: v for k, v in meta.items()}, sort_keys=True).encode()).hexdigest()[:16]
     return cache_root(cfg.data) / "teacher-cache" / key
 
@@ -121,17 +120,12 @@ def _shapes(meta: dict) -> dict:
             "tail.bin": ((n,), np.float16)}
 
 
-def build(cfg: RunConfig, teacher_path: str, prep, teacher, log: Callable[[str], None] = print,
-          progress: bool = True) -> Path:
+def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, info: dist.DistInfo,
+          log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Build (or finish building) the cache for this run's teacher and training split.
 
-    Under torchrun each rank fills its own contiguous range of sequences; rank 0 preallocates the
-    files and writes meta.json once all ranks are done."""
-    from tqdm import tqdm
-
-    from normgrow.data import n_sequences
-
-    info = dist.setup(cfg.train.device)
+    Under torchrun each rank (`info`) fills its own contiguous range of sequences; rank 0
+    preallocates the files and writes meta.json once all ranks are done."""
     meta = expected_meta(cfg, teacher_path, prep)
     out = cache_dir(cfg, meta)
     if (out / "meta.json").is_file():
@@ -224,7 +218,7 @@ class TeacherCache:
                 torch.from_numpy(self.tail[rows].astype(np.float32)).to(device))
 
 
-def open_cache(cfg: RunConfig, teacher_path: str, prep, verify_checksums: bool = True) -> TeacherCache:
+def open_cache(cfg: RunConfig, teacher_path: str, prep: Prepared, verify_checksums: bool = True) -> TeacherCache:
     """Open the run's cache, refusing any mismatch with a one-line error naming the field."""
     want = expected_meta(cfg, teacher_path, prep)
     path = cache_dir(cfg, want)

@@ -17,13 +17,22 @@ defaults. Every error a user can cause prints one line, `normgrow: error: …`, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import os
 import sys
 import time
 from pathlib import Path
 
 from normgrow import __version__
+from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.errors import NormgrowError
+from normgrow.export import export_student
+from normgrow.model import Student, count_parameters
+from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
+from normgrow.registry import load_extensions
+from normgrow.report import plot_runs
+from normgrow.study import load_study, rebuild_report, run_study
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -40,15 +49,15 @@ def _split_config_and_overrides(args: argparse.Namespace) -> tuple[str | None, l
 
 
 def _load(args: argparse.Namespace):
-    from normgrow.config import load_config
-
     config, overrides = _split_config_and_overrides(args)
     return load_config(config, overrides)
 
 
-def cmd_config(args: argparse.Namespace) -> None:
-    from normgrow.config import describe_fields, to_yaml
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
 
+
+def cmd_config(args: argparse.Namespace) -> None:
     if args.fields:
         for key, default, doc in describe_fields():
             print(f"{key:40s} {default:>14s}  {doc}")
@@ -57,12 +66,9 @@ def cmd_config(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from normgrow.data import prepare
-    from normgrow.teacher import resolve_teacher_path
-
     cfg = _load(args)
     t0 = time.perf_counter()
-    prep = prepare(cfg, teacher_path=resolve_teacher_path(cfg))
+    _, prep = prepare_data(cfg)
     dt = time.perf_counter() - t0
     m = prep.meta
     print(f"{'reused cached' if prep.cache_hit else 'built'} token shards in {dt:.1f} s: {prep.dir}")
@@ -72,54 +78,39 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_model(args: argparse.Namespace) -> None:
-    import dataclasses
-
-    from normgrow.config import resolved_head_dim
-    from normgrow.model import Student, count_parameters
-
     cfg = _load(args)
     m = cfg.model
     if m.vocab_size is None:  # the tokenizer decides; preparing is cached after the first call
-        from normgrow.data import prepare
-
-        from normgrow.teacher import resolve_teacher_path
-
-        quiet = lambda *_: None  # noqa: E731
-        prep = prepare(cfg, teacher_path=resolve_teacher_path(cfg, log=quiet), log=quiet)
+        _, prep = prepare_data(cfg, log=quiet)
         m = dataclasses.replace(m, vocab_size=prep.vocab_size)
     student = Student(m)
     counts = count_parameters(student)
     hd = resolved_head_dim(m)
     print(f"student: norm={m.norm} n_layer={m.n_layer} d_model={m.d_model} n_head={m.n_head} "
           f"n_kv_head={m.n_kv_head} head_dim={hd} d_ff={m.d_ff} vocab={m.vocab_size} "
-          f"final_norm={m.final_norm} tie_embeddings={m.tie_embeddings}")
+          f"final_norm={m.final_norm} tie_embeddings={m.tie_embeddings}"
+          + (f" block_norms={','.join(m.block_norms)}" if m.block_norms else ""))
     for name, p in student.named_parameters():
         if not name.startswith("layers.") or name.startswith("layers.0."):
             print(f"  {name:45s} {tuple(p.shape)}")
     if m.n_layer > 1:
-        print(f"  (layers.1 … layers.{m.n_layer - 1}: as layers.0)")
+        print(f"  (layers.1 … layers.{m.n_layer - 1}: as layers.0{' with their own placements' if m.block_norms else ''})")
     print(f"parameters: total {counts['total']:,} = embedding {counts['embedding']:,} + "
-          f"{m.n_layer} blocks × {counts['per_block']:,} + final norm/LM head {counts['final_norm_and_head']:,}")
+          f"{m.n_layer} blocks ({counts['blocks']:,}; block 0: {counts['per_block']:,}) + "
+          f"final norm/LM head {counts['final_norm_and_head']:,}")
     print(f"init: {student.init_record()}")
 
 
 def default_run_dir(cfg) -> str:
-    from normgrow.config import to_yaml
-    import hashlib
-
     name = cfg.name or "run"
     return f"runs/{name}-{cfg.model.norm}-s{cfg.seed}-{hashlib.sha256(to_yaml(cfg).encode()).hexdigest()[:6]}"
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from normgrow.train import run
-
     cfg = _load(args)
     out = args.output or default_run_dir(cfg)
     summary = run(cfg, out, progress=not args.no_progress)
-    if int(os.environ.get("RANK", "0")) == 0:
-        from normgrow.report import plot_runs
-
+    if _is_main_process():
         plot_runs([out], Path(out) / "plots")
     keys = [k for k in ("val/ce", "val/kl", "val/nll") if k in summary]
     print(f"{out}: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)
@@ -127,15 +118,11 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from normgrow.export import export_student
-
     out = export_student(args.run_dir, args.output)
     print(f"exported {args.run_dir} → {out}")
 
 
 def cmd_diagnose(args: argparse.Namespace) -> None:
-    from normgrow.diagnostics import diagnose_run
-
     results = diagnose_run(args.run_dir)
     worst = max((r["max_abs_diff"] for r in results if r["logged"]), default=None)
     print(f"{args.run_dir}: {len(results)} checkpoints diagnosed → diagnostics-recomputed.jsonl"
@@ -143,8 +130,6 @@ def cmd_diagnose(args: argparse.Namespace) -> None:
 
 
 def cmd_study(args: argparse.Namespace) -> None:
-    from normgrow.study import load_study, run_study
-
     config, overrides = _split_config_and_overrides(args)
     study = load_study(config, overrides)
     out = Path(args.output) if args.output else Path("studies") / study.name
@@ -153,47 +138,26 @@ def cmd_study(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from normgrow.report import plot_runs
-
     dirs = [Path(d) for d in args.dirs]
     if len(dirs) == 1 and (dirs[0] / "study.yaml").is_file():
-        from normgrow.study import rebuild_report
-
         print(f"report: {rebuild_report(dirs[0])}")
         return
     for d in dirs:
         if not (d / "config.yaml").is_file():
             raise NormgrowError(f"{d}: not a run directory (no config.yaml)")
     out = Path(args.output) if args.output else dirs[0] / "plots"
-    for f in plot_runs(dirs, out):
+    for f in plot_runs(dirs, out).values():
         print(f)
 
 
 def cmd_teacher_train(args: argparse.Namespace) -> None:
-    from normgrow.teacher import build_default_teacher
-
     out = build_default_teacher(_load(args), progress=not args.no_progress)
     print(f"default teacher: {out}")
 
 
 def cmd_teacher_cache(args: argparse.Namespace) -> None:
-    from normgrow import cache
-    from normgrow.data import prepare
-    from normgrow.errors import ConfigError
-    from normgrow.teacher import load_teacher, resolve_teacher_path
-    from normgrow.train import resolve_config
-
-    cfg = _load(args)
-    path = resolve_teacher_path(cfg, progress=not args.no_progress)
-    if path is None:
-        raise ConfigError("teacher.path: 'none' has no teacher to cache")
-    prep = prepare(cfg, teacher_path=path)
-    cfg = resolve_config(cfg, prep)
-    from normgrow.dist import setup
-
-    teacher = load_teacher(path, cfg.teacher.dtype, setup(cfg.train.device).device, prep.vocab_size, prep.vocab_size)
-    out = cache.build(cfg, path, prep, teacher, progress=not args.no_progress)
-    if int(os.environ.get("RANK", "0")) == 0:
+    out = build_cache(_load(args), progress=not args.no_progress)
+    if _is_main_process():
         print(f"teacher cache: {out}")
 
 
@@ -266,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         args.overrides = list(args.overrides) + extra
     try:
+        load_extensions()
         args.func(args)
     except NormgrowError as e:
         print(f"normgrow: error: {e}", file=sys.stderr)

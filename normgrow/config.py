@@ -5,11 +5,16 @@
     (defaults)   ─┘
 
 Every field carries a one-line attribute docstring; `field_docs()` reads them back from this file,
-so the docstring is the help text (`normgrow config --help-fields`). A resolved config saved with
+so the docstring is the help text (`normgrow config --fields`). A resolved config saved with
 `save_config` reloads to an equal `RunConfig`.
 
 Presets are the YAML files in `configs/` (installed as the package `normgrow.configs`); a preset is
-named by its file stem (`tiny`) or given as a path.
+named by its file stem (`tiny`) or given as a path. `load_structured` is the one merge loop: run
+configs (`load_config`) and study files (study.py) both go through it.
+
+Fields that name an extension (a placement, a growth operator, a diagnostic, a launcher) are plain
+strings checked against their registry (registry.py) at validation time, so names that user code
+registers are valid too.
 """
 
 from __future__ import annotations
@@ -22,21 +27,22 @@ import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from normgrow import registry
 from normgrow.errors import ConfigError
-
-Norm = Literal["pre", "post", "sandwich"]
 
 
 @dataclass
 class ModelConfig:
-    norm: Norm = "pre"
-    """Normalization placement: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h)))."""
+    norm: str = "pre"
+    """Normalization placement of every block: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h))) | a registered one."""
+    block_norms: list[str] = field(default_factory=list)
+    """Per-block placements, one per block of the full-depth student (block i at index i); empty = model.norm everywhere."""
     n_layer: int = 9
     """Number of blocks of the full-depth student (growth appends up to this depth)."""
     d_model: int = 256
@@ -147,6 +153,8 @@ class StageConfig:
 class CurriculumConfig:
     stages: list[StageConfig] = field(default_factory=lambda: [StageConfig(n_layer=9, tokens=1_000_000)])
     """Stages in order; joint training is one stage at full depth, growth appends blocks between stages."""
+    growth: str = "append"
+    """Growth operator: where appended blocks go (append = on top of the trained prefix) | a registered one."""
     growth_init: Literal["random", "zero", "copy"] = "zero"
     """Init of appended blocks: fresh random, random with residual-branch outputs zeroed, or a copy of the last prefix block."""
     optimizer: Literal["keep", "reset"] = "keep"
@@ -213,6 +221,8 @@ class DiagnosticsConfig:
     """A (layer, head) counts as an attention sink when later queries give position 0 more than this."""
     skip_ce: bool = True
     """Measure the probe CE change when each block is skipped (one extra partial forward per block)."""
+    include: Optional[list[str]] = None
+    """Diagnostics to compute, by registered name; null = every registered diagnostic."""
 
 
 @dataclass
@@ -259,7 +269,8 @@ def preset_path(name_or_path: str) -> Path:
     return Path(str(candidate))
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
+    """A YAML mapping from a file; one-line errors naming the file (and line) otherwise."""
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
@@ -273,48 +284,54 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def _omegaconf_message(e: OmegaConfBaseException, source: str) -> str:
+def omegaconf_message(e: OmegaConfBaseException, source: str) -> str:
     key = getattr(e, "full_key", None) or "?"
     msg = str(e).splitlines()[0]
     return f"{source}: {key}: {msg}"
 
 
-def _preset_layers(preset: str, seen: tuple[str, ...] = ()) -> list[tuple[Path, dict]]:
-    """A preset and the chain of presets it names with `base:`, base first."""
-    path = preset_path(preset)
-    data = _read_yaml(path)
-    base = data.pop("base", None)
-    if base is None:
-        return [(path, data)]
-    if not isinstance(base, str):
-        raise ConfigError(f"{path}: base: expected a preset name or path")
-    if str(path) in seen:
-        raise ConfigError(f"{path}: base: presets form a cycle")
-    if os.sep in base and not Path(base).is_absolute():
-        base = str(path.parent / base)
-    return _preset_layers(base, seen + (str(path),)) + [(path, data)]
-
-
-def load_config(preset: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
-    """Defaults ← preset YAML (name or path, after the presets it names with `base:`) ← dotted
-    overrides, type-checked and validated."""
-    merged = OmegaConf.structured(RunConfig)
-    for path, data in _preset_layers(preset) if preset is not None else []:
+def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: list[str] | tuple[str, ...] = ()):
+    """The one merge loop: `schema`'s defaults ← each (source, mapping) layer in order ← dotted
+    `key=value` overrides, type-checked by OmegaConf. Every error is one line naming its source and key."""
+    merged = OmegaConf.structured(schema)
+    for source, data in layers:
         try:
             merged = OmegaConf.merge(merged, OmegaConf.create(data))
         except OmegaConfBaseException as e:
-            raise ConfigError(_omegaconf_message(e, str(path))) from None
+            raise ConfigError(omegaconf_message(e, source)) from None
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override '{item}': expected key=value (e.g. model.norm=post)")
         try:
             merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
         except OmegaConfBaseException as e:
-            raise ConfigError(_omegaconf_message(e, f"override '{item}'")) from None
+            raise ConfigError(omegaconf_message(e, f"override '{item}'")) from None
     try:
-        cfg = OmegaConf.to_object(merged)
+        return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
-        raise ConfigError(_omegaconf_message(e, "config")) from None
+        raise ConfigError(omegaconf_message(e, "config")) from None
+
+
+def _preset_layers(preset: str, seen: tuple[str, ...] = ()) -> list[tuple[str, dict]]:
+    """A preset and the chain of presets it names with `base:`, base first."""
+    path = preset_path(preset)
+    data = read_yaml(path)
+    base = data.pop("base", None)
+    if base is None:
+        return [(str(path), data)]
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base: expected a preset name or path")
+    if str(path) in seen:
+        raise ConfigError(f"{path}: base: presets form a cycle")
+    if os.sep in base and not Path(base).is_absolute():
+        base = str(path.parent / base)
+    return _preset_layers(base, seen + (str(path),)) + [(str(path), data)]
+
+
+def load_config(preset: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
+    """Defaults ← preset YAML (name or path, after the presets it names with `base:`) ← dotted
+    overrides, type-checked and validated."""
+    cfg = load_structured(RunConfig, _preset_layers(preset) if preset is not None else [], overrides)
     validate(cfg)
     return cfg
 
@@ -342,12 +359,13 @@ def resolved_head_dim(m: ModelConfig) -> int:
     return m.head_dim if m.head_dim is not None else m.d_model // m.n_head
 
 
-def parse_train_blocks(spec: str, n_layer: int, n_prefix: int) -> list[int]:
-    """Block indices a stage trains: 'all', 'new' (indices ≥ n_prefix) or '0,3,4'."""
+def parse_train_blocks(spec: str, n_layer: int, new_blocks: Sequence[int]) -> list[int]:
+    """Block indices a stage trains: 'all', 'new' (`new_blocks`: the blocks its growth event inserted,
+    which the growth operator decides; every block in the first stage) or explicit indices '0,3,4'."""
     if spec == "all":
         return list(range(n_layer))
     if spec == "new":
-        return list(range(n_prefix, n_layer))
+        return sorted(new_blocks)
     try:
         idx = sorted({int(s) for s in spec.split(",") if s.strip()})
     except ValueError:
@@ -358,14 +376,21 @@ def parse_train_blocks(spec: str, n_layer: int, n_prefix: int) -> list[int]:
     return idx
 
 
+def need(ok: bool, key: str, msg: str) -> None:
+    """Raise a one-line ConfigError naming `key` unless `ok`."""
+    if not ok:
+        raise ConfigError(f"{key}: {msg}")
+
+
 def validate(cfg: RunConfig) -> None:
     """Semantic checks the type system cannot express; raises ConfigError naming the field."""
+    _validate_model(cfg.model, cfg.teacher)
+    _validate_data_teacher_distill(cfg)
+    _validate_curriculum(cfg)
+    _validate_train(cfg.train)
 
-    def need(ok: bool, key: str, msg: str) -> None:
-        if not ok:
-            raise ConfigError(f"{key}: {msg}")
 
-    m = cfg.model
+def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
     for key in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff"):
         need(getattr(m, key) > 0, f"model.{key}", f"must be positive, got {getattr(m, key)}")
     need(m.head_dim is None or m.head_dim > 0, "model.head_dim", f"must be positive, got {m.head_dim}")
@@ -378,10 +403,16 @@ def validate(cfg: RunConfig) -> None:
     need(m.norm_eps > 0, "model.norm_eps", f"must be positive, got {m.norm_eps}")
     need(m.init_std > 0, "model.init_std", f"must be positive, got {m.init_std}")
     need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
-
-    need(not (m.init_embeddings == "teacher" and cfg.teacher.path == "none"), "model.init_embeddings",
+    registry.check("model.norm", m.norm)
+    need(not m.block_norms or len(m.block_norms) == m.n_layer, "model.block_norms",
+         f"needs one placement per block of the full-depth student ({m.n_layer}), got {len(m.block_norms)}")
+    for i, name in enumerate(m.block_norms):
+        registry.check("model.norm", name, key=f"model.block_norms.{i}")
+    need(not (m.init_embeddings == "teacher" and teacher.path == "none"), "model.init_embeddings",
          "'teacher' needs a teacher, but teacher.path is 'none'")
 
+
+def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     tc = cfg.teacher
     need(tc.cache_k > 0, "teacher.cache_k", f"must be positive, got {tc.cache_k}")
     need(not (tc.cache or tc.cache_path) or tc.path != "none", "teacher.cache", "a cache needs a teacher (teacher.path is 'none')")
@@ -402,6 +433,15 @@ def validate(cfg: RunConfig) -> None:
     need(t.nll_weight >= 0, "distill.nll_weight", f"must be non-negative, got {t.nll_weight}")
     need(t.chunk_tokens > 0, "distill.chunk_tokens", f"must be positive, got {t.chunk_tokens}")
 
+    g = cfg.diagnostics
+    need(g.every_tokens >= 0, "diagnostics.every_tokens", f"must be non-negative, got {g.every_tokens}")
+    need(0 < g.sink_threshold < 1, "diagnostics.sink_threshold", f"must be in (0, 1), got {g.sink_threshold}")
+    for name in g.include or []:
+        registry.check("diagnostics.include", name)
+
+
+def _validate_curriculum(cfg: RunConfig) -> None:
+    registry.check("curriculum.growth", cfg.curriculum.growth)
     stages = cfg.curriculum.stages
     need(len(stages) > 0, "curriculum.stages", "needs at least one stage")
     prev = 0
@@ -409,22 +449,19 @@ def validate(cfg: RunConfig) -> None:
         key = f"curriculum.stages.{i}"
         need(s.n_layer > 0, f"{key}.n_layer", f"must be positive, got {s.n_layer}")
         need(s.n_layer > prev, f"{key}.n_layer", f"stage depths must increase, got {s.n_layer} after {prev}")
-        need(s.n_layer <= m.n_layer, f"{key}.n_layer", f"{s.n_layer} exceeds model.n_layer={m.n_layer}")
+        need(s.n_layer <= cfg.model.n_layer, f"{key}.n_layer", f"{s.n_layer} exceeds model.n_layer={cfg.model.n_layer}")
         need(s.tokens >= 0 and s.active_layer_tokens >= 0, f"{key}.tokens", "budgets must be non-negative")
         need((s.tokens > 0) != (s.active_layer_tokens > 0), f"{key}.tokens",
              "set exactly one positive budget: tokens or active_layer_tokens")
         try:
-            trained = parse_train_blocks(s.train, s.n_layer, prev)
+            trained = parse_train_blocks(s.train, s.n_layer, range(prev, s.n_layer))  # as many new blocks as added
         except ValueError as e:
             raise ConfigError(f"{key}.train: {e}") from None
         need(len(trained) > 0, f"{key}.train", f"'{s.train}' trains no block (every block frozen)")
         prev = s.n_layer
 
-    g = cfg.diagnostics
-    need(g.every_tokens >= 0, "diagnostics.every_tokens", f"must be non-negative, got {g.every_tokens}")
-    need(0 < g.sink_threshold < 1, "diagnostics.sink_threshold", f"must be in (0, 1), got {g.sink_threshold}")
 
-    r = cfg.train
+def _validate_train(r: TrainConfig) -> None:
     for key in ("batch_size", "lr", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens", "keep_checkpoints"):
         need(getattr(r, key) > 0, f"train.{key}", f"must be positive, got {getattr(r, key)}")
     need(r.micro_batch_size is None or r.micro_batch_size > 0, "train.micro_batch_size", f"must be positive, got {r.micro_batch_size}")

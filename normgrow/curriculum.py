@@ -1,21 +1,26 @@
 """Curricula: stages, their budgets in optimizer steps, compute accounting, and the growth operators.
 
 A curriculum is a list of stages (`curriculum.stages`), each a span of training at fixed depth.
-Joint training is one stage at full depth; a growth curriculum appends blocks between stages
-(3 → 6 → 9 in the `grow` preset). At a **growth event** new blocks are inserted above the trained
-prefix and below the final norm / LM head, so the first new block receives the prefix's output
-(the *boundary* representation).
+Joint training is one stage at full depth; a growth curriculum inserts blocks between stages
+(3 → 6 → 9 in the `grow` preset). Where the new blocks go is the **growth operator**
+(`curriculum.growth`, a registry user code can add to): `append`, the paper's, inserts them above
+the trained prefix and below the final norm / LM head, so the first new block receives the
+prefix's output (the *boundary* representation). One `GrowthOperator` object answers every
+question about a growth event — which blocks are new (the freeze rule `train: new`), which
+residual indices are boundaries (diagnostics, report), which block a `copy` init copies — and
+performs it (`apply`), for a fresh run and for the replay on resume alike.
 
-Compute accounting (DESIGN.md §3), summed over optimizer steps:
+Compute accounting (DESIGN.md §3), summed over optimizer steps (`step_cost`, the one formula the
+training loop and the planned totals both use):
     tokens                  training tokens consumed
     active_layer_tokens     tokens × blocks in the forward pass      (the paper's compute match)
     trainable_layer_tokens  tokens × blocks with trainable parameters
     flops                   estimate: 6·N_trainable + 2·N_frozen per token (N = parameters of the
-                            blocks and head the token passes through) plus the attention scores
-                            (6·T·n_head·head_dim per trainable block and token, 2· for frozen ones);
-                            a frozen block still runs forward (and backward, if trainable blocks
-                            lie below it — the 2· undercounts that case; the estimate is stated,
-                            not hidden).
+                            blocks and head the token passes through, counted on the blocks the
+                            placements build) plus the attention scores (6·T·n_head·head_dim per
+                            trainable block and token, 2· for frozen ones); a frozen block still
+                            runs forward (and backward, if trainable blocks lie below it — the 2·
+                            undercounts that case; the estimate is stated, not hidden).
 """
 
 from __future__ import annotations
@@ -24,21 +29,137 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 
 from normgrow.config import ModelConfig, RunConfig, load_config, parse_train_blocks, resolved_head_dim
 from normgrow.errors import ConfigError
-from normgrow.model import Block, Student, init_block
+from normgrow.model import Block, Student, block_parameters, init_block, make_block, placement_of
+from normgrow.registry import Registry
+
+# ----------------------------------------------------------------------------- growth operators
+
+
+@dataclass(frozen=True)
+class GrowthEvent:
+    """What one growth event does to the block list."""
+
+    prefix: int  # depth before
+    depth: int  # depth after
+    new_blocks: tuple[int, ...]  # indices, in the grown model, of the inserted blocks
+    boundaries: tuple[int, ...]  # residual indices where an inserted block receives trained blocks' output
+
+    def record(self, operator: str, init: str) -> dict:
+        """The event's entry in metrics.jsonl and summary.json (`grow/…` keys)."""
+        return {"grow/from": self.prefix, "grow/to": self.depth, "grow/init": init, "grow/operator": operator,
+                "grow/new_blocks": list(self.new_blocks), "grow/boundaries": list(self.boundaries)}
+
+
+class GrowthOperator:
+    """Where a growth event inserts blocks and how they are initialized.
+
+    A subclass defines `new_blocks` (and `copy_source` if `copy` init means something else than
+    copying the block just below); `apply` inserts the blocks in place. New blocks are built by the
+    placement of their position (model.make_block) and initialized per `curriculum.growth_init`:
+      random  like blocks at the start (model.init_block);
+      zero    random, then the residual branches' output projections zeroed (Block.zero_branch_outputs):
+              the branches output 0, so a pre-norm (or sandwich) block is the identity and growth
+              preserves the function exactly; a post-norm block still applies its norms (N(N(h)+0)…);
+              with a final RMSNorm the logits still do not move (up to eps); the jump is measured;
+      copy    a copy of the weights of block `copy_source` of the model before growth.
+    The random numbers of a new block come from a generator seeded by (seed, position), drawn inside
+    a forked RNG, so growth neither depends on nor disturbs the global RNG, and a resumed run
+    replays it identically.
+    """
+
+    def new_blocks(self, prefix: int, depth: int) -> list[int]:
+        raise NotImplementedError
+
+    def copy_source(self, prefix: int, depth: int, position: int) -> int:
+        """Index in the pre-growth model of the block a `copy`-initialized block at `position` copies."""
+        new = set(self.new_blocks(prefix, depth))
+        return max(0, sum(1 for p in range(position) if p not in new) - 1)  # the nearest old block below it
+
+    def boundaries(self, prefix: int, depth: int) -> list[int]:
+        """Residual index entering each run of consecutive new blocks that has trained blocks below it."""
+        new = set(self.new_blocks(prefix, depth))
+        return [p for p in sorted(new) if p > 0 and p - 1 not in new]
+
+    def event(self, prefix: int, depth: int) -> GrowthEvent:
+        if depth <= prefix:
+            raise ValueError(f"cannot grow from {prefix} to {depth} blocks")
+        new = tuple(sorted(self.new_blocks(prefix, depth)))
+        if len(new) != depth - prefix or len(set(new)) != len(new) or not all(0 <= p < depth for p in new):
+            raise ValueError(f"{type(self).__name__}: new blocks {list(new)} are not {depth - prefix} distinct "
+                             f"positions in 0..{depth - 1}")
+        return GrowthEvent(prefix, depth, new, tuple(self.boundaries(prefix, depth)))
+
+    def apply(self, model: Student, depth: int, init: str, seed: int) -> GrowthEvent:
+        """Insert the new blocks into `model.layers` (in place) and return the event."""
+        ev = self.event(model.depth, depth)
+        old = list(model.layers)
+        ref = next(model.parameters())
+        for position in ev.new_blocks:  # ascending, so each insertion lands at its final index
+            source = old[self.copy_source(ev.prefix, depth, position)]
+            block = new_block(model.cfg, position, init, seed, source)
+            model.layers.insert(position, block.to(device=ref.device, dtype=ref.dtype))
+        return ev
+
+
+class Append(GrowthOperator):
+    """append: new blocks on top of the trained prefix, below the final norm and LM head (the paper's).
+    The boundary is the prefix's output; `copy` copies the last prefix block."""
+
+    def new_blocks(self, prefix: int, depth: int) -> list[int]:
+        return list(range(prefix, depth))
+
+
+def new_block(cfg: ModelConfig, position: int, init: str, seed: int, source: Block) -> Block:
+    """A block for `position`, initialized per `init` (see GrowthOperator)."""
+    with torch.random.fork_rng(devices=[]):
+        block = make_block(cfg, position)  # its construction draws are overwritten below
+        if init == "copy":
+            block.load_state_dict(source.state_dict())
+        else:
+            g = torch.Generator().manual_seed(seed * 7919 + position)
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
+            init_block(block, cfg)
+            if init == "zero":
+                block.zero_branch_outputs()
+    return block
+
+
+GROWTH: Registry[GrowthOperator] = Registry("growth operator", field="curriculum.growth")
+
+
+def register_growth(name: str, operator: GrowthOperator, replace: bool = False) -> GrowthOperator:
+    """Make `curriculum.growth=<name>` use `operator` (an instance of a GrowthOperator subclass)."""
+    if not isinstance(operator, GrowthOperator):
+        raise TypeError(f"growth operator '{name}': expected a normgrow.curriculum.GrowthOperator instance")
+    return GROWTH.register(name, operator, replace=replace)
+
+
+register_growth("append", Append())
+
+
+def grow(model: Student, depth: int, cfg: RunConfig) -> GrowthEvent:
+    """The run's growth event to `depth`: its operator, init and seed."""
+    return GROWTH[cfg.curriculum.growth].apply(model, depth, cfg.curriculum.growth_init, cfg.seed)
+
+
+# ----------------------------------------------------------------------------- stages
 
 
 @dataclass(frozen=True)
 class StagePlan:
     index: int
-    n_layer: int
+    n_layer: int  # depth during the stage
     steps: int
     tokens: int  # steps × tokens per step
     train_blocks: tuple[int, ...]
+    placements: tuple[str, ...]  # placement of each block held during the stage, bottom to top
+    growth: Optional[GrowthEvent]  # the event that opens the stage (None for the first)
 
 
 def tokens_per_step(cfg: RunConfig) -> int:
@@ -46,93 +167,80 @@ def tokens_per_step(cfg: RunConfig) -> int:
 
 
 def plan_stages(cfg: RunConfig) -> list[StagePlan]:
-    """Each stage's budget rounded to whole optimizer steps (at least one).
+    """Each stage's budget rounded to whole optimizer steps (at least one), its growth event and trainable blocks.
 
     A budget in active-layer tokens becomes tokens = active_layer_tokens / depth. Rounding to the
     nearest step keeps a matched run within half a step's tokens of its target per stage.
     """
     per_step = tokens_per_step(cfg)
-    plans, prev = [], 0
+    op = GROWTH[cfg.curriculum.growth]
+    plans: list[StagePlan] = []
     for i, s in enumerate(cfg.curriculum.stages):
         budget = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
         steps = max(1, round(budget / per_step))
-        plans.append(StagePlan(i, s.n_layer, steps, steps * per_step,
-                               tuple(parse_train_blocks(s.train, s.n_layer, prev))))
-        prev = s.n_layer
+        if i == 0:
+            event, placements = None, [placement_of(cfg.model, b) for b in range(s.n_layer)]
+            new = range(s.n_layer)
+        else:
+            event, placements = op.event(plans[-1].n_layer, s.n_layer), list(plans[-1].placements)
+            for position in event.new_blocks:
+                placements.insert(position, placement_of(cfg.model, position))
+            new = event.new_blocks
+        plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, tuple(parse_train_blocks(s.train, s.n_layer, new)),
+                               tuple(placements), event))
     return plans
 
 
-def block_parameters(m: ModelConfig) -> int:
-    hd = resolved_head_dim(m)
-    attn = m.d_model * hd * (2 * m.n_head + 2 * m.n_kv_head)
-    norms = 2 * m.d_model + (2 * hd if m.qk_norm else 0) + (2 * m.d_model if m.norm == "sandwich" else 0)
-    return attn + 3 * m.d_model * m.d_ff + norms
+def replay_growth(model: Student, plans: list[StagePlan], stage: int, cfg: RunConfig) -> None:
+    """Apply the growth events of stages 1 … `stage` to a first-stage student: its structure at that stage
+    (resuming a run, loading a checkpoint). The same `grow` a running curriculum calls."""
+    for plan in plans[1 : stage + 1]:
+        grow(model, plan.n_layer, cfg)
 
 
-def flops_per_token(m: ModelConfig, depth: int, n_trainable: int, seq_len: int) -> float:
-    """Estimated training FLOPs per token at this depth with n_trainable trainable blocks (see module doc)."""
-    per_block = block_parameters(m)
+def student_at_stage(cfg: RunConfig, stage: int) -> Student:
+    """A student with the block structure of `stage` of this run (on the CPU), to load weights into."""
+    plans = plan_stages(cfg)
+    model = Student(cfg.model, depth=plans[0].n_layer, max_seq_len=cfg.data.seq_len)
+    replay_growth(model, plans, stage, cfg)
+    return model
+
+
+# ----------------------------------------------------------------------------- compute accounting
+
+
+def flops_per_token(m: ModelConfig, placements: tuple[str, ...], trainable: tuple[int, ...], seq_len: int) -> int:
+    """Estimated training FLOPs per token of a student holding blocks of these placements, of which the
+    `trainable` indices train (see the module docstring)."""
+    params = {name: block_parameters(dataclasses.replace(m, block_norms=[], norm=name), 0) for name in set(placements)}
     attn = 2 * seq_len * m.n_head * resolved_head_dim(m)  # QKᵀ and AV, causal half, fwd only
     head = m.d_model * m.vocab_size
-    frozen = depth - n_trainable
-    return 6 * (n_trainable * per_block + head) + 2 * frozen * per_block + 3 * n_trainable * attn + frozen * attn
+    trained = set(trainable)
+    n_train = sum(1 for i in range(len(placements)) if i in trained)
+    p_train = sum(params[p] for i, p in enumerate(placements) if i in trained)
+    p_frozen = sum(params[p] for i, p in enumerate(placements) if i not in trained)
+    return 6 * (p_train + head) + 2 * p_frozen + 3 * n_train * attn + (len(placements) - n_train) * attn
 
 
-# ----------------------------------------------------------------------------- growth
-
-
-def grow(model: Student, n_layer: int, init: str, seed: int) -> list[Block]:
-    """Append blocks to reach depth `n_layer`; returns the new blocks (already inside `model.layers`).
-
-    init:
-      random  a fresh block, initialized like blocks at the start (model.init_block);
-      zero    a fresh block with its residual-branch output projections (attention o_proj, MLP
-              down_proj) zeroed — the branches output 0, so for pre-norm (and sandwich) the block
-              is the identity and growth preserves the function exactly; for post-norm the block
-              still applies its norms, N(N(h)+0)… and the function changes (the jump is measured);
-              norm gains stay 1 (zeroing gains kills gradients, RESEARCH.md item 6);
-      copy    a copy of the last prefix block's weights.
-    New weights come from a generator seeded by (seed, depth), so a resumed run grows identically.
-    """
-    cfg = model.cfg
-    prefix = model.n_layer
-    if n_layer <= prefix:
-        raise ValueError(f"cannot grow from {prefix} to {n_layer} blocks")
-    ref = next(model.parameters())
-    new = []
-    for depth in range(prefix, n_layer):
-        block = Block(cfg)
-        if init == "copy":
-            block.load_state_dict(model.layers[prefix - 1].state_dict())
-        else:
-            g = torch.Generator().manual_seed(seed * 7919 + depth)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
-                init_block(block, cfg)
-            if init == "zero":
-                torch.nn.init.zeros_(block.self_attn.o_proj.weight)
-                torch.nn.init.zeros_(block.mlp.down_proj.weight)
-        block.to(device=ref.device, dtype=ref.dtype)
-        model.layers.append(block)
-        new.append(block)
-    return new
-
-
-
-# ----------------------------------------------------------------------------- budget matching
+def step_cost(cfg: RunConfig, plan: StagePlan) -> dict[str, float]:
+    """What one optimizer step of this stage adds to each compute counter."""
+    per_step = tokens_per_step(cfg)
+    return {"tokens": per_step, "active_layer_tokens": per_step * plan.n_layer,
+            "trainable_layer_tokens": per_step * len(plan.train_blocks),
+            "flops": (flops_per_token(cfg.model, plan.placements, plan.train_blocks, cfg.data.seq_len) * per_step
+                      if cfg.model.vocab_size is not None else 0.0)}
 
 
 def planned_totals(cfg: RunConfig, plans: list[StagePlan] | None = None) -> dict[str, float]:
     """Compute totals a config's curriculum will consume (vocab_size must be resolved for flops)."""
-    plans = plans or plan_stages(cfg)
     totals = {"tokens": 0, "active_layer_tokens": 0, "trainable_layer_tokens": 0, "flops": 0.0}
-    for p in plans:
-        totals["tokens"] += p.tokens
-        totals["active_layer_tokens"] += p.tokens * p.n_layer
-        totals["trainable_layer_tokens"] += p.tokens * len(p.train_blocks)
-        if cfg.model.vocab_size is not None:
-            totals["flops"] += p.tokens * flops_per_token(cfg.model, p.n_layer, len(p.train_blocks), cfg.data.seq_len)
+    for p in plans or plan_stages(cfg):
+        for k, v in step_cost(cfg, p).items():
+            totals[k] += v * p.steps
     return totals
+
+
+# ----------------------------------------------------------------------------- budget matching
 
 
 def reference_totals(ref: str, vocab_size: int) -> tuple[dict, str]:
@@ -169,14 +277,10 @@ def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     by = c.match_by
     target_totals, source = reference_totals(c.match_budget, cfg.model.vocab_size)
     target = target_totals[by]
-    per_stage, prev = [], 0  # (tokens, cost of one token in the matched unit) per stage
-    for s in c.stages:
-        tokens = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
-        n_train = len(parse_train_blocks(s.train, s.n_layer, prev))
-        unit = {"tokens": 1, "active_layer_tokens": s.n_layer,
-                "flops": flops_per_token(cfg.model, s.n_layer, n_train, cfg.data.seq_len)}[by]
-        per_stage.append((tokens, unit))
-        prev = s.n_layer
+    per_step = tokens_per_step(cfg)
+    # tokens of each stage and the cost of one of its tokens in the matched unit
+    per_stage = [(s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer, step_cost(cfg, p)[by] / per_step)
+                 for s, p in zip(c.stages, plan_stages(cfg))]
     current = sum(t * u for t, u in per_stage)
     scale = target / current
     stages = [dataclasses.replace(s, tokens=int(round(t * scale)), active_layer_tokens=0)

@@ -36,7 +36,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -545,8 +545,15 @@ def _rows(tokens: np.ndarray, starts: np.ndarray, length: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([np.asarray(tokens[s : s + length], dtype=np.int64) for s in starts]))
 
 
+class Batch(NamedTuple):
+    """One rank's share of a global batch: its rows and which training sequences they are."""
+
+    tokens: torch.Tensor  # (B/W, T+1) int64: T inputs and their T next-token labels
+    index: torch.Tensor  # (B/W,) int64 sequence indices into the split (a teacher cache is indexed by them)
+
+
 class BatchIterator:
-    """Endless shuffled batches of one split: (batch_size / world_size, seq_len + 1) LongTensors.
+    """Endless shuffled batches of one split, as `Batch`es of batch_size / world_size sequences.
 
     Epoch e visits every sequence once in a permutation seeded by (seed, e); each global batch is the
     next batch_size sequences of it (an epoch's incomplete tail is dropped), and rank r takes rows
@@ -574,14 +581,13 @@ class BatchIterator:
     def __iter__(self) -> BatchIterator:
         return self
 
-    def __next__(self) -> torch.Tensor:
+    def __next__(self) -> Batch:
         lo = self.cursor + self.rank * self.local
         seqs = self._order()[lo : lo + self.local]
-        self.last_sequences = seqs  # indices of the rows just served (a teacher cache is indexed by them)
         self.cursor += self.batch_size
         if self.cursor + self.batch_size > self.n:  # the next batch would not fit: start the next epoch
             self.epoch, self.cursor = self.epoch + 1, 0
-        return _rows(self.tokens, seqs * self.seq_len, self.seq_len + 1)  # (B/W, T+1)
+        return Batch(_rows(self.tokens, seqs * self.seq_len, self.seq_len + 1), torch.from_numpy(seqs))  # (B/W, T+1)
 
     def state_dict(self) -> dict:
         return {"epoch": int(self.epoch), "cursor": int(self.cursor)}

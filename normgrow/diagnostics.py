@@ -1,37 +1,44 @@
 """Boundary diagnostics: pure observers of a student on the fixed probe batch (DESIGN.md §3).
 
-`diagnose(model, probe)` returns a plain dict and never changes training state (no parameter,
-buffer, RNG or data-iterator change; train/eval mode is restored). Per record:
+`diagnose(model, probe, settings)` returns a plain dict and never changes training state (no
+parameter, buffer, RNG or data-iterator change; train/eval mode is restored). It runs every
+diagnostic of the registry `DIAGNOSTICS` (or those in `diagnostics.include`) on one
+`Observation` — the model, the probe and the residual streams, computed once — and merges the
+named values they return. User code adds one with `register_diagnostic(name, fn)`; its values land
+in diagnostics.jsonl and the study report without any other change. The built-in ones:
 
-- `residual_rms[i]`, `max_abs[i]` for i = 0 … n_layer: the residual stream entering block 0
-  (the embeddings, i = 0) and leaving block i−1 (i ≥ 1), per token class — `all`, `bos`,
+- `residual`: `residual_rms[i]`, `max_abs[i]` for i = 0 … depth: the residual stream entering
+  block 0 (the embeddings, i = 0) and leaving block i−1 (i ≥ 1), per token class — `all`, `bos`,
   `whitespace`, `punct`, `content`, `structural` (= bos ∪ whitespace ∪ punct) and `first`
   (position 0 of every sequence, where attention sinks and massive activations form).
   RMS over positions p of a class: sqrt(mean_p mean_c h[p, c]²); max_abs: max_p,c |h[p, c]|.
-- `struct_content_ratio[i]` = residual_rms[i].structural / residual_rms[i].content.
-- identity-ness of each block b (input h = residual i=b, output B(h) = residual i=b+1), averaged
-  over all probe positions: `rel_update[b]` = mean_p ‖B(h)_p − h_p‖ / ‖h_p‖, `cos[b]` = mean_p
-  cos(h_p, B(h)_p), and `skip_ce_delta[b]` = probe CE with block b skipped − probe CE of the full
-  model (CE against the teacher, or NLL without a teacher).
-- `sink_score[b][head]` = mean attention that queries at positions ≥ 1 pay to position 0;
-  `sink_share` = fraction of (layer, head) pairs whose score exceeds `sink_threshold`
-  (explicit attention weights, computed only here).
+  `struct_content_ratio[i]` = residual_rms[i].structural / residual_rms[i].content.
+- `identity`: for each block b (input h = residual i=b, output B(h) = residual i=b+1), averaged
+  over all probe positions: `rel_update[b]` = mean_p ‖B(h)_p − h_p‖ / ‖h_p‖ and `cos[b]` =
+  mean_p cos(h_p, B(h)_p).
+- `sinks`: `sink_score[b][head]` = mean attention that queries at positions ≥ 1 pay to position 0;
+  `sink_share` = fraction of (layer, head) pairs whose score exceeds `sink_threshold` (explicit
+  attention weights, computed only here).
+- `skip_ce` (when `diagnostics.skip_ce`): `probe_ce` and `skip_ce_delta[b]` = probe CE with block b
+  skipped − probe CE of the full model (CE against the teacher, or NLL without a teacher).
 
-The *boundary* of a growth event at prefix depth k is residual index k (the input of the first
-appended block); report.py reads these records for the boundary figures.
+The *boundaries* of a growth event are residual indices (the input of each run of inserted blocks;
+the growth operator says which, curriculum.py); `boundary_summary` reads these records there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 
+from normgrow.config import DiagnosticsConfig
 from normgrow.data import TOKEN_CLASSES
 from normgrow.losses import TeacherChunks, eval_sums
 from normgrow.model import Student
+from normgrow.registry import Registry
 
 CLASSES = ("all", *[c for c in TOKEN_CLASSES], "structural", "first")
 
@@ -62,6 +69,32 @@ def make_probe(rows: torch.Tensor, token_classes: np.ndarray, teacher=None, devi
     return Probe(x, y, masks, chunks, counts)
 
 
+@dataclass
+class Observation:
+    """What a diagnostic reads: the model (in eval mode, no grad), the probe, the residual streams
+    entering every block and leaving the last (depth + 1 tensors (n, T, C)), the rotary tables."""
+
+    model: Student
+    probe: Probe
+    residuals: list[torch.Tensor]
+    cos: torch.Tensor
+    sin: torch.Tensor
+    settings: DiagnosticsConfig
+    chunk_tokens: int
+
+
+Diagnostic = Callable[[Observation], dict]
+DIAGNOSTICS: Registry[Diagnostic] = Registry("diagnostic", field="diagnostics.include")
+
+
+def register_diagnostic(name: str, fn: Diagnostic, replace: bool = False) -> Diagnostic:
+    """Add a diagnostic: `fn(obs: Observation) -> dict` of JSON-able named values (use a `name/` prefix
+    for the keys). It must not change the model; `diagnose` runs it in eval mode without gradients."""
+    if not callable(fn):
+        raise TypeError(f"diagnostic '{name}': expected a function of an Observation")
+    return DIAGNOSTICS.register(name, fn, replace=replace)
+
+
 def _class_stats(h: torch.Tensor, masks: dict[str, torch.Tensor]) -> tuple[dict, dict]:
     sq = h.float().pow(2).mean(-1)  # (n, T) mean square over channels
     amax = h.float().abs().amax(-1)  # (n, T)
@@ -76,6 +109,13 @@ def _class_stats(h: torch.Tensor, masks: dict[str, torch.Tensor]) -> tuple[dict,
     return rms, mx
 
 
+def residual(obs: Observation) -> dict:
+    stats = [_class_stats(h, obs.probe.masks) for h in obs.residuals]
+    rms = [s[0] for s in stats]
+    ratio = [r["structural"] / r["content"] if r["structural"] and r["content"] else None for r in rms]
+    return {"residual_rms": rms, "max_abs": [s[1] for s in stats], "struct_content_ratio": ratio}
+
+
 def identity_stats(h: torch.Tensor, out: torch.Tensor) -> tuple[float, float]:
     """(mean_p ‖out_p − h_p‖ / ‖h_p‖, mean_p cos(h_p, out_p)) over the positions p of (…, C) tensors."""
     h, out = h.float(), out.float()
@@ -83,57 +123,99 @@ def identity_stats(h: torch.Tensor, out: torch.Tensor) -> tuple[float, float]:
     return rel, torch.nn.functional.cosine_similarity(h, out, dim=-1).mean().item()
 
 
-def _probe_ce(model: Student, h: torch.Tensor, probe: Probe, chunk: int) -> float:
+def identity(obs: Observation) -> dict:
+    pairs = [identity_stats(obs.residuals[b], obs.residuals[b + 1]) for b in range(obs.model.depth)]
+    return {"rel_update": [p[0] for p in pairs], "cos": [p[1] for p in pairs]}
+
+
+def sinks(obs: Observation) -> dict:
+    scores = []
+    for b, block in enumerate(obs.model.layers):
+        w = block.attention_weights(obs.residuals[b], obs.cos, obs.sin)  # (n, H, T, T)
+        scores.append(w[:, :, 1:, 0].float().mean(dim=(0, 2)).tolist())  # per head
+    share = float(np.mean([s > obs.settings.sink_threshold for layer in scores for s in layer])) if scores else 0.0
+    return {"sink_score": scores, "sink_share": share}
+
+
+def _probe_ce(obs: Observation, h: torch.Tensor) -> float:
     """Mean probe CE (vs the teacher) or NLL (no teacher) from the last residual h."""
+    model, probe = obs.model, obs.probe
     out = model.norm(h)
-    s = eval_sums(out.reshape(-1, out.shape[-1]), model.lm_head.weight, probe.teacher, probe.y.reshape(-1), chunk)
+    s = eval_sums(out.reshape(-1, out.shape[-1]), model.lm_head.weight, probe.teacher, probe.y.reshape(-1),
+                  obs.chunk_tokens)
     return (s["ce"] if probe.teacher is not None else s["nll"]) / s["tokens"]
 
 
+def skip_ce(obs: Observation) -> dict:
+    if not obs.settings.skip_ce:
+        return {}
+    full = _probe_ce(obs, obs.residuals[-1])
+    deltas = []
+    for b in range(obs.model.depth):
+        h = obs.residuals[b]  # skip block b: feed its input to block b+1
+        for block in obs.model.layers[b + 1:]:
+            h = block(h, obs.cos, obs.sin)
+        deltas.append(_probe_ce(obs, h) - full)
+    return {"probe_ce": full, "skip_ce_delta": deltas}
+
+
+register_diagnostic("residual", residual)
+register_diagnostic("identity", identity)
+register_diagnostic("sinks", sinks)
+register_diagnostic("skip_ce", skip_ce)
+
+
 @torch.no_grad()
-def diagnose(model: Student, probe: Probe, sink_threshold: float = 0.3, skip_ce: bool = True,
-             chunk: int = 1024) -> dict:
-    """All diagnostics of `model` at its current depth on the probe batch (a plain, JSON-able dict)."""
+def diagnose(model: Student, probe: Probe, settings: DiagnosticsConfig = DiagnosticsConfig(),
+             chunk_tokens: int = 1024) -> dict:
+    """Every selected diagnostic of `model` at its current depth on the probe batch (a plain, JSON-able dict)."""
     was_training = model.training
     model.eval()
     try:
-        T = probe.x.shape[1]
-        cos_t, sin_t = model.rotary(T, probe.x.device)
-        res: list = []
-        model.hidden(probe.x, residuals=res)  # n_layer + 1 tensors (n, T, C)
-        stats = [_class_stats(h, probe.masks) for h in res]
-        rms = [s[0] for s in stats]
-        ratio = [r["structural"] / r["content"] if r["structural"] and r["content"] else None for r in rms]
-        rel, cos, sinks = [], [], []
-        for b, block in enumerate(model.layers):
-            r, c = identity_stats(res[b], res[b + 1])
-            rel.append(r)
-            cos.append(c)
-            w = block.attention_weights(res[b], cos_t, sin_t)  # (n, H, T, T)
-            sinks.append(w[:, :, 1:, 0].float().mean(dim=(0, 2)).tolist())  # per head
-        rec = {
-            "residual_rms": rms,
-            "max_abs": [s[1] for s in stats],
-            "struct_content_ratio": ratio,
-            "rel_update": rel,
-            "cos": cos,
-            "sink_score": sinks,
-            "sink_share": float(np.mean([s > sink_threshold for layer in sinks for s in layer])) if sinks else 0.0,
-            "counts": probe.counts,
-        }
-        if skip_ce:
-            full = _probe_ce(model, res[-1], probe, chunk)
-            deltas = []
-            for b in range(model.n_layer):
-                h = res[b]  # skip block b: feed its input to block b+1
-                for block in model.layers[b + 1:]:
-                    h = block(h, cos_t, sin_t)
-                deltas.append(_probe_ce(model, h, probe, chunk) - full)
-            rec["probe_ce"] = full
-            rec["skip_ce_delta"] = deltas
+        cos, sin = model.rotary(probe.x.shape[1], probe.x.device)
+        residuals: list = []
+        model.hidden(probe.x, residuals=residuals)  # depth + 1 tensors (n, T, C)
+        obs = Observation(model, probe, residuals, cos, sin, settings, chunk_tokens)
+        rec: dict = {}
+        for name in settings.include if settings.include is not None else DIAGNOSTICS.names():
+            rec.update(DIAGNOSTICS[name](obs))
+        rec["counts"] = probe.counts
         return rec
     finally:
         model.train(was_training)
+
+
+def boundary_summary(records: list[dict], stages: list[dict]) -> list[dict]:
+    """Per growth event and boundary: the boundary residual at the event (end of the previous stage)
+    and at the end of the stage that follows, per token class, and the identity-ness of the trained
+    block just below it before growth. `records` are diagnostics.jsonl's, `stages` the summary's
+    (their growth records name the boundaries)."""
+    ends = {r["stage"]: r for r in records if r["event"] == "stage_end"}
+    out = []
+    for k in sorted(ends):
+        if k + 1 not in ends:
+            continue
+        before, after = ends[k], ends[k + 1]
+        growth = stages[k + 1].get("growth") if k + 1 < len(stages) else None
+        bounds = (growth or {}).get("grow/boundaries", [before["n_layer"]])
+        for b in bounds:
+            out.append(_boundary_entry(k + 1, b, before, after))
+    return out
+
+
+def _boundary_entry(stage: int, b: int, before: dict, after: dict) -> dict:
+    def pick(r: dict) -> dict:
+        return {c: r["residual_rms"][b][c] for c in ("all", "structural", "content", "bos", "first")}
+
+    if "residual_rms" not in before:  # the residual diagnostic was not selected
+        return {"stage": stage, "boundary": b}
+    entry = {"stage": stage, "boundary": b, "rms_at_growth": pick(before), "rms_end_of_next_stage": pick(after),
+             "struct_content_ratio": [before["struct_content_ratio"][b], after["struct_content_ratio"][b]]}
+    if "rel_update" in before:
+        entry["last_prefix_block"] = {"index": b - 1, "rel_update": before["rel_update"][b - 1],
+                                      "cos": before["cos"][b - 1],
+                                      "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b)[b - 1]}
+    return entry
 
 
 # ----------------------------------------------------------------------------- recompute from checkpoints
@@ -158,57 +240,3 @@ def max_difference(a: dict, b: dict) -> tuple[float, str]:
         if k in lb and abs(v - lb[k]) > worst:
             worst, where = abs(v - lb[k]), k
     return worst, where
-
-
-def diagnose_run(run_dir, log=print) -> list[dict]:
-    """Recompute the diagnostics of every saved checkpoint of a run and compare them with the
-    values logged during training at the same step (`normgrow diagnose RUN_DIR`). Writes
-    diagnostics-recomputed.jsonl next to diagnostics.jsonl; returns one comparison per checkpoint."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
-    from normgrow import checkpoint
-    from normgrow.config import load_config
-    from normgrow.data import prepare, probe_batch
-    from normgrow.errors import NormgrowError
-    from normgrow.teacher import load_teacher, resolve_teacher_path
-
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
-    cfg = load_config(str(run_dir / "config.yaml"))
-    ckpts = checkpoint.list_checkpoints(run_dir / "checkpoints")
-    if not ckpts:
-        raise NormgrowError(f"{run_dir}: has no checkpoints to diagnose")
-    teacher_path = resolve_teacher_path(cfg, log=log, build=False)
-    prep = prepare(cfg, teacher_path=teacher_path, log=lambda *_: None)
-    teacher = (load_teacher(teacher_path, cfg.teacher.dtype, torch.device("cpu"), prep.vocab_size, prep.vocab_size)
-               if teacher_path else None)
-    rows, _ = probe_batch(prep, cfg.data.probe_sequences, cfg.data.seq_len)
-    probe = make_probe(rows, prep.token_classes, teacher)
-    logged = {}
-    if (run_dir / "diagnostics.jsonl").is_file():
-        for line in (run_dir / "diagnostics.jsonl").read_text().splitlines():
-            r = json.loads(line)
-            if r["event"] in ("stage_end", "interval"):
-                logged[r["step"]] = r
-    results, out_lines = [], []
-    for ckpt in ckpts:
-        weights, _, _, state = checkpoint.load(ckpt)
-        depth = 1 + max(int(k.split(".")[1]) for k in weights if k.startswith("layers."))
-        model = Student(dataclasses.replace(cfg.model), n_layer=depth, max_seq_len=cfg.data.seq_len)
-        model.load_state_dict(weights)
-        rec = diagnose(model, probe, cfg.diagnostics.sink_threshold, cfg.diagnostics.skip_ce, cfg.distill.chunk_tokens)
-        rec = {"step": state["step"], "tokens": state["tokens"], "n_layer": depth, "checkpoint": ckpt.name, **rec}
-        out_lines.append(json.dumps(rec))
-        cmp = {"step": state["step"], "checkpoint": ckpt.name, "logged": state["step"] in logged}
-        if cmp["logged"]:
-            cmp["max_abs_diff"], cmp["where"] = max_difference(rec, logged[state["step"]])
-        results.append(cmp)
-        log(f"{ckpt.name}: n_layer {depth}, probe CE {rec.get('probe_ce', float('nan')):.4f}, "
-            + (f"max |recomputed − logged| {cmp['max_abs_diff']:.3g}" if cmp["logged"] else "no logged record at this step"))
-    tmp = run_dir / "diagnostics-recomputed.jsonl.tmp"
-    tmp.write_text("".join(line + "\n" for line in out_lines))
-    tmp.replace(run_dir / "diagnostics-recomputed.jsonl")
-    return results

@@ -21,14 +21,23 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PretrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutput
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationMixin,
+    PretrainedConfig,
+    PreTrainedModel,
+    Qwen3ForCausalLM,
+)
+from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
 from transformers.utils import logging as hf_logging
 
 from normgrow import checkpoint
-from normgrow.config import ModelConfig, load_config
+from normgrow.config import ModelConfig, RunConfig, load_config
+from normgrow.curriculum import plan_stages
 from normgrow.errors import NormgrowError
-from normgrow.model import Student, hf_config, to_hf_state_dict
+from normgrow.model import Student, hf_config, placement_of, to_hf_state_dict
 
 
 class NormgrowConfig(PretrainedConfig):
@@ -79,8 +88,6 @@ class _Decoder(torch.nn.Module):
         self.student = student
 
     def forward(self, input_ids, **kwargs):
-        from transformers.modeling_outputs import BaseModelOutput
-
         return BaseModelOutput(last_hidden_state=self.student.hidden(input_ids))
 
 
@@ -89,8 +96,19 @@ AutoConfig.register("normgrow", NormgrowConfig)
 AutoModelForCausalLM.register(NormgrowConfig, NormgrowForCausalLM)
 
 
-def is_qwen3(m: ModelConfig) -> bool:
-    return m.norm == "pre" and m.final_norm and m.qk_norm
+def is_qwen3(student: Student) -> bool:
+    """Is this student a stock Qwen3 (every block's placement maps onto Qwen3's, final norm, q/k norms)?"""
+    m = student.cfg
+    return all(type(b).qwen3_compatible for b in student.layers) and m.final_norm and m.qk_norm
+
+
+def exported_model_config(cfg: RunConfig, stage: int) -> ModelConfig:
+    """The model config of the student at `stage`: its depth, and its blocks' placements (one name when
+    they agree, else the per-block list)."""
+    placements = plan_stages(cfg)[stage].placements
+    uniform = len(set(placements)) == 1
+    return dataclasses.replace(cfg.model, n_layer=len(placements), norm=placements[0] if uniform else cfg.model.norm,
+                               block_norms=[] if uniform else list(placements))
 
 
 def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None) -> Path:
@@ -103,19 +121,17 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None) -> 
         raise NormgrowError(f"{run_dir}: has no checkpoint to export")
     cfg = load_config(str(run_dir / "config.yaml"))
     weights, _, _, state = checkpoint.load(ckpt)
-    n_layer = 1 + max(int(k.split(".")[1]) for k in weights if k.startswith("layers."))
-    m = dataclasses.replace(cfg.model, n_layer=n_layer)
+    m = exported_model_config(cfg, state["stage"])
     student = Student(m)
     student.load_state_dict(weights)
+    n_layer = student.depth
     if tokenizer is None:
         tokenizer = _run_tokenizer(run_dir)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        if is_qwen3(m):
-            from transformers import Qwen3ForCausalLM
-
+        if is_qwen3(student):
             hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
             hf.load_state_dict(to_hf_state_dict(student))
         else:
@@ -129,7 +145,8 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None) -> 
         (tmp / "normgrow_export.json").write_text(json.dumps({
             "run_dir": str(run_dir.resolve()), "checkpoint": ckpt.name, "step": state["step"],
             "tokens": state["tokens"], "n_layer": n_layer, "norm": m.norm,
-            "format": "Qwen3ForCausalLM" if is_qwen3(m) else "NormgrowForCausalLM (import normgrow.export)",
+            "placements": [placement_of(m, i) for i in range(n_layer)],
+            "format": "Qwen3ForCausalLM" if is_qwen3(student) else "NormgrowForCausalLM (import normgrow.export)",
         }, indent=1))
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -145,8 +162,6 @@ def _run_tokenizer(run_dir: Path):
     if summary.is_file():
         shards = json.loads(summary.read_text()).get("data", {}).get("shards")
         if shards and (Path(shards) / "tokenizer").is_dir():
-            from transformers import AutoTokenizer
-
             return AutoTokenizer.from_pretrained(str(Path(shards) / "tokenizer"))
     return None
 

@@ -16,9 +16,12 @@ do not depend on τ (Hinton et al. 2015):
     jsd         β·KL(p_T^τ ‖ M) + (1−β)·KL(p_S^τ ‖ M),  M = β·p_T^τ + (1−β)·p_S^τ,  · τ²
     plus `nll_weight` · nll at τ = 1.
 
-Every loss is a per-token mean over the *global* batch: each call returns Σ_tokens ℓ / n_global,
-where the caller passes n_global (tokens in the whole optimizer step, over micro-batches and
-ranks), so the sum over micro-batches and ranks is the same for any split (RESEARCH.md item 2).
+Normalization: each call returns Σ_tokens ℓ / n_tokens for the caller's `n_tokens`, so that the
+calls of one optimizer step add up to a per-token mean. The training step (train.train_step) passes
+the tokens its rank contributes to the step and lets DDP average over ranks: the result is the
+per-token mean over the global batch for any split into micro-batches and ranks (a loss normalized
+per micro-batch or per rank instead would be wrong by a factor under accumulation or data
+parallelism).
 
 Memory: full-vocabulary logits are never materialized for more than `chunk_tokens` tokens at a
 time (Qwen3's vocabulary has 151,936 entries). The student's logits come from its final hidden
@@ -130,14 +133,14 @@ def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.
 
 
 class ChunkedDistillLoss(torch.autograd.Function):
-    """Σ_tokens ℓ / n_global with gradients for the student's hidden states and head weight.
+    """Σ_tokens ℓ / n_tokens with gradients for the student's hidden states and head weight.
 
     forward computes, chunk by chunk, the loss and (by autograd on that chunk alone) its gradients;
     backward only scales them. Peak memory: one chunk of (chunk, V) float32 logits and their grads.
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, teacher, targets, n_global: int, kind: str,
+    def forward(ctx, hidden, weight, teacher, targets, n_tokens: int, kind: str,
                 temperature: float, jsd_beta: float, nll_weight: float, chunk: int):
         grad_h = torch.zeros_like(hidden)
         grad_w = torch.zeros_like(weight)
@@ -156,7 +159,7 @@ class ChunkedDistillLoss(torch.autograd.Function):
                     with torch.no_grad():
                         t_logits = teacher.logits(sl)
                     losses = token_losses(s_logits, t_logits, targets[sl], kind, temperature, jsd_beta, nll_weight)
-                loss = losses.sum() / n_global
+                loss = losses.sum() / n_tokens
                 gh, gw = torch.autograd.grad(loss, (h, w))
             grad_h[sl] = gh
             grad_w += gw
@@ -172,14 +175,14 @@ class ChunkedDistillLoss(torch.autograd.Function):
 
 def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: "Optional[TeacherChunks | SparseTeacher]",
                  targets: torch.Tensor,
-                 n_global: int, kind: str = "ce", temperature: float = 1.0, jsd_beta: float = 0.5,
+                 n_tokens: int, kind: str = "ce", temperature: float = 1.0, jsd_beta: float = 0.5,
                  nll_weight: float = 0.0, chunk: int = 1024) -> torch.Tensor:
-    """Training loss of one micro-batch as its share of the global per-token mean.
+    """Training loss of one micro-batch: its sum over tokens divided by `n_tokens` (see the module docstring).
 
     hidden (N, C) student final hidden states, weight (V, C) its LM head, targets (N,) next tokens,
     teacher None = plain next-token NLL. Returns a scalar whose backward reaches hidden and weight.
     """
-    return ChunkedDistillLoss.apply(hidden, weight, teacher, targets, n_global, kind, temperature, jsd_beta,
+    return ChunkedDistillLoss.apply(hidden, weight, teacher, targets, n_tokens, kind, temperature, jsd_beta,
                                     nll_weight, chunk)
 
 

@@ -6,7 +6,9 @@ Architecture (DESIGN.md §3), read top to bottom:
 - Grouped-query attention (`n_kv_head` key/value heads shared by `n_head` query heads) with a
   per-head RMSNorm on q and k (Qwen3), causal `F.scaled_dot_product_attention`, no biases.
 - SwiGLU MLP: down(silu(gate(x)) * up(x)).
-- Placement `model.norm` (N = RMSNorm, F = attention or MLP sublayer):
+- Placement `model.norm` (N = RMSNorm, F = attention or MLP sublayer), one Block subclass each,
+  registered by name in `PLACEMENTS` (user code adds its own with `register_placement`);
+  `model.block_norms` gives every block its own:
       pre       h = h + F(N(h))          (Qwen3, Llama, GPT-2)
       post      h = N(h + F(h))          (original Transformer, BERT)
       sandwich  h = h + N2(F(N1(h)))     (peri-norm; Gemma 2/3, OLMo 2 use variants)
@@ -19,12 +21,12 @@ Initialization (every constant and the depth it uses is in `init_record()`):
 - residual-branch output projections (attention o_proj, MLP down_proj) ~ N(0, (init_std/√(2D))²)
   with D = `model.init_depth`, default `model.n_layer` — the *final* depth, so a block gets the
   same init whether it is trained jointly or appended later, and no constant depends on the
-  current (growing) depth (RESEARCH.md item 7);
+  current (growing) depth: under growth "the depth" is ambiguous, so the one used is recorded;
 - all norm gains 1.
 
-The forward pass can run only the first k blocks (`n_layer=k`; a shallow prefix during growth)
-and can return the residual stream entering every block and leaving the last (diagnostics).
-The model holds the blocks of the current depth; growth (curriculum.py) appends blocks to `layers`.
+The model holds the blocks of its current depth (`Student.depth`, logged as `n_layer`); growth
+operators (curriculum.py) insert blocks into `layers`. The forward pass can return the residual
+stream entering every block and leaving the last (diagnostics).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from normgrow.config import ModelConfig, resolved_head_dim
+from normgrow.registry import Registry
 
 
 class RMSNorm(nn.Module):
@@ -113,57 +116,137 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+# ----------------------------------------------------------------------------- blocks: the placements
+
+
 class Block(nn.Module):
-    """One decoder block; `norm` picks where the two (or four) RMSNorms sit on the residual path.
+    """One decoder block: attention and MLP sublayers and the norms that a placement arranges.
 
-        pre:       h ─┬───────────────(+)─►        post:  h ─┬──────────(+)─ N ─►
-                      └─ N ─ F ───────┘                      └─ F ──────┘
-        sandwich:  h ─┬──────────────────(+)─►
-                      └─ N1 ─ F ─ N2 ────┘
-
-    Parameter names follow Qwen3 (input_layernorm before/around attention, post_attention_layernorm
-    before/around the MLP), so a pre-norm block maps onto a Qwen3DecoderLayer one to one.
+    A placement is a subclass that overrides `forward` (the residual path) and `attention_input`
+    (what the attention sublayer sees, for the attention-sink diagnostics); one that needs more
+    norms adds them in `__init__` after calling this one. Parameter names follow Qwen3
+    (input_layernorm before/around attention, post_attention_layernorm before/around the MLP), so a
+    pre-norm block maps onto a Qwen3DecoderLayer one to one (`qwen3_compatible`: `normgrow export`
+    writes a student made only of such blocks as a stock Qwen3ForCausalLM).
     """
+
+    qwen3_compatible = False
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.norm = cfg.norm
         self.self_attn = Attention(cfg)
         self.mlp = MLP(cfg)
         self.input_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        if cfg.norm == "sandwich":  # the second norm of each sandwich, on the branch output
-            self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-            self.mlp_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        n1, n2 = self.input_layernorm, self.post_attention_layernorm
-        if self.norm == "pre":
-            h = h + self.self_attn(n1(h), cos, sin)[0]
-            h = h + self.mlp(n2(h))
-        elif self.norm == "post":
-            h = n1(h + self.self_attn(h, cos, sin)[0])
-            h = n2(h + self.mlp(h))
-        else:  # sandwich
-            h = h + self.attn_out_norm(self.self_attn(n1(h), cos, sin)[0])
-            h = h + self.mlp_out_norm(self.mlp(n2(h)))
-        return h
+        raise NotImplementedError
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        """The tensor the attention sublayer receives when the block's input is h."""
+        raise NotImplementedError
 
     def attention_weights(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, H, T, T) attention probabilities of this block on input h (diagnostics only)."""
-        x = h if self.norm == "post" else self.input_layernorm(h)
-        return self.self_attn(x, cos, sin, return_weights=True)[1]
+        return self.self_attn(self.attention_input(h), cos, sin, return_weights=True)[1]
+
+    def zero_branch_outputs(self) -> None:
+        """Zero the residual branches' output projections (`zero` growth init): the branches output 0.
+        Norm gains are left alone: zeroing them would kill their gradients."""
+        nn.init.zeros_(self.self_attn.o_proj.weight)
+        nn.init.zeros_(self.mlp.down_proj.weight)
+
+
+class PreNormBlock(Block):
+    """pre: h = h + F(N(h))  (Qwen3, Llama, GPT-2)
+
+        h ─┬───────────────(+)─►
+           └─ N ─ F ───────┘
+    """
+
+    qwen3_compatible = True
+
+    def forward(self, h, cos, sin):
+        h = h + self.self_attn(self.input_layernorm(h), cos, sin)[0]
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+    def attention_input(self, h):
+        return self.input_layernorm(h)
+
+
+class PostNormBlock(Block):
+    """post: h = N(h + F(h))  (original Transformer, BERT)
+
+        h ─┬──────────(+)─ N ─►
+           └─ F ──────┘
+    """
+
+    def forward(self, h, cos, sin):
+        h = self.input_layernorm(h + self.self_attn(h, cos, sin)[0])
+        return self.post_attention_layernorm(h + self.mlp(h))
+
+    def attention_input(self, h):
+        return h
+
+
+class SandwichBlock(Block):
+    """sandwich (peri-norm): h = h + N2(F(N1(h)))  (Gemma 2/3, OLMo 2 use variants)
+
+        h ─┬──────────────────(+)─►
+           └─ N1 ─ F ─ N2 ────┘
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)  # the second norm of each sandwich
+        self.mlp_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+
+    def forward(self, h, cos, sin):
+        h = h + self.attn_out_norm(self.self_attn(self.input_layernorm(h), cos, sin)[0])
+        return h + self.mlp_out_norm(self.mlp(self.post_attention_layernorm(h)))
+
+    def attention_input(self, h):
+        return self.input_layernorm(h)
+
+
+PLACEMENTS: Registry[type[Block]] = Registry("placement", field="model.norm")
+
+
+def register_placement(name: str, block_class: type[Block], replace: bool = False) -> type[Block]:
+    """Make `model.norm=<name>` (and `model.block_norms` entries) build `block_class` blocks."""
+    if not (isinstance(block_class, type) and issubclass(block_class, Block)):
+        raise TypeError(f"placement '{name}': expected a subclass of normgrow.model.Block, got {block_class!r}")
+    return PLACEMENTS.register(name, block_class, replace=replace)
+
+
+register_placement("pre", PreNormBlock)
+register_placement("post", PostNormBlock)
+register_placement("sandwich", SandwichBlock)
+
+
+def placement_of(cfg: ModelConfig, index: int) -> str:
+    """Placement of block `index` (its position in the full-depth student)."""
+    return cfg.block_norms[index] if cfg.block_norms else cfg.norm
+
+
+def make_block(cfg: ModelConfig, index: int) -> Block:
+    """A freshly constructed (not yet initialized) block for position `index`."""
+    return PLACEMENTS[placement_of(cfg, index)](cfg)
+
+
+# ----------------------------------------------------------------------------- the student
 
 
 class Student(nn.Module):
-    def __init__(self, cfg: ModelConfig, n_layer: Optional[int] = None, max_seq_len: int = 2048):
-        """A student with `n_layer` blocks (default cfg.n_layer); cfg.vocab_size must be resolved."""
+    def __init__(self, cfg: ModelConfig, depth: Optional[int] = None, max_seq_len: int = 2048):
+        """A student holding `depth` blocks (default cfg.n_layer, the full depth; a growth curriculum
+        starts shallower and inserts blocks). cfg.vocab_size must be resolved."""
         super().__init__()
         if cfg.vocab_size is None:
             raise ValueError("model.vocab_size must be resolved (from the tokenizer) before building the student")
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer if n_layer is None else n_layer))
+        self.layers = nn.ModuleList(make_block(cfg, i) for i in range(cfg.n_layer if depth is None else depth))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.final_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # Rotary tables are computed on first use per (length, device) and kept out of the state dict:
@@ -178,8 +261,8 @@ class Student(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
 
     @property
-    def n_layer(self) -> int:
-        """Current depth (blocks held); grows during a curriculum."""
+    def depth(self) -> int:
+        """Blocks held now (logged as `n_layer`); grows during a curriculum up to cfg.n_layer."""
         return len(self.layers)
 
     def rotary(self, T: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -191,32 +274,28 @@ class Student(nn.Module):
             self._rotary[device] = cached
         return cached[0][:T], cached[1][:T]
 
-    def hidden(self, idx: torch.Tensor, n_layer: Optional[int] = None,
-               residuals: Optional[list] = None) -> torch.Tensor:
-        """Final hidden states (B, T, C) after the first `n_layer` blocks and the final norm.
+    def hidden(self, idx: torch.Tensor, residuals: Optional[list] = None) -> torch.Tensor:
+        """Final hidden states (B, T, C): every block, then the final norm.
 
         If `residuals` is a list, the residual stream entering each block and leaving the last is
-        appended to it (n_layer + 1 tensors of shape (B, T, C)); the plain path builds no list.
+        appended to it (depth + 1 tensors of shape (B, T, C)); the plain path builds no list.
         """
         B, T = idx.shape
-        k = self.n_layer if n_layer is None else n_layer
-        if not 0 <= k <= self.n_layer:
-            raise ValueError(f"n_layer={k} outside 0..{self.n_layer}")
         cos, sin = self.rotary(T, idx.device)  # (T, hd)
         h = self.embed_tokens(idx)  # (B, T, C)
         if residuals is not None:
             residuals.append(h)
-        for block in self.layers[:k]:
+        for block in self.layers:
             h = block(h, cos, sin)
             if residuals is not None:
                 residuals.append(h)
         return self.norm(h)
 
-    def forward(self, idx: torch.Tensor, n_layer: Optional[int] = None, hidden_only: bool = False) -> torch.Tensor:
-        """Logits (B, T, V) of the first `n_layer` blocks (all by default), or with `hidden_only` the
-        final hidden states (B, T, C): losses over large vocabularies apply `lm_head` chunk by chunk
-        (losses.py), and going through forward keeps DistributedDataParallel's hooks in the loop."""
-        h = self.hidden(idx, n_layer)
+    def forward(self, idx: torch.Tensor, hidden_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, V), or with `hidden_only` the final hidden states (B, T, C): losses over large
+        vocabularies apply `lm_head` chunk by chunk (losses.py), and going through forward keeps
+        DistributedDataParallel's hooks in the loop."""
+        h = self.hidden(idx)
         return h if hidden_only else self.lm_head(h)
 
     def init_record(self) -> dict:
@@ -232,7 +311,9 @@ class Student(nn.Module):
 
 
 def init_block(block: Block, cfg: ModelConfig) -> None:
-    """Initialize one block in place (used at construction and for blocks appended by growth)."""
+    """Initialize one block in place (at construction and for blocks inserted by growth), by parameter
+    name: gains of every `*norm` 1, residual-branch outputs (o_proj, down_proj) at the depth-scaled std,
+    every other weight at init_std."""
     depth = cfg.init_depth or cfg.n_layer
     for name, p in block.named_parameters():
         if name.endswith("norm.weight"):
@@ -244,7 +325,8 @@ def init_block(block: Block, cfg: ModelConfig) -> None:
 
 
 def count_parameters(model: Student) -> dict[str, int]:
-    """Parameter counts: total, embeddings, per block, LM head (a tied head counts once)."""
+    """Parameter counts: total, embeddings, per block (the first block's; `blocks` sums them all),
+    LM head (a tied head counts once)."""
     seen: set[int] = set()
 
     def n(module: nn.Module) -> int:
@@ -260,6 +342,13 @@ def count_parameters(model: Student) -> dict[str, int]:
     rest = n(model.norm) + n(model.lm_head)
     return {"total": emb + sum(blocks) + rest, "embedding": emb, "per_block": blocks[0] if blocks else 0,
             "blocks": sum(blocks), "final_norm_and_head": rest}
+
+
+def block_parameters(cfg: ModelConfig, index: int) -> int:
+    """Parameters of block `index` of this student, counted on a block built on the meta device (no
+    memory, no random numbers drawn), so FLOP estimates follow whatever a placement defines."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in make_block(cfg, index).parameters())
 
 
 # ----------------------------------------------------------------------------- Hugging Face mapping
@@ -284,8 +373,3 @@ def to_hf_state_dict(model: Student) -> dict[str, torch.Tensor]:
     for name, t in model.state_dict().items():
         out[name if name.startswith("lm_head.") else f"model.{name}"] = t
     return out
-
-
-def from_hf_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Inverse of to_hf_state_dict: Qwen3ForCausalLM names → student names."""
-    return {k.removeprefix("model."): v for k, v in sd.items()}

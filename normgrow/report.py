@@ -1,8 +1,9 @@
-"""Figures (and later tables) built only from what run directories hold on disk.
+"""Figures and the study report, built only from what run and study directories hold on disk.
 
 `plot_runs(run_dirs, out_dir)` draws one set of figures for any number of runs — one run (the
 figures `normgrow run` leaves in its run directory) or several side by side (pre vs post in a
-study): the same axes, one colour per run, stage boundaries marked.
+study): the same axes, one colour per run, stage boundaries marked. `write_report` turns a
+study's results rows and statistics (stats.py) into report.md and its figures.
 
     val_ce.png            val/ce against active-layer tokens, stage boundaries dashed
     boundary_rms.png      residual RMS at each growth boundary over training, per token class
@@ -13,25 +14,21 @@ study): the same axes, one colour per run, stage boundaries marked.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Optional
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from normgrow.config import load_config  # noqa: E402
+from normgrow.rundir import read_jsonl, read_summary  # noqa: E402
+
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+LINE_STYLES = ["-", "--", ":", "-."]
 
 
 def run_label(run_dir: Path) -> str:
-    from normgrow.config import load_config
-
     cfg = load_config(str(run_dir / "config.yaml"))
     depths = "→".join(str(s.n_layer) for s in cfg.curriculum.stages)
     return f"{cfg.model.norm} {depths} ({run_dir.name})"
@@ -69,10 +66,14 @@ def plot_val_ce(runs: list[Path], out: Path) -> Path:
     return _save(fig, out / "val_ce.png")
 
 
-def _boundaries(diag: list[dict]) -> list[int]:
-    """Residual indices that are growth boundaries in this run (prefix depths of stages before the last)."""
-    depths = sorted({r["n_layer"] for r in diag})
-    return depths[:-1] if len(depths) > 1 else depths
+def _boundaries(run: Path) -> list[int]:
+    """Residual indices that are growth boundaries in this run, as its growth events recorded them (runs
+    written before events named their boundaries: the prefix depth, the boundary of appending)."""
+    bounds = []
+    for r in read_jsonl(run / "metrics.jsonl"):
+        if r["event"] == "growth":
+            bounds += [b for b in r.get("grow/boundaries", [r["grow/from"]]) if b not in bounds]
+    return bounds
 
 
 def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
@@ -81,7 +82,7 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
         diag = read_jsonl(run / "diagnostics.jsonl")
         if not diag:
             continue
-        for j, b in enumerate(_boundaries(diag)):
+        for j, b in enumerate(_boundaries(run)):
             pts = [(r["active_layer_tokens"], r["residual_rms"][b]) for r in diag if len(r["residual_rms"]) > b]
             xs = [p[0] for p in pts]
             ls = ["-", ":", "-."][j % 3]
@@ -109,7 +110,7 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4))
     for i, run in enumerate(runs):
         diag = read_jsonl(run / "diagnostics.jsonl")
-        for j, b in enumerate(_boundaries(diag)):
+        for j, b in enumerate(_boundaries(run)):
             pts = [(r["active_layer_tokens"], r["struct_content_ratio"][b]) for r in diag
                    if len(r["struct_content_ratio"]) > b and r["struct_content_ratio"][b] is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ["-", ":", "-."][j % 3], marker="o", ms=2,
@@ -144,13 +145,14 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
     return _save(fig, out / "identity.png")
 
 
-def plot_runs(runs: list[str | Path], out_dir: str | Path) -> list[Path]:
-    """All figures for these runs into out_dir; returns the files written."""
+def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
+    """All figures for these runs into out_dir: {figure name: file}."""
     runs = [Path(r) for r in runs]
     out = Path(out_dir)
-    made = [plot_val_ce(runs, out)]
+    made = {"val_ce": plot_val_ce(runs, out)}
     if any((r / "diagnostics.jsonl").is_file() for r in runs):
-        made += [plot_boundary_rms(runs, out), plot_struct_content(runs, out), plot_identity(runs, out)]
+        made.update(boundary_rms=plot_boundary_rms(runs, out), struct_content=plot_struct_content(runs, out),
+                    identity=plot_identity(runs, out))
     return made
 
 
@@ -172,13 +174,14 @@ def _ci(stat: dict, nd: int = 4) -> str:
 def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
     """val/ce against active-layer tokens for every arm (first finished seed), stage boundaries marked."""
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    norms = sorted({r["norm"] for r in rows})  # one line style per placement, one colour per arm
     for i, arm in enumerate(study.arms):
-        ok = sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
+        ok = _finished(rows, arm)
         if not ok:
             continue
         m = read_jsonl(study_dir / ok[0]["run_dir"] / "metrics.jsonl")
         ev = [r for r in m if "val/ce" in r and r["event"] != "pre_growth"]
-        ls = "--" if "post" not in arm else "-"
+        ls = LINE_STYLES[norms.index(ok[0]["norm"]) % len(LINE_STYLES)]
         ax.plot([r["active_layer_tokens"] for r in ev], [r["val/ce"] for r in ev], ls, marker="o", ms=2.5,
                 color=COLORS[i % 10], label=f"{arm} (seed {ok[0]['seed']})")
         for r in m:
@@ -209,29 +212,50 @@ def plot_phase_gap(phase: dict, out: Path) -> Path:
     return _save(fig, out / "phase_gap.png")
 
 
-def _summary(run_dir: Path) -> Optional[dict]:
-    try:
-        return json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
+def _finished(rows: list[dict], arm: str) -> list[dict]:
+    """An arm's finished runs, lowest seed first."""
+    return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
 
 
-def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
-    """report.md (self-contained text, figures linked from plots/) and the figures."""
-    study_dir = Path(study_dir)
+def final_diagnostics(run_dir: Path) -> dict[str, float]:
+    """The scalar values of a run's last end-of-stage diagnostics record (every registered diagnostic's)."""
+    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
+    if not ends:
+        return {}
+    skip = {"step", "tokens", "active_layer_tokens", "n_layer", "stage"}
+    return {k: v for k, v in ends[-1].items()
+            if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def diagnostics_table(study, rows: list[dict], study_dir: Path) -> list[str]:
+    """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
+    cols = {arm: final_diagnostics(study_dir / ok[0]["run_dir"]) for arm in study.arms if (ok := _finished(rows, arm))}
+    keys = sorted({k for v in cols.values() for k in v})
+    if not keys:
+        return []
+    L = ["## Diagnostics at the end of training (probe batch, lowest finished seed)", "",
+         "| diagnostic | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for k in keys:
+        L.append(f"| {k} | " + " | ".join(_fmt(cols[a].get(k)) for a in cols) + " |")
+    return L + [""]
+
+
+def study_figures(study, rows: list[dict], agg: dict, study_dir: Path) -> list[Path]:
+    """The study's figures: val/ce against compute, the phase-wise gap, and the diagnostics figures of the
+    diagnostics pair (or the phase arms) side by side."""
     plots = study_dir / "plots"
     figs = [plot_study_val_ce(study, rows, study_dir, plots)]
     if agg["phase"] and agg["phase"]["rows"]:
         figs.append(plot_phase_gap(agg["phase"], plots))
     pair = study.diagnostics_pair or study.phase
-    if pair:
-        runs = []
-        for arm in pair:
-            ok = sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
-            if ok:
-                runs.append(study_dir / ok[0]["run_dir"])
-        if runs:
-            figs += plot_runs(runs, plots)[1:]  # diagnostics figures, the two arms side by side
+    runs = [study_dir / ok[0]["run_dir"] for arm in pair if (ok := _finished(rows, arm))]
+    if runs:
+        made = plot_runs(runs, plots)
+        figs += [made[k] for k in ("boundary_rms", "struct_content", "identity") if k in made]
+    return figs
+
+
+def _header(study, rows: list[dict], study_dir: Path) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
     L.append(f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
@@ -242,7 +266,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
     if n_seeds < 2:
         L += ["> One seed: no confidence intervals are available; differences below are single-run values.", ""]
     cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
-                     for s in [_summary(study_dir / r["run_dir"])] if s and "teacher cache" in (s.get("train_teacher") or "")})
+                     for s in [read_summary(study_dir / r["run_dir"])] if s and "teacher cache" in (s.get("train_teacher") or "")})
     if cached:
         L += ["> **Trained from a top-k teacher cache**, not the online teacher: " + "; ".join(f"`{c}`" for c in cached)
               + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "
@@ -253,42 +277,57 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
         L += ["**Runs that did not finish:**", ""]
         L += [f"- `{r['arm']}` seed {r['seed']}: {r['status']} — {r['error']}" for r in failed]
         L.append("")
-    L += ["## Validation CE per arm", "", "| arm | norm | curriculum | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
-          "|---|---|---|---|---|---|---|"]
+    return L
+
+
+def _arms_section(rows: list[dict], agg: dict) -> list[str]:
+    L = ["## Validation CE per arm", "", "| arm | norm | curriculum | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
+         "|---|---|---|---|---|---|---|"]
     for arm, a in agg["arms"].items():
         r0 = next((r for r in rows if r["arm"] == arm), None)
         L.append(f"| {arm} | {r0['norm']} | {r0['curriculum']} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
                  f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |")
+    return L + [""]
+
+
+def _contrasts_section(study, agg: dict) -> list[str]:
+    if not agg["contrasts"]:
+        return []
+    L = ["## Contrasts (paired over seeds, b − a; negative = b better)", "",
+         "| contrast | a | b | b − a (mean ± 95% CI) | per seed |", "|---|---|---|---|---|"]
+    for name, c in agg["contrasts"].items():
+        per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
+        L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
     L.append("")
-    if agg["contrasts"]:
-        L += ["## Contrasts (paired over seeds, b − a; negative = b better)", "",
-              "| contrast | a | b | b − a (mean ± 95% CI) | per seed |", "|---|---|---|---|---|"]
-        for name, c in agg["contrasts"].items():
-            per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
-            L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
-        L.append("")
-        if study.gap_ratio:
-            x, y = study.gap_ratio
-            ratio = agg["gap_ratio"]
-            L += [f"|{x}| / |{y}| = **{ratio:.1f}**" if ratio is not None else f"|{x}| / |{y}|: not available", ""]
-    ph = agg["phase"]
-    if ph:
-        L += [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
-              f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} | leader |",
-              "|---|---|---|---|---|---|---|"]
-        for r in ph["rows"]:
-            L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} | "
-                     f"{r['leader']} |")
-        L.append("")
-        c = ph["crossover"]
-        if c:
-            L.append(f"**Crossover:** the lead passes from `{c['from']}` to `{c['to']}` at stage {c['stage']} "
-                     f"({c['n_layer']} blocks), i.e. once blocks are appended.")
-        elif ph["rows"]:
-            L.append(f"**No crossover:** `{ph['rows'][-1]['leader']}` leads at every stage end.")
-        L.append("")
-    L += ["## Compute (mean over finished seeds)", "",
-          "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs |", "|---|---|---|---|---|"]
+    if study.gap_ratio:
+        x, y = study.gap_ratio
+        ratio = agg["gap_ratio"]
+        L += [f"|{x}| / |{y}| = **{ratio:.1f}**" if ratio is not None else f"|{x}| / |{y}|: not available", ""]
+    return L
+
+
+def _phase_section(ph: dict | None) -> list[str]:
+    if not ph:
+        return []
+    L = [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
+         f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} | leader |",
+         "|---|---|---|---|---|---|---|"]
+    for r in ph["rows"]:
+        L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} | "
+                 f"{r['leader']} |")
+    L.append("")
+    c = ph["crossover"]
+    if c:
+        L.append(f"**Crossover:** the lead passes from `{c['from']}` to `{c['to']}` at stage {c['stage']} "
+                 f"({c['n_layer']} blocks), i.e. once blocks are appended.")
+    elif ph["rows"]:
+        L.append(f"**No crossover:** `{ph['rows'][-1]['leader']}` leads at every stage end.")
+    return L + [""]
+
+
+def _compute_section(agg: dict) -> list[str]:
+    L = ["## Compute (mean over finished seeds)", "",
+         "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs |", "|---|---|---|---|---|"]
     for arm, a in agg["arms"].items():
         cp = a["compute"]
         if cp["tokens"] is None:
@@ -296,10 +335,22 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
         else:
             L.append(f"| {arm} | {cp['tokens']:,.0f} | {cp['active_layer_tokens']:,.0f} | "
                      f"{cp['trainable_layer_tokens']:,.0f} | {cp['flops']:.3g} |")
-    L += ["", "## Figures", ""]
+    return L + [""]
+
+
+def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
+    """report.md (self-contained text, figures linked from plots/) and the figures."""
+    study_dir = Path(study_dir)
+    figs = study_figures(study, rows, agg, study_dir)
+    L = _header(study, rows, study_dir)
+    L += _arms_section(rows, agg)
+    L += _contrasts_section(study, agg)
+    L += _phase_section(agg["phase"])
+    L += _compute_section(agg)
+    L += diagnostics_table(study, rows, study_dir)
+    L += ["## Figures", ""]
     for f in figs:
-        L.append(f"![{f.stem}](plots/{f.name})")
-        L.append("")
+        L += [f"![{f.stem}](plots/{f.name})", ""]
     L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
           "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
     path = study_dir / "report.md"

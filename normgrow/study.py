@@ -14,31 +14,32 @@ Shared work (the default teacher, tokenizer, token shards) is done once, in the 
 before any job starts. A second invocation skips finished runs and resumes killed ones from their
 checkpoints; a failing job is recorded (status, last error line) and does not stop the others.
 
-Statistics (`aggregate`): per arm mean, sd and a 95% t-interval over seeds; each contrast (a, b)
-as the paired difference b − a over the seeds both finished, with its t-interval; with one seed
-the report says no interval is available rather than printing a zero-width one.
+Pieces: the study file and its jobs live here; launching them is launch.py (a registry of
+launchers), the statistics stats.py, the report and figures report.py — which, like
+`normgrow report`, reads only what the study directory holds.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.resources
 import json
-import math
 import os
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Callable, Optional
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from normgrow import dist
-from normgrow.config import RunConfig, _omegaconf_message, _read_yaml, load_config, to_yaml
-from normgrow.errors import ConfigError
+from normgrow import registry
+from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
+from normgrow.errors import ConfigError, NormgrowError
+from normgrow.launch import Job, LauncherConfig, launch
+from normgrow.pipeline import build_cache, prepare_data
+from normgrow.report import write_report
+from normgrow.rundir import read_summary
+from normgrow.stats import COMPUTE, aggregate
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -51,22 +52,6 @@ class ArmConfig:
     """Dotted run-config overrides of this arm (after the study's own)."""
     match: Optional[str] = None
     """Another arm whose budget this arm matches, seed by seed (the measure is curriculum.match_by)."""
-
-
-@dataclass
-class LauncherConfig:
-    kind: Literal["inline", "local", "submitit"] = "local"
-    """inline: one after another in this process; local: parallel subprocesses; submitit: SLURM (or its local executor)."""
-    parallel: int = 1
-    """Jobs at once for the local launcher (and the submitit array parallelism)."""
-    threads: Optional[int] = None
-    """CPU threads per job; null = the machine's cores / parallel (oversubscribed CPU threads stall torch)."""
-    cluster: Optional[str] = None
-    """submitit cluster: null = auto (SLURM if present), 'slurm', 'local' or 'debug'."""
-    parameters: dict[str, Any] = field(default_factory=dict)
-    """submitit executor parameters, e.g. {timeout_min: 120, slurm_partition: gpu, gpus_per_node: 1}."""
-    torchrun_nproc: int = 1
-    """Processes per job: >1 launches each run with torchrun (data parallel)."""
 
 
 @dataclass
@@ -98,9 +83,15 @@ class StudyConfig:
 # ----------------------------------------------------------------------------- loading
 
 
-def study_path(name_or_path: str) -> Path:
-    import importlib.resources
+def _presets_root():
+    return importlib.resources.files("normgrow.configs") / "studies"
 
+
+def study_preset_names() -> list[str]:
+    return sorted(q.name[:-5] for q in _presets_root().iterdir() if q.name.endswith(".yaml"))
+
+
+def study_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.is_dir() and (p / "study.yaml").is_file():
         return p / "study.yaml"
@@ -108,42 +99,20 @@ def study_path(name_or_path: str) -> Path:
         if not p.is_file():
             raise ConfigError(f"{name_or_path}: study file not found")
         return p
-    root = importlib.resources.files("normgrow.configs") / "studies"
-    cand = root / f"{name_or_path}.yaml"
+    cand = _presets_root() / f"{name_or_path}.yaml"
     if not cand.is_file():
-        names = sorted(q.name[:-5] for q in root.iterdir() if q.name.endswith(".yaml"))
-        raise ConfigError(f"{name_or_path}: no such study preset (presets: {', '.join(names)}) and no such file")
+        raise ConfigError(f"{name_or_path}: no such study preset (presets: {', '.join(study_preset_names())}) "
+                          "and no such file")
     return Path(str(cand))
-
-
-def study_preset_names() -> list[str]:
-    import importlib.resources
-
-    root = importlib.resources.files("normgrow.configs") / "studies"
-    return sorted(q.name[:-5] for q in root.iterdir() if q.name.endswith(".yaml"))
 
 
 def load_study(name_or_path: Optional[str] = None, overrides: list[str] = ()) -> StudyConfig:
     """Study preset/file ← overrides. Keys under a run-config section (model., train., …) become
     run overrides for every arm; the others (seeds=…, launcher.parallel=…) set study fields."""
-    merged = OmegaConf.structured(StudyConfig)
     path = study_path(name_or_path or "default")
-    try:
-        merged = OmegaConf.merge(merged, OmegaConf.create(_read_yaml(path)))
-    except OmegaConfBaseException as e:
-        raise ConfigError(_omegaconf_message(e, str(path))) from None
-    run_over = []
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}': expected key=value")
-        if item.startswith(RUN_SECTIONS):
-            run_over.append(item)
-            continue
-        try:
-            merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
-        except OmegaConfBaseException as e:
-            raise ConfigError(_omegaconf_message(e, f"override '{item}'")) from None
-    study = OmegaConf.to_object(merged)
+    run_over = [o for o in overrides if o.startswith(RUN_SECTIONS)]
+    study_over = [o for o in overrides if not o.startswith(RUN_SECTIONS)]
+    study = load_structured(StudyConfig, [(str(path), read_yaml(path))], study_over)
     study = dataclasses.replace(study, overrides=list(study.overrides) + run_over)
     validate_study(study)
     return study
@@ -157,6 +126,7 @@ def validate_study(s: StudyConfig) -> None:
     need(len(s.arms) > 0, "arms", "a study needs at least one arm")
     need(len(s.seeds) > 0 and len(set(s.seeds)) == len(s.seeds), "seeds", f"need distinct seeds, got {s.seeds}")
     need(s.budget_scale > 0, "budget_scale", f"must be positive, got {s.budget_scale}")
+    registry.check("launcher.kind", s.launcher.kind)
     need(s.launcher.parallel > 0, "launcher.parallel", f"must be positive, got {s.launcher.parallel}")
     need(s.launcher.torchrun_nproc > 0, "launcher.torchrun_nproc", f"must be positive, got {s.launcher.torchrun_nproc}")
     for name, arm in s.arms.items():
@@ -173,24 +143,11 @@ def validate_study(s: StudyConfig) -> None:
         need(not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}")
 
 
+def study_yaml(study: StudyConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(study), sort_keys=False)
+
+
 # ----------------------------------------------------------------------------- jobs
-
-
-@dataclass
-class Job:
-    arm: str
-    seed: int
-    cfg: RunConfig
-    config_path: Path
-    run_dir: Path
-
-    @property
-    def name(self) -> str:
-        return f"{self.arm}-s{self.seed}"
-
-    @property
-    def finished(self) -> bool:
-        return (self.run_dir / "summary.json").is_file()
 
 
 def scale_budget(cfg: RunConfig, scale: float) -> RunConfig:
@@ -242,22 +199,21 @@ def plan_jobs(study: StudyConfig, out: Path) -> list[Job]:
                 ref = out / "configs" / f"{a.match}-s{seed}.yaml"
                 cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref)))
             name = f"{arm}-s{seed}"
-            jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name))
+            jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name,
+                            out / "logs" / f"{name}.log"))
     return jobs
 
 
 def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
     """study.yaml and the job configs; an existing study dir must hold the same study."""
-    text = OmegaConf.to_yaml(OmegaConf.structured(study), sort_keys=False)
+    text = study_yaml(study)
     saved = out / "study.yaml"
     if saved.is_file():
-        old = saved.read_text()
-        if old != text:
-            old_s = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(StudyConfig), OmegaConf.create(old)))
-            differ = [f.name for f in dataclasses.fields(StudyConfig)
-                      if getattr(old_s, f.name) != getattr(study, f.name) and f.name != "launcher"]
-            if differ:
-                raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
+        old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
+        differ = [f.name for f in dataclasses.fields(StudyConfig)
+                  if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"]
+        if differ:
+            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
     try:
         (out / "configs").mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -274,11 +230,8 @@ def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
 
 
 def prepare_shared(jobs: list[Job], log: Callable[[str], None]) -> None:
-    """Default teacher, tokenizer and token shards, once per distinct (data, teacher) before any job."""
-    from normgrow.data import prepare
-    from normgrow.errors import NormgrowError
-    from normgrow.teacher import resolve_teacher_path
-
+    """Default teacher, tokenizer and token shards (and a teacher cache when asked), once per distinct
+    (data, teacher) config, before any job starts."""
     seen = set()
     for job in jobs:
         key = (json.dumps(dataclasses.asdict(job.cfg.data), sort_keys=True), json.dumps(dataclasses.asdict(job.cfg.teacher)))
@@ -286,169 +239,15 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None]) -> None:
             continue
         seen.add(key)
         try:
-            path = resolve_teacher_path(job.cfg, log=log)
-            prep = prepare(job.cfg, teacher_path=path, log=log)
             if job.cfg.teacher.cache and not job.cfg.teacher.cache_path:  # one teacher pass for the whole study
-                from normgrow import cache
-                from normgrow.teacher import load_teacher
-                from normgrow.train import resolve_config
-
-                cfg = resolve_config(job.cfg, prep)
-                teacher = load_teacher(path, cfg.teacher.dtype, dist.setup(cfg.train.device).device,
-                                       prep.vocab_size, prep.vocab_size)
-                cache.build(cfg, path, prep, teacher, log=log)
+                build_cache(job.cfg, log=log)
+            else:
+                prepare_data(job.cfg, log=log)
         except NormgrowError as e:  # the affected jobs fail on their own, with this error in their logs
             log(f"shared preparation for {job.name} failed: {e}")
 
 
-def _threads(launcher: LauncherConfig) -> int:
-    if launcher.threads:
-        return launcher.threads
-    return max(1, (os.cpu_count() or 1) // (launcher.parallel * launcher.torchrun_nproc))
-
-
-def job_command(job: Job, launcher: LauncherConfig, threads: int) -> list[str]:
-    run_args = ["run", str(job.config_path), "-o", str(job.run_dir), "--no-progress", f"train.threads={threads}"]
-    if launcher.torchrun_nproc > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc_per_node={launcher.torchrun_nproc}", "-m", "normgrow.cli", *run_args]
-    return [sys.executable, "-m", "normgrow.cli", *run_args]
-
-
-def _last_error(log_path: Path) -> str:
-    if not log_path.is_file():
-        return "failed (no log)"
-    lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
-    errs = [line for line in lines if line.startswith("normgrow: error:") or "Error" in line]
-    return (errs or lines or ["failed"])[-1][:300]
-
-
-def _steps_done(job: Job) -> int:
-    """Steps a job has logged so far (for the study's progress bar)."""
-    path = job.run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return 0
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - 4096))
-            last = f.read().decode(errors="replace").strip().splitlines()[-1]
-        return int(json.loads(last)["step"])
-    except (ValueError, IndexError, KeyError, OSError):
-        return 0
-
-
-def run_jobs(jobs: list[Job], launcher: LauncherConfig, out: Path, log: Callable[[str], None],
-             progress: bool = True) -> dict[str, str]:
-    """Run every unfinished job; returns {job name: "ok" | error line}."""
-    from tqdm import tqdm
-
-    from normgrow.curriculum import plan_stages
-
-    status = {j.name: "ok" for j in jobs if j.finished}
-    todo = [j for j in jobs if not j.finished]
-    if status:
-        log(f"{len(status)} of {len(jobs)} runs already finished: skipped")
-    if not todo:
-        return status
-    total = {j.name: sum(p.steps for p in plan_stages(j.cfg)) for j in todo}
-    bar = tqdm(total=sum(total.values()), unit="step", desc="study", disable=not progress, dynamic_ncols=True,
-               file=sys.stderr)
-    threads = _threads(launcher)
-
-    def refresh(extra: str = "") -> None:
-        bar.n = sum(total[j.name] if j.finished else min(_steps_done(j), total[j.name]) for j in todo)
-        done = sum(1 for j in todo if j.name in status)
-        bar.set_postfix_str(f"runs {done}/{len(todo)}{extra}")
-        bar.refresh()
-
-    if launcher.kind == "inline":
-        from normgrow.train import run
-
-        for job in todo:
-            refresh(f" · {job.name}")
-            try:
-                run(job.cfg, job.run_dir, log=lambda *_: None, progress=False)
-                status[job.name] = "ok"
-            except Exception as e:  # noqa: BLE001 - a failing arm is reported, the others go on
-                status[job.name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
-    elif launcher.kind == "local":
-        queue, running = list(todo), {}  # name → (job, process, log file)
-        while queue or running:
-            while queue and len(running) < launcher.parallel:
-                job = queue.pop(0)
-                logf = open(out / "logs" / f"{job.name}.log", "a")
-                env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-                proc = subprocess.Popen(job_command(job, launcher, threads), stdout=logf, stderr=subprocess.STDOUT, env=env)
-                running[job.name] = (job, proc, logf)
-            for name, (job, proc, logf) in list(running.items()):
-                rc = proc.poll()
-                if rc is not None:
-                    logf.close()
-                    status[name] = "ok" if rc == 0 and job.finished else _last_error(out / "logs" / f"{name}.log")
-                    del running[name]
-            refresh()
-            time.sleep(0.5)
-    else:
-        import submitit
-
-        ex = submitit.AutoExecutor(folder=str(out / "submitit"), cluster=launcher.cluster)
-        params = dict(launcher.parameters)
-        if ex.cluster != "debug":
-            params.setdefault("timeout_min", 24 * 60)
-            params.setdefault("cpus_per_task", threads * launcher.torchrun_nproc)
-        ex.update_parameters(**params)
-        futures = [(job, ex.submit(_run_command, job_command(job, launcher, threads),
-                                   str(out / "logs" / f"{job.name}.log"), threads)) for job in todo]
-        while futures:
-            for job, fut in list(futures):
-                if fut.done():
-                    try:
-                        rc = fut.result()
-                        status[job.name] = "ok" if rc == 0 and job.finished else _last_error(out / "logs" / f"{job.name}.log")
-                    except Exception as e:  # noqa: BLE001 - the job's failure is recorded
-                        status[job.name] = f"submitit: {str(e).splitlines()[0] if str(e) else type(e).__name__}"[:300]
-                    futures.remove((job, fut))
-            refresh()
-            time.sleep(1.0)
-    refresh()
-    bar.close()
-    return status
-
-
-def _run_command(cmd: list[str], log_path: str, threads: int) -> int:
-    """What a submitit job executes: the same `normgrow run` subprocess the local launcher uses."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-    with open(log_path, "a") as f:
-        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
-
-
-# ----------------------------------------------------------------------------- aggregation
-
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def t95(df: int) -> float:
-    """Two-sided 95% Student-t quantile (tabulated; ≥ 30 degrees of freedom use 1.96 → 2.042 steps)."""
-    if df in T95:
-        return T95[df]
-    keys = sorted(T95)
-    for a, b in zip(keys, keys[1:]):
-        if a < df < b:
-            return T95[b]  # the next tabulated df: a slightly conservative interval
-    return 1.96
-
-
-def mean_ci(values: list[float]) -> dict:
-    """mean, sd, and the half-width of a 95% t-interval (None with fewer than two values)."""
-    n = len(values)
-    if n == 0:
-        return {"n": 0, "mean": None, "sd": None, "ci95": None}
-    mean = sum(values) / n
-    if n < 2:
-        return {"n": 1, "mean": mean, "sd": None, "ci95": None}
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return {"n": n, "mean": mean, "sd": sd, "ci95": t95(n - 1) * sd / math.sqrt(n)}
+# ----------------------------------------------------------------------------- results
 
 
 FIELDS = ["arm", "seed", "status", "norm", "curriculum", "preset", "val_ce", "val_kl", "val_nll", "val_teacher_entropy",
@@ -456,6 +255,7 @@ FIELDS = ["arm", "seed", "status", "norm", "curriculum", "preset", "val_ce", "va
 
 
 def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list[dict]:
+    """One results.csv row per job, from its run directory."""
     rows = []
     for job in jobs:
         row = {k: "" for k in FIELDS}
@@ -463,12 +263,11 @@ def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list
                    curriculum="-".join(str(s.n_layer) for s in job.cfg.curriculum.stages),
                    run_dir=str(job.run_dir.relative_to(job.run_dir.parent.parent)))
         st = status.get(job.name)
-        if job.finished:
-            s = json.loads((job.run_dir / "summary.json").read_text())
+        s = read_summary(job.run_dir) if job.finished else None
+        if s is not None:
             row.update(status="ok", val_ce=s.get("val/ce", ""), val_kl=s.get("val/kl", ""), val_nll=s.get("val/nll", ""),
                        val_teacher_entropy=s.get("val/teacher_entropy", ""), wall_time_s=round(s["wall_time_s"], 1),
-                       **{k: s["compute"][k] for k in ("tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")},
-                       steps=s["compute"]["step"])
+                       **{k: s["compute"][k] for k in COMPUTE}, steps=s["compute"]["step"])
         else:
             row.update(status="failed" if st and st != "ok" else "missing", error=st or "not run")
         rows.append(row)
@@ -489,65 +288,23 @@ def read_results(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _ok(rows: list[dict], arm: str) -> dict[int, dict]:
-    return {int(r["seed"]): r for r in rows if r["arm"] == arm and r["status"] == "ok"}
+def stage_records(study: StudyConfig, jobs: list[Job]) -> dict[str, list[dict]]:
+    """Per-stage evaluations of the phase arms' finished runs, by job name (from their summaries)."""
+    out = {}
+    for job in jobs:
+        if job.arm in study.phase:
+            s = read_summary(job.run_dir)
+            if s is not None:
+                out[job.name] = s["stages"]
+    return out
 
 
-def aggregate(study: StudyConfig, rows: list[dict], study_dir: Path) -> dict:
-    """Every number the report shows, computed from results.csv rows and the run directories."""
-    arms = {}
-    for arm in study.arms:
-        ok = _ok(rows, arm)
-        arms[arm] = {"val_ce": mean_ci([float(r["val_ce"]) for r in ok.values() if r["val_ce"] != ""]),
-                     "val_nll": mean_ci([float(r["val_nll"]) for r in ok.values() if r["val_nll"] != ""]),
-                     "failed": sorted(int(r["seed"]) for r in rows if r["arm"] == arm and r["status"] != "ok"),
-                     "compute": {k: (sum(float(r[k]) for r in ok.values()) / len(ok) if ok else None)
-                                 for k in ("tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")}}
-    contrasts = {}
-    for name, (a, b) in study.contrasts.items():
-        ra, rb = _ok(rows, a), _ok(rows, b)
-        seeds = sorted(set(ra) & set(rb))
-        diffs = [float(rb[s]["val_ce"]) - float(ra[s]["val_ce"]) for s in seeds]
-        contrasts[name] = {"a": a, "b": b, "seeds": seeds, "diffs": diffs, **mean_ci(diffs)}
-    ratio = None
-    if study.gap_ratio:
-        x, y = (contrasts[c]["mean"] for c in study.gap_ratio)
-        ratio = abs(x) / abs(y) if x is not None and y not in (None, 0) else None
-    return {"arms": arms, "contrasts": contrasts, "gap_ratio": ratio, "phase": phase_table(study, rows, study_dir)}
-
-
-def phase_table(study: StudyConfig, rows: list[dict], study_dir: Path) -> Optional[dict]:
-    """val/ce of the two phase arms at the end of every stage (and just after each growth), per seed,
-    their paired differences b − a, and the stage where the leader changes (the crossover)."""
-    if not study.phase:
-        return None
-    a, b = study.phase
-    ra, rb = _ok(rows, a), _ok(rows, b)
-    seeds = sorted(set(ra) & set(rb))
-    if not seeds:
-        return {"a": a, "b": b, "rows": [], "crossover": None, "seeds": []}
-
-    def stages(r: dict) -> list[dict]:
-        return json.loads((study_dir / r["run_dir"] / "summary.json").read_text())["stages"]
-
-    per_seed = {s: (stages(ra[s]), stages(rb[s])) for s in seeds}
-    n_stages = min(len(x) for pair in per_seed.values() for x in pair)
-    out = []
-    for k in range(n_stages):
-        for point in (["start", "end"] if k > 0 else ["end"]):
-            va = [per_seed[s][0][k][point]["val/ce"] for s in seeds]
-            vb = [per_seed[s][1][k][point]["val/ce"] for s in seeds]
-            diff = mean_ci([y - x for x, y in zip(va, vb)])
-            out.append({"stage": k, "point": "after growth" if point == "start" else "stage end",
-                        "n_layer": per_seed[seeds[0]][0][k]["n_layer"], "a": sum(va) / len(va), "b": sum(vb) / len(vb),
-                        "diff": diff, "leader": b if diff["mean"] < 0 else a})
-    ends = [r for r in out if r["point"] == "stage end"]
-    crossover = None
-    for prev, cur in zip(ends, ends[1:]):
-        if cur["leader"] != prev["leader"]:
-            crossover = {"stage": cur["stage"], "n_layer": cur["n_layer"], "from": prev["leader"], "to": cur["leader"]}
-            break
-    return {"a": a, "b": b, "rows": out, "crossover": crossover, "seeds": seeds}
+def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> Path:
+    """results.csv, the statistics and report.md (with its figures) from what the run directories hold."""
+    rows = collect(study, jobs, status)
+    write_results(rows, out / "results.csv")
+    agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, rows, stage_records(study, jobs))
+    return write_report(study, rows, agg, out)
 
 
 # ----------------------------------------------------------------------------- the whole study
@@ -555,31 +312,23 @@ def phase_table(study: StudyConfig, rows: list[dict], study_dir: Path) -> Option
 
 def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
-    from normgrow.report import write_report
-
     jobs = plan_jobs(study, out)
     write_study_dir(study, jobs, out)
     log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
     prepare_shared(jobs, log)
-    status = run_jobs(jobs, study.launcher, out, log, progress=progress)
-    failed = {k: v for k, v in status.items() if v != "ok"}
-    for name, err in failed.items():
-        log(f"run {name} failed: {err}")
-    rows = collect(study, jobs, status)
-    write_results(rows, out / "results.csv")
-    return write_report(study, rows, aggregate(study, rows, out), out)
+    status = launch(jobs, study.launcher, out, log, progress=progress)
+    for name, err in status.items():
+        if err != "ok":
+            log(f"run {name} failed: {err}")
+    return summarize(study, jobs, status, out)
 
 
 def rebuild_report(study_dir: Path) -> Path:
     """`normgrow report STUDY_DIR`: results.csv, report.md and plots from what is on disk."""
-    from normgrow.report import write_report
-
     study = load_study(str(study_dir / "study.yaml"))
     jobs = plan_jobs(study, study_dir)
     previous = {}
     if (study_dir / "results.csv").is_file():
         previous = {f"{r['arm']}-s{r['seed']}": r["error"] for r in read_results(study_dir / "results.csv")
                     if r["status"] == "failed"}
-    rows = collect(study, jobs, previous)
-    write_results(rows, study_dir / "results.csv")
-    return write_report(study, rows, aggregate(study, rows, study_dir), study_dir)
+    return summarize(study, jobs, previous, study_dir)

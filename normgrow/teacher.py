@@ -7,32 +7,35 @@
   as `lm_head(decoder(x))`, projected chunk by chunk by the losses; at load time this is checked
   against the model's own logits, so a model with extra logit processing (soft-capping, scaling)
   is refused instead of silently mis-distilled.
-- Vocabulary reconciliation (RESEARCH.md item 1): teacher LM-head rows R ≥ tokenizer size V_tok
-  = student vocabulary V_S. Rows beyond V_tok (Qwen pads 151,669 tokens to 151,936 rows) are
-  trimmed, so the teacher's softmax runs over real tokens only; the numbers go in the run summary.
-  Anything else is a one-line error.
+- Vocabulary reconciliation: teacher LM-head rows R ≥ tokenizer size V_tok = student vocabulary
+  V_S. Rows beyond V_tok (Qwen pads 151,669 tokens to 151,936 rows) are trimmed, so the teacher's
+  softmax runs over real tokens only (a silently padded softmax is a common distillation bug); the
+  numbers go in the run summary. Anything else is a one-line error.
 
-The default teacher is a small pre-norm student (configs/teacher.yaml; `teacher.default_preset` names another) trained with next-token CE
-on the run's own corpus and tokenizer by the same training loop, exported in Hugging Face Qwen3
-format with its tokenizer, and loaded back through the same `AutoModelForCausalLM` path as Qwen3-8B.
+The default teacher is a small pre-norm student (configs/teacher.yaml; `teacher.default_preset`
+names another) trained with next-token CE on the run's own corpus and tokenizer by the same
+training loop, exported in Hugging Face Qwen3 format with its tokenizer, and loaded back through
+the same `AutoModelForCausalLM` path as Qwen3-8B. This module defines its recipe and where it is
+cached; building it combines training and export, so it lives above them (pipeline.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
+from transformers import AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
 
-from normgrow.config import RunConfig, load_config, to_yaml
+from normgrow.config import RunConfig, load_config, to_dict
+from normgrow.data import cache_root
 from normgrow.errors import NormgrowError
 from normgrow.losses import TeacherChunks
 
@@ -69,6 +72,11 @@ _KEY_FREE = {
 _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
 
 
+# Fields added to the config after default teachers were first keyed. While at their default (which is the
+# behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
+_KEY_ADDED_LATER = {("model", "block_norms"): [], ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
+
+
 def default_teacher_key(cfg: RunConfig) -> str:
     """Hash of the default teacher's training recipe: its resolved config less the fields in `_KEY_FREE`."""
     tcfg = default_teacher_config(cfg)
@@ -78,18 +86,21 @@ def default_teacher_key(cfg: RunConfig) -> str:
         sub = getattr(tcfg, section)
         sub = dataclasses.replace(sub, **{n: getattr(getattr(fresh, section), n) for n in names})
         tcfg = dataclasses.replace(tcfg, **{section: sub})
-    return hashlib.sha256(to_yaml(tcfg).encode()).hexdigest()[:16]
+    recipe = to_dict(tcfg)
+    for (section, name), default in _KEY_ADDED_LATER.items():
+        if recipe[section][name] == default:
+            del recipe[section][name]
+    return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.create(recipe), sort_keys=False).encode()).hexdigest()[:16]
 
 
 def default_teacher_dir(cfg: RunConfig) -> Path:
-    from normgrow.data import cache_root
-
+    """Where the default teacher of this data config is cached (built by pipeline.build_default_teacher)."""
     return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}"
 
 
-def resolve_teacher_path(cfg: RunConfig, log: Callable[[str], None] = print, build: bool = True,
-                         progress: bool = True) -> Optional[str]:
-    """teacher.path → a loadable path or hub id; None for `none`. Builds the default teacher if missing."""
+def resolve_teacher_path(cfg: RunConfig) -> Optional[str]:
+    """teacher.path → a loadable path or hub id; None for `none`. The default teacher must be built
+    (pipeline.teacher_path builds it when missing)."""
     path = cfg.teacher.path
     if path == NO_TEACHER:
         return None
@@ -97,42 +108,8 @@ def resolve_teacher_path(cfg: RunConfig, log: Callable[[str], None] = print, bui
         return path
     out = default_teacher_dir(cfg)
     if not (out / "normgrow_teacher.json").is_file():
-        if not build:
-            raise TeacherError(f"teacher.path: the default teacher for this data config is not built yet ({out})")
-        build_default_teacher(cfg, log=log, progress=progress)
+        raise TeacherError(f"teacher.path: the default teacher for this data config is not built yet ({out})")
     return str(out)
-
-
-def build_default_teacher(cfg: RunConfig, log: Callable[[str], None] = print, progress: bool = True) -> Path:
-    """Train the default teacher with next-token CE, export it (HF Qwen3 + tokenizer), cache it."""
-    from normgrow.data import prepare
-    from normgrow.export import export_student
-    from normgrow.train import run
-
-    out = default_teacher_dir(cfg)
-    if (out / "normgrow_teacher.json").is_file():
-        return out
-    tcfg = default_teacher_config(cfg)
-    log(f"building the default teacher (once per data config; cached in {out})")
-    run_dir = out.parent / f"{out.name}.run"  # the teacher's training run (resumable if interrupted)
-    summary = run(tcfg, run_dir, log=log, progress=progress)
-    prep = prepare(tcfg, teacher_path=None, log=lambda *_: None)
-    unigram = unigram_nll(prep.train, prep.val, prep.vocab_size)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    export_student(run_dir, tmp, tokenizer=prep.tokenizer)
-    info = {
-        "val/nll": summary["val/nll"], "unigram_val_nll": unigram,
-        "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
-        "config": dataclasses.asdict(tcfg),
-    }
-    (tmp / "normgrow_teacher.json").write_text(json.dumps(info, indent=1))
-    try:
-        os.rename(tmp, out)
-    except OSError:  # another process published it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    log(f"default teacher: val NLL {summary['val/nll']:.4f} nats/token vs unigram baseline {unigram:.4f}")
-    return out
 
 
 def unigram_nll(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
@@ -163,9 +140,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int) -> Teacher:
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
+    """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary."""
     hf_logging.disable_progress_bar()
     looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
     if looks_local and not Path(path).expanduser().is_dir():

@@ -1,15 +1,18 @@
 """Shared fixtures: one tiny cache per test session holding the tiny corpus shards and the tiny
 default teacher, built through the real code paths (`normgrow teacher train` does the same)."""
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from normgrow.config import load_config
-from normgrow.teacher import build_default_teacher
+from normgrow.pipeline import build_default_teacher
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -32,3 +35,54 @@ def cli(*args, check=True, **kw) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise AssertionError(f"normgrow {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc
+
+
+def events(run_dir, kind=None) -> list[dict]:
+    """The events of a run's metrics.jsonl (of one kind)."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if kind is None or r["event"] == kind]
+
+
+def without_perf(rows: list[dict]) -> list[dict]:
+    """Events without their wall-clock measurements (the only values a resume may change)."""
+    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
+
+
+def final_weights(run_dir) -> dict:
+    from safetensors.torch import load_file
+
+    from normgrow import checkpoint
+
+    return load_file(str(checkpoint.latest(Path(run_dir) / "checkpoints") / "model.safetensors"))
+
+
+def kill_and_resume(tmp_path, args: list, killed_when, after_kill=None, timeout: float = 120) -> tuple[Path, Path]:
+    """The run `normgrow run ARGS` twice: uninterrupted into tmp_path/full, and into tmp_path/killed, where
+    the real process is SIGKILLed as soon as `killed_when(run_dir)` holds, then started again to finish.
+    `after_kill(run_dir)` may tamper with what the killed attempt left. Returns (full, killed)."""
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    cli("run", "-o", full, *args)
+    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "-o", str(killed), *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not killed_when(killed):
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed; lengthen it"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "summary.json").exists()
+    if after_kill is not None:
+        after_kill(killed)
+    cli("run", "-o", killed, *args)
+    return full, killed
+
+
+def assert_same_run(a, b) -> None:
+    """Two run directories hold the same run: every event (floats compared exactly) and the final weights."""
+    import torch
+
+    assert without_perf(events(a)) == without_perf(events(b))
+    sa, sb = (json.loads((Path(d) / "summary.json").read_text()) for d in (a, b))
+    assert sa["final"] == sb["final"] and sa["compute"] == sb["compute"]
+    wa, wb = final_weights(a), final_weights(b)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -15,20 +15,22 @@ import torch
 from conftest import cli, tiny_cfg
 from normgrow import cache
 from normgrow.data import prepare
+from normgrow.dist import DistInfo
 from normgrow.losses import SparseTeacher, distill_loss
-from normgrow.teacher import load_teacher, resolve_teacher_path
-from normgrow.train import resolve_config
+from normgrow.pipeline import resolve_config, teacher_path
+from normgrow.teacher import load_teacher
 
 SMALL = ["data.max_documents=12", "data.val_fraction=0.2", "data.probe_sequences=2"]  # a small training split keeps k = V caches small
 
 
 def setup_cache(tiny_cache, *over):
     cfg = tiny_cfg(tiny_cache, *SMALL, *over)
-    path = resolve_teacher_path(cfg, log=lambda *_: None, progress=False)
+    path = teacher_path(cfg, log=lambda *_: None, progress=False)
     prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
     cfg = resolve_config(cfg, prep)
     teacher = load_teacher(path, "float32", torch.device("cpu"), prep.vocab_size, prep.vocab_size)
-    out = cache.build(cfg, path, prep, teacher, log=lambda *_: None, progress=False)
+    out = cache.build(cfg, path, prep, teacher, DistInfo(0, 1, 0, torch.device("cpu")), log=lambda *_: None,
+                      progress=False)
     return cfg, path, prep, teacher, out
 
 
@@ -47,7 +49,7 @@ def test_full_vocabulary_cache_reproduces_the_online_loss_and_gradients(tiny_cac
     grads = []
     for t in (teacher.chunks(x), SparseTeacher(*c.sequences(seqs, "cpu"))):
         hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
-        loss = distill_loss(hh, ww, t, y.reshape(-1), n_global=x.numel(), kind=kind, temperature=tau, chunk=40)
+        loss = distill_loss(hh, ww, t, y.reshape(-1), n_tokens=x.numel(), kind=kind, temperature=tau, chunk=40)
         loss.backward()
         grads.append((loss.item(), hh.grad, ww.grad))
     (l_on, gh_on, gw_on), (l_c, gh_c, gw_c) = grads
@@ -69,8 +71,8 @@ def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     top_mass = np.exp(c.logp.astype(np.float64)).sum(1)
     assert 0.05 < meta["mean_tail_mass"] < 0.95
     assert meta["mean_tail_mass"] == pytest.approx(1 - top_mass.mean(), abs=5e-3)
-    proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *SMALL, "teacher.cache=true",
-               "teacher.cache_k=8", "--no-progress")
+    cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *SMALL, "teacher.cache=true",
+        "teacher.cache_k=8", "--no-progress")
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "top-8 teacher cache" in s["train_teacher"] and "full vocabulary" in s["ce_source"]
     assert f"{meta['mean_tail_mass']:.1%} of the teacher's mass" in s["train_teacher"]

@@ -3,25 +3,21 @@ budget matching, resume across a growth event, bad curricula."""
 
 import dataclasses
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
-from conftest import cli, tiny_cfg
+from conftest import assert_same_run, cli, events, kill_and_resume, tiny_cfg
 from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
-from normgrow.curriculum import grow, plan_stages
+from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
 from normgrow.model import Student
-from normgrow.train import build_optimizer, rebuild_optimizer, run, set_trainable
+from normgrow.pipeline import run
+from normgrow.train import build_optimizer, rebuild_optimizer, set_trainable
 
 QUIET = dict(log=lambda *_: None, progress=False)
+APPEND = GROWTH["append"]
 GROW = "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
 
 
@@ -31,13 +27,14 @@ def small(norm="pre", **kw):
 
 def test_zero_growth_preserves_pre_norm_logits_exactly():
     for norm in ("pre", "sandwich"):
-        model = Student(small(norm), n_layer=2).eval()
+        model = Student(small(norm), depth=2).eval()
         idx = torch.randint(0, 61, (2, 12))
         with torch.no_grad():
             before = model(idx)
-            new = grow(model, 4, "zero", seed=0)
+            event = APPEND.apply(model, 4, "zero", seed=0)
+            new = [model.layers[i] for i in event.new_blocks]
             after = model(idx)
-        assert len(new) == 2 and model.n_layer == 4
+        assert len(new) == 2 and model.depth == 4
         assert torch.equal(before, after), norm
         # the new blocks are not dead: only their output projections are zero, their norms are 1
         assert new[0].self_attn.q_proj.weight.abs().sum() > 0
@@ -50,7 +47,7 @@ def test_post_norm_zero_growth_rescales_each_token_and_the_final_norm_undoes_it(
     the logits are divided by the boundary's RMS, token by token."""
     idx = torch.randint(0, 61, (2, 12))
     for final_norm in (True, False):
-        model = Student(dataclasses.replace(small("post"), final_norm=final_norm), n_layer=2).eval()
+        model = Student(dataclasses.replace(small("post"), final_norm=final_norm), depth=2).eval()
         with torch.no_grad():
             for name, p in model.named_parameters():  # trained-looking gains: boundary RMS ≠ 1
                 if name.endswith("norm.weight"):
@@ -59,7 +56,7 @@ def test_post_norm_zero_growth_rescales_each_token_and_the_final_norm_undoes_it(
             before = model.hidden(idx, residuals=res)
             boundary_rms = res[-1].pow(2).mean(-1, keepdim=True).sqrt()  # (B, T, 1)
             logits_before = model.lm_head(before)
-            grow(model, 4, "zero", seed=0)
+            APPEND.apply(model, 4, "zero", seed=0)
             logits_after = model(idx)
         if final_norm:
             torch.testing.assert_close(logits_after, logits_before, atol=1e-4, rtol=1e-4)
@@ -71,23 +68,23 @@ def test_post_norm_zero_growth_rescales_each_token_and_the_final_norm_undoes_it(
 def test_random_growth_changes_the_function():
     idx = torch.randint(0, 61, (2, 12))
     for norm in ("pre", "post"):
-        model = Student(small(norm), n_layer=2).eval()
+        model = Student(small(norm), depth=2).eval()
         with torch.no_grad():
             before = model(idx)
-            grow(model, 3, "random", seed=0)
+            APPEND.apply(model, 3, "random", seed=0)
             assert (model(idx) - before).abs().max() > 1e-3, norm
 
 
 def test_copy_growth_duplicates_the_last_prefix_block_and_seeds_are_reproducible():
-    model = Student(small(), n_layer=2)
-    grow(model, 3, "copy", seed=0)
+    model = Student(small(), depth=2)
+    APPEND.apply(model, 3, "copy", seed=0)
     for (n1, p1), (n2, p2) in zip(model.layers[1].named_parameters(), model.layers[2].named_parameters()):
         assert torch.equal(p1, p2) and p1.data_ptr() != p2.data_ptr(), n1
-    a, b = Student(small(), n_layer=2), Student(small(), n_layer=2)
+    a, b = Student(small(), depth=2), Student(small(), depth=2)
     torch.manual_seed(123)  # the global RNG does not influence growth
-    grow(a, 4, "random", seed=7)
+    APPEND.apply(a, 4, "random", seed=7)
     torch.manual_seed(456)
-    grow(b, 4, "random", seed=7)
+    APPEND.apply(b, 4, "random", seed=7)
     assert torch.equal(a.layers[3].mlp.up_proj.weight, b.layers[3].mlp.up_proj.weight)
 
 
@@ -95,7 +92,7 @@ def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
     cfg = load_config("tiny", ["model.vocab_size=61", "model.n_layer=4",
                                "curriculum.stages=[{n_layer: 2, tokens: 10}, {n_layer: 4, tokens: 10}]"])
     plans = plan_stages(cfg)
-    model = Student(cfg.model, n_layer=2)
+    model = Student(cfg.model, depth=2)
     set_trainable(model, plans[0])
     opt = build_optimizer(model, cfg, torch.device("cpu"))
     idx = torch.randint(0, 61, (2, 8))
@@ -103,7 +100,7 @@ def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
     opt.step()
     opt.zero_grad()
     old = {n: {k: v.clone() for k, v in opt.state[p].items()} for n, p in model.named_parameters()}
-    grow(model, 4, "zero", seed=0)
+    APPEND.apply(model, 4, "zero", seed=0)
     set_trainable(model, plans[1])
     new_opt = rebuild_optimizer(opt, model, cfg, torch.device("cpu"))
     in_opt = {id(p) for g in new_opt.param_groups for p in g["params"]}
@@ -195,30 +192,14 @@ def test_kill_just_after_growth_resumes_identically(tiny_cache, tmp_path):
     args = ["tiny", f"data.cache_dir={tiny_cache}", "model.norm=post",
             "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000}]",
             "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
-    full, killed = tmp_path / "full", tmp_path / "killed"
-    cli("run", "-o", full, *args)
-    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "-o", str(killed), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics = killed / "metrics.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.is_file() and '"stage": 1, "event": "stage_start"' in metrics.read_text():
-            break
-        time.sleep(0.005)
-    assert proc.poll() is None, "finished before the kill"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert '"event": "growth"' in metrics.read_text()
-    cli("run", "-o", killed, *args)
 
-    def rows(d):
-        return [{k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
-                for line in (d / "metrics.jsonl").read_text().splitlines()]
+    def stage_1_started(run_dir):
+        metrics = run_dir / "metrics.jsonl"
+        return metrics.is_file() and '"stage": 1, "event": "stage_start"' in metrics.read_text()
 
-    assert rows(killed) == rows(full)
-    wa = load_file(str(checkpoint.latest(full / "checkpoints") / "model.safetensors"))
-    wb = load_file(str(checkpoint.latest(killed / "checkpoints") / "model.safetensors"))
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    full, killed = kill_and_resume(tmp_path, args, stage_1_started)
+    assert any(e["event"] == "growth" for e in events(killed))
+    assert_same_run(full, killed)
 
 
 @pytest.mark.parametrize("stages,field", [

@@ -12,9 +12,9 @@ import torch
 
 from normgrow.config import load_config
 from normgrow.data import (
-    _write_atomically,
     TOKEN_CLASSES,
     BatchIterator,
+    _write_atomically,
     bos_id,
     is_val,
     iter_documents,
@@ -326,7 +326,8 @@ def test_batch_iterator_resumes_exactly():
     resumed = BatchIterator(tokens, seq_len=4, batch_size=6, seed=3)
     resumed.load_state_dict(state)
     for _ in range(20):  # crosses epoch boundaries (8 batches per epoch)
-        assert torch.equal(next(it), next(resumed))
+        a, b = next(it), next(resumed)
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.index, b.index)
 
 
 def test_batch_iterator_ranks_partition_the_global_batch():
@@ -334,9 +335,9 @@ def test_batch_iterator_ranks_partition_the_global_batch():
     single = BatchIterator(tokens, seq_len=8, batch_size=6, seed=0)
     ranks = [BatchIterator(tokens, seq_len=8, batch_size=6, seed=0, rank=r, world_size=2) for r in range(2)]
     for _ in range(10):
-        parts = [next(r) for r in ranks]
+        parts = [next(r).tokens for r in ranks]
         assert parts[0].shape == (3, 9)
-        assert torch.equal(torch.cat(parts), next(single))
+        assert torch.equal(torch.cat(parts), next(single).tokens)
 
 
 def test_batch_iterator_rows_are_sequences_and_epochs_wrap():
@@ -344,13 +345,15 @@ def test_batch_iterator_rows_are_sequences_and_epochs_wrap():
     tokens = np.arange(T * n + 3, dtype=np.uint16)  # 10 sequences; the 2 extra tokens never start one
     assert n_sequences(tokens, T) == n
     it = BatchIterator(tokens, seq_len=T, batch_size=4, seed=1)
-    epoch0 = torch.cat([next(it), next(it)])  # 2 full batches; the tail of 2 sequences is dropped
+    first, second = next(it), next(it)
+    epoch0 = torch.cat([first.tokens, second.tokens])  # 2 full batches; the tail of 2 sequences is dropped
     assert it.state_dict() == {"epoch": 1, "cursor": 0}
     assert epoch0.dtype == torch.long and epoch0.shape == (8, T + 1)
     starts = epoch0[:, 0]
     assert len(set(starts.tolist())) == 8 and all(s % T == 0 and s < T * n for s in starts.tolist())
     assert torch.equal(epoch0, starts[:, None] + torch.arange(T + 1))  # row = tokens[s : s + T + 1]
-    epoch1 = torch.cat([next(it), next(it)])
+    assert torch.equal(torch.cat([first.index, second.index]) * T, starts)  # index = which sequence each row is
+    epoch1 = torch.cat([next(it).tokens, next(it).tokens])
     assert it.state_dict() == {"epoch": 2, "cursor": 0}
     assert not torch.equal(epoch0, epoch1)
 

@@ -8,10 +8,10 @@ import torch
 
 from conftest import cli, tiny_cfg
 from normgrow import checkpoint
-from normgrow.config import ModelConfig
+from normgrow.config import DiagnosticsConfig, ModelConfig
 from normgrow.diagnostics import diagnose, identity_stats, make_probe
 from normgrow.model import Student
-from normgrow.train import run
+from normgrow.pipeline import run
 
 QUIET = dict(log=lambda *_: None, progress=False)
 
@@ -75,7 +75,7 @@ def test_a_block_that_doubles_its_input_reads_as_such():
 
 def test_residual_rms_per_class_by_hand():
     model, probe = model_and_probe("post")
-    d = diagnose(model, probe, skip_ce=False)
+    d = diagnose(model, probe, DiagnosticsConfig(skip_ce=False))
     res: list = []
     with torch.no_grad():
         model.hidden(probe.x, residuals=res)
@@ -89,11 +89,11 @@ def test_residual_rms_per_class_by_hand():
 
 def test_attention_sink_scores():
     model, probe = model_and_probe("pre", n_layer=2)
-    d = diagnose(model, probe, sink_threshold=0.5, skip_ce=False)
+    d = diagnose(model, probe, DiagnosticsConfig(sink_threshold=0.5, skip_ce=False))
     assert len(d["sink_score"]) == 2 and len(d["sink_score"][0]) == 4
     # position 0 gets 1/(t+1) of query t's attention at uniform attention; scores lie in (0, 1)
     assert all(0 < s < 1 for layer in d["sink_score"] for s in layer)
-    share_all = diagnose(model, probe, sink_threshold=1e-6, skip_ce=False)["sink_share"]
+    share_all = diagnose(model, probe, DiagnosticsConfig(sink_threshold=1e-6, skip_ce=False))["sink_share"]
     assert share_all == 1.0
 
 

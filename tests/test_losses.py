@@ -47,7 +47,7 @@ def naive(h, w, t: TeacherChunks, y, kind, tau=1.0, beta=0.5, nll=0.0):
 def test_chunked_loss_and_gradients_equal_naive(kind, tau, nll):
     h, w, t, y = setup()
     h1, w1 = h.clone().requires_grad_(), w.clone().requires_grad_()
-    loss = distill_loss(h1, w1, t, y, n_global=N, kind=kind, temperature=tau, nll_weight=nll, chunk=8)
+    loss = distill_loss(h1, w1, t, y, n_tokens=N, kind=kind, temperature=tau, nll_weight=nll, chunk=8)
     loss.backward()
     h2, w2 = h.clone().double().requires_grad_(), w.clone().double().requires_grad_()
     t2 = TeacherChunks(t.hidden.double(), t.weight.double())
@@ -86,27 +86,27 @@ def test_teacher_signal_reaches_the_student_gradient():
     grads = []
     for teacher in (t, TeacherChunks(-t.hidden, t.weight)):
         hh = h.clone().requires_grad_()
-        distill_loss(hh, w, teacher, y, n_global=N).backward()
+        distill_loss(hh, w, teacher, y, n_tokens=N).backward()
         grads.append(hh.grad)
     assert not torch.allclose(grads[0], grads[1])
     # and the soft-CE gradient w.r.t. the student logits is p_S − p_T (per token, / N)
     logits = (h @ w.T).requires_grad_()
     hh = h.clone().requires_grad_()
-    distill_loss(hh, w, t, y, n_global=N).backward()
+    distill_loss(hh, w, t, y, n_tokens=N).backward()
     expected = (logits.softmax(-1) - (t.hidden @ t.weight.T).softmax(-1)) / N
     torch.testing.assert_close(hh.grad, expected @ w, atol=1e-6, rtol=1e-4)
 
 
 def test_global_mean_is_split_invariant():
-    """Summing micro-batch losses with n_global = total tokens equals the one-batch loss and grads."""
+    """Summing micro-batch losses with n_tokens = total tokens equals the one-batch loss and grads."""
     h, w, t, y = setup(4)
     w1 = w.clone().requires_grad_()
-    full = distill_loss(h, w1, t, y, n_global=N, chunk=7)
+    full = distill_loss(h, w1, t, y, n_tokens=N, chunk=7)
     full.backward()
     w2 = w.clone().requires_grad_()
     parts = 0
     for sl in (slice(0, 10), slice(10, 25), slice(25, N)):
-        part = distill_loss(h[sl], w2, TeacherChunks(t.hidden[sl], t.weight), y[sl], n_global=N, chunk=4)
+        part = distill_loss(h[sl], w2, TeacherChunks(t.hidden[sl], t.weight), y[sl], n_tokens=N, chunk=4)
         part.backward()
         parts = parts + part.detach()
     torch.testing.assert_close(parts, full.detach(), atol=1e-6, rtol=1e-6)
@@ -116,7 +116,7 @@ def test_global_mean_is_split_invariant():
 def test_no_teacher_is_next_token_nll():
     h, w, _, y = setup(5)
     hh = h.clone().requires_grad_()
-    loss = distill_loss(hh, w, None, y, n_global=N)
+    loss = distill_loss(hh, w, None, y, n_tokens=N)
     ref = F.cross_entropy(h @ w.T, y)
     torch.testing.assert_close(loss, ref, atol=1e-6, rtol=1e-6)
 

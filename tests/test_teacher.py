@@ -11,8 +11,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3
 from conftest import cli, tiny_cfg
 from normgrow import checkpoint
 from normgrow.model import Student
+from normgrow.pipeline import run
 from normgrow.teacher import TeacherError, default_teacher_dir, load_teacher
-from normgrow.train import run
 
 QUIET = dict(log=lambda *_: None, progress=False)
 

@@ -3,25 +3,19 @@
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import cli, tiny_cfg
+from conftest import assert_same_run, cli, events, kill_and_resume, tiny_cfg
 from normgrow import checkpoint
 from normgrow.config import load_config
-from normgrow.train import lr_at, run
-
-
-def events(run_dir, kind=None):
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [r for r in rows if kind is None or r["event"] == kind]
+from normgrow.pipeline import run
+from normgrow.train import lr_at
 
 
 def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
@@ -69,47 +63,26 @@ def test_lr_schedule_warmup_cosine_wsd():
     assert lr_at(25600 - per_step, wsd, 0, 25600) == pytest.approx(0.0)
 
 
-def strip_perf(rows):
-    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
-
-
 def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
-    """SIGKILL a real `normgrow run` after its first checkpoint; rerunning it ends exactly as an uninterrupted run."""
+    """SIGKILL a real `normgrow run` after its first checkpoints; rerunning it ends exactly as an uninterrupted run."""
     args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 40000}]",
             "train.checkpoint_every_tokens=4096", "train.eval_every_tokens=8192", "train.threads=1", "--no-progress",
             "train.loggers=[tensorboard]"]
-    full, killed = tmp_path / "full", tmp_path / "killed"
-    cli("run", "-o", full, *args)
 
-    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "-o", str(killed), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        ckpts = checkpoint.list_checkpoints(killed / "checkpoints")
-        if ckpts and int(ckpts[-1].name.split("_")[1]) >= 32:
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run finished before it could be killed; lengthen it"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not (killed / "summary.json").exists()
-    partial = len(events(killed))
-    # what a killed attempt may leave in TensorBoard: a point logged after its last checkpoint (flushed before the
-    # kill) that the resumed run will log again
-    from torch.utils.tensorboard import SummaryWriter
+    def past_step_32(run_dir):
+        ckpts = checkpoint.list_checkpoints(run_dir / "checkpoints")
+        return bool(ckpts) and int(ckpts[-1].name.split("_")[1]) >= 32
 
-    with SummaryWriter(str(killed / "tensorboard")) as w:
-        w.add_scalar("train/loss", 99.0, events(killed)[-1]["tokens"] + 256)
+    def stale_point(run_dir):
+        # what a killed attempt may leave in TensorBoard: a point logged after its last checkpoint (flushed before
+        # the kill) that the resumed run will log again
+        from torch.utils.tensorboard import SummaryWriter
 
-    proc = cli("run", "-o", killed, *args)
-    assert partial < len(events(killed))
-    assert strip_perf(events(killed)) == strip_perf(events(full))  # bitwise: floats compared exactly
-    a = json.loads((full / "summary.json").read_text())
-    b = json.loads((killed / "summary.json").read_text())
-    assert a["final"] == b["final"] and a["compute"] == b["compute"]
-    wa = load_file(str(checkpoint.latest(full / "checkpoints") / "model.safetensors"))
-    wb = load_file(str(checkpoint.latest(killed / "checkpoints") / "model.safetensors"))
-    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+        with SummaryWriter(str(run_dir / "tensorboard")) as w:
+            w.add_scalar("train/loss", 99.0, events(run_dir)[-1]["tokens"] + 256)
+
+    full, killed = kill_and_resume(tmp_path, args, past_step_32, after_kill=stale_point)
+    assert_same_run(full, killed)  # bitwise: floats compared exactly
     # TensorBoard holds exactly metrics.jsonl, read back by TensorBoard's own reader: nothing the killed attempt
     # logged after its last checkpoint is left twice
     for run_dir in (full, killed):
@@ -266,7 +239,7 @@ def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path):
 
 
 def test_w_and_b_run_ids_are_stable_per_directory_and_distinct_across_studies(tmp_path):
-    from normgrow.train import wandb_run_id
+    from normgrow.rundir import wandb_run_id
 
     a = tmp_path / "study1" / "runs" / "post-grow-s0"
     b = tmp_path / "study2" / "runs" / "post-grow-s0"

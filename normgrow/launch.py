@@ -1,0 +1,249 @@
+"""Launchers: how a study's jobs (one `normgrow run` each) get executed.
+
+A launcher is a function `launch(jobs, options, out, progress) -> {job name: "ok" | error line}`
+registered by name in `LAUNCHERS` (`launcher.kind`); user code adds one with `register_launcher`.
+Three are built in:
+
+    inline     one after another in the study's own process
+    local      parallel subprocesses on this machine (`launcher.parallel` at a time)
+    submitit   one submitit job each: SLURM, or submitit's local executor
+
+Every launcher that starts processes runs the same command (`job_command`) in the same
+environment (`job_env`: thread counts set so parallel jobs do not oversubscribe the cores), and a
+job's status follows one rule (`job_status`): ok when it exited 0 and left a summary, else the last
+error line of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from tqdm import tqdm
+
+from normgrow.config import RunConfig
+from normgrow.curriculum import plan_stages
+from normgrow.pipeline import quiet, run
+from normgrow.registry import Registry
+
+
+@dataclass
+class LauncherConfig:
+    kind: str = "local"
+    """inline: one after another in this process; local: parallel subprocesses; submitit: SLURM (or its local executor); or a registered launcher."""
+    parallel: int = 1
+    """Jobs at once for the local launcher (and the submitit array parallelism)."""
+    threads: Optional[int] = None
+    """CPU threads per job; null = the machine's cores / parallel (oversubscribed CPU threads stall torch)."""
+    cluster: Optional[str] = None
+    """submitit cluster: null = auto (SLURM if present), 'slurm', 'local' or 'debug'."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """submitit executor parameters, e.g. {timeout_min: 120, slurm_partition: gpu, gpus_per_node: 1}."""
+    torchrun_nproc: int = 1
+    """Processes per job: >1 launches each run with torchrun (data parallel)."""
+
+
+@dataclass
+class Job:
+    """One run of a study: an arm at a seed, its resolved config file and its run directory."""
+
+    arm: str
+    seed: int
+    cfg: RunConfig
+    config_path: Path
+    run_dir: Path
+    log_path: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm}-s{self.seed}"
+
+    @property
+    def finished(self) -> bool:
+        return (self.run_dir / "summary.json").is_file()
+
+
+def threads_per_job(options: LauncherConfig) -> int:
+    if options.threads:
+        return options.threads
+    return max(1, (os.cpu_count() or 1) // (options.parallel * options.torchrun_nproc))
+
+
+def job_command(job: Job, options: LauncherConfig) -> list[str]:
+    """The `normgrow run` command of a job (through torchrun when it has several processes)."""
+    run_args = ["run", str(job.config_path), "-o", str(job.run_dir), "--no-progress",
+                f"train.threads={threads_per_job(options)}"]
+    if options.torchrun_nproc > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc_per_node={options.torchrun_nproc}", "-m", "normgrow.cli", *run_args]
+    return [sys.executable, "-m", "normgrow.cli", *run_args]
+
+
+def job_env(threads: int) -> dict[str, str]:
+    """The environment of a job's process, from the environment of the process that starts it (on a cluster,
+    the worker's): OpenMP threads capped like torch's, tokenizers single-threaded."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def last_error(log_path: Path) -> str:
+    if not log_path.is_file():
+        return "failed (no log)"
+    lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    errs = [line for line in lines if line.startswith("normgrow: error:") or "Error" in line]
+    return (errs or lines or ["failed"])[-1][:300]
+
+
+def job_status(job: Job, returncode: int) -> str:
+    """ok if the job's process exited 0 and left its summary; otherwise the last error line of its log."""
+    return "ok" if returncode == 0 and job.finished else last_error(job.log_path)
+
+
+def exception_line(e: BaseException, prefix: str = "") -> str:
+    first = str(e).splitlines()[0] if str(e) else ""
+    return f"{prefix}{type(e).__name__}: {first}"[:300]
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+def _steps_done(job: Job) -> int:
+    """Steps a job has logged so far (read from the tail of its metrics.jsonl)."""
+    path = job.run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return 0
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - 4096))
+            last = f.read().decode(errors="replace").strip().splitlines()[-1]
+        return int(json.loads(last)["step"])
+    except (ValueError, IndexError, KeyError, OSError):
+        return 0
+
+
+class Progress:
+    """The study's progress bar over the steps of all its unfinished jobs; launchers call `poll`."""
+
+    def __init__(self, jobs: list[Job], enabled: bool = True):
+        self.jobs = jobs
+        self.total = {j.name: sum(p.steps for p in plan_stages(j.cfg)) for j in jobs}
+        self.bar = tqdm(total=sum(self.total.values()), unit="step", desc="study", disable=not enabled,
+                        dynamic_ncols=True, file=sys.stderr)
+
+    def poll(self, status: dict[str, str], current: str = "") -> None:
+        self.bar.n = sum(self.total[j.name] if j.finished else min(_steps_done(j), self.total[j.name])
+                         for j in self.jobs)
+        done = sum(1 for j in self.jobs if j.name in status)
+        self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}")
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+# ----------------------------------------------------------------------------- the launchers
+
+Launcher = Callable[[list[Job], LauncherConfig, Path, Progress], dict[str, str]]
+LAUNCHERS: Registry[Launcher] = Registry("launcher", field="launcher.kind")
+
+
+def register_launcher(name: str, launch: Launcher, replace: bool = False) -> Launcher:
+    """Make `launcher.kind=<name>` run a study's jobs with `launch(jobs, options, out, progress)`."""
+    if not callable(launch):
+        raise TypeError(f"launcher '{name}': expected a function (jobs, options, out, progress) -> statuses")
+    return LAUNCHERS.register(name, launch, replace=replace)
+
+
+def inline(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progress) -> dict[str, str]:
+    """One after another in this process."""
+    status = {}
+    for job in jobs:
+        progress.poll(status, job.name)
+        try:
+            run(job.cfg, job.run_dir, log=quiet, progress=False)
+            status[job.name] = "ok"
+        except Exception as e:  # noqa: BLE001 - a failing arm is reported, the others go on
+            status[job.name] = exception_line(e)
+    return status
+
+
+def local(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progress) -> dict[str, str]:
+    """Subprocesses on this machine, `options.parallel` at a time."""
+    status: dict[str, str] = {}
+    queue, running = list(jobs), {}  # name → (job, process, log file)
+    while queue or running:
+        while queue and len(running) < options.parallel:
+            job = queue.pop(0)
+            logf = open(job.log_path, "a")
+            proc = subprocess.Popen(job_command(job, options), stdout=logf, stderr=subprocess.STDOUT,
+                                    env=job_env(threads_per_job(options)))
+            running[job.name] = (job, proc, logf)
+        for name, (job, proc, logf) in list(running.items()):
+            rc = proc.poll()
+            if rc is not None:
+                logf.close()
+                status[name] = job_status(job, rc)
+                del running[name]
+        progress.poll(status)
+        time.sleep(0.5)
+    return status
+
+
+def _run_command(cmd: list[str], log_path: str, threads: int) -> int:
+    """What a submitit job executes: the same `normgrow run` subprocess the local launcher starts."""
+    with open(log_path, "a") as f:
+        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=job_env(threads)).returncode
+
+
+def submitit_launcher(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progress) -> dict[str, str]:
+    """One submitit job each (SLURM, or submitit's local executor)."""
+    import submitit  # imported only when this launcher is used: it probes for SLURM on import
+
+    ex = submitit.AutoExecutor(folder=str(out / "submitit"), cluster=options.cluster)
+    params = dict(options.parameters)
+    if ex.cluster != "debug":
+        params.setdefault("timeout_min", 24 * 60)
+        params.setdefault("cpus_per_task", threads_per_job(options) * options.torchrun_nproc)
+    ex.update_parameters(**params)
+    futures = [(job, ex.submit(_run_command, job_command(job, options), str(job.log_path), threads_per_job(options)))
+               for job in jobs]
+    status: dict[str, str] = {}
+    while futures:
+        for job, fut in list(futures):
+            if fut.done():
+                try:
+                    status[job.name] = job_status(job, fut.result())
+                except Exception as e:  # noqa: BLE001 - the job's failure is recorded
+                    status[job.name] = f"submitit: {str(e).splitlines()[0] if str(e) else type(e).__name__}"[:300]
+                futures.remove((job, fut))
+        progress.poll(status)
+        time.sleep(1.0)
+    return status
+
+
+register_launcher("inline", inline)
+register_launcher("local", local)
+register_launcher("submitit", submitit_launcher)
+
+
+def launch(jobs: list[Job], options: LauncherConfig, out: Path, log: Callable[[str], None] = print,
+           progress: bool = True) -> dict[str, str]:
+    """Run every unfinished job with the configured launcher; {job name: "ok" | error line} for all jobs."""
+    status = {j.name: "ok" for j in jobs if j.finished}
+    todo = [j for j in jobs if not j.finished]
+    if status:
+        log(f"{len(status)} of {len(jobs)} runs already finished: skipped")
+    if not todo:
+        return status
+    bar = Progress(todo, enabled=progress)
+    try:
+        status.update(LAUNCHERS[options.kind](todo, options, out, bar))
+        bar.poll(status)
+    finally:
+        bar.close()
+    return status

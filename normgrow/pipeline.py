@@ -1,0 +1,225 @@
+"""Orchestration: the commands that combine components — build a run's inputs, run, build the
+default teacher, build a teacher cache, diagnose a run from its checkpoints.
+
+    teacher path ──► prepare (corpus → tokenizer → shards) ──► resolve config (vocabulary, matched
+    (default one      budget) ──► load teacher ──► teacher cache (if asked) ══► RunInputs ──► train
+     built if missing)
+
+`build_inputs` is the one place a run's inputs are assembled; the CLI, studies, diagnostics and
+the benchmarks all call it. Components below this module (data, teacher, cache, train, …) never
+call back up here; the default teacher is itself a run (`run` of the `teacher` preset with no
+teacher of its own), which is why building it lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from normgrow import cache, checkpoint, dist
+from normgrow.config import RunConfig, load_config
+from normgrow.curriculum import match_budget, student_at_stage
+from normgrow.data import Prepared, prepare, probe_batch
+from normgrow.diagnostics import diagnose, make_probe, max_difference
+from normgrow.errors import ConfigError, NormgrowError
+from normgrow.export import export_student
+from normgrow.rundir import check_same_run, read_jsonl
+from normgrow.teacher import (
+    NO_TEACHER,
+    TeacherError,
+    default_teacher_config,
+    default_teacher_dir,
+    load_teacher,
+    resolve_teacher_path,
+    unigram_nll,
+)
+from normgrow.train import RunInputs, train
+
+Log = Callable[[str], None]
+
+
+def quiet(*_) -> None:
+    """A log function that drops everything."""
+
+
+# ----------------------------------------------------------------------------- a run's inputs
+
+
+def teacher_path(cfg: RunConfig, log: Log = print, build: bool = True, progress: bool = True) -> Optional[str]:
+    """teacher.path → a loadable path or hub id (None for `none`), building the default teacher if missing."""
+    if build and cfg.teacher.path == "default" and not (default_teacher_dir(cfg) / "normgrow_teacher.json").is_file():
+        build_default_teacher(cfg, log=log, progress=progress)
+    return resolve_teacher_path(cfg)
+
+
+def prepare_data(cfg: RunConfig, log: Log = print, build_teacher: bool = True,
+                 progress: bool = True) -> tuple[Optional[str], Prepared]:
+    """The teacher's path (the default teacher decides the tokenizer when data.tokenizer=teacher) and the
+    token shards, built and cached if missing."""
+    path = teacher_path(cfg, log=log, build=build_teacher, progress=progress)
+    return path, prepare(cfg, teacher_path=path, log=log)
+
+
+def resolve_config(cfg: RunConfig, prep: Prepared) -> RunConfig:
+    """Fill in what the data decides (the vocabulary size); a mismatch is an error."""
+    v = prep.vocab_size
+    if cfg.model.vocab_size is not None and cfg.model.vocab_size != v:
+        raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} differs from the tokenizer's {v} tokens")
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=v))
+
+
+def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log = print, progress: bool = True,
+                 build_teacher: bool = True, open_cache: bool = True) -> RunInputs:
+    """Everything a run consumes: data, resolved config, teacher, teacher cache, device.
+
+    Under torchrun, rank 0 builds what is shared (default teacher, shards, cache) while the others
+    wait, then every rank opens it. Nothing is written to the run directory here, so a bad teacher
+    or config leaves nothing behind."""
+    info = info or dist.setup(cfg.train.device)
+    say = log if info.is_main else quiet
+    if info.is_main:
+        path, prep = prepare_data(cfg, log=say, build_teacher=build_teacher, progress=progress)
+    dist.barrier()
+    if not info.is_main:
+        path, prep = prepare_data(cfg, log=say, build_teacher=False)
+    cfg = resolve_config(cfg, prep)
+    cfg, budget = match_budget(cfg)
+    if budget is not None:
+        say(f"budget matched by {budget['by']} to {budget['source']}: target {budget['target']:,.0f}, "
+            f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})")
+    teacher = None
+    if path is not None:
+        teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
+    inputs = RunInputs(cfg, info, prep, teacher, None, budget)
+    if open_cache and (cfg.teacher.cache or cfg.teacher.cache_path):  # training reads it; validation stays online
+        inputs.cache = teacher_cache(inputs, path, log=say, progress=progress)
+    return inputs
+
+
+def teacher_cache(inputs: RunInputs, path: str, log: Log = print, progress: bool = True) -> cache.TeacherCache:
+    """The run's verified top-k cache: an explicit teacher.cache_path, or the keyed one (built if missing)."""
+    cfg = inputs.cfg
+    if cfg.teacher.cache_path:
+        return cache.open_cache_dir(Path(cfg.teacher.cache_path), cache.expected_meta(cfg, path, inputs.prep))
+    cache.build(cfg, path, inputs.prep, inputs.teacher, inputs.info, log=log, progress=progress)
+    return cache.open_cache(cfg, path, inputs.prep)
+
+
+def build_cache(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path:
+    """`normgrow teacher cache`: one teacher pass over the training split (resumable, split over torchrun ranks)."""
+    if cfg.teacher.path == NO_TEACHER:
+        raise ConfigError("teacher.path: 'none' has no teacher to cache")
+    inputs = build_inputs(cfg, log=log, progress=progress, open_cache=False)
+    return cache.build(inputs.cfg, teacher_path(cfg, build=False), inputs.prep, inputs.teacher, inputs.info, log=log,
+                       progress=progress)
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def finished_summary(cfg: RunConfig, out: Path) -> Optional[dict]:
+    """The summary of a finished run of this config in `out` (None if not finished; an error if `out`
+    holds a different run)."""
+    if not ((out / "summary.json").is_file() and (out / "config.yaml").is_file()):
+        return None
+    saved = load_config(str(out / "config.yaml"))  # resolved: compare with this config resolved the same way
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=saved.model.vocab_size))
+    check_same_run(out, match_budget(cfg)[0])
+    return json.loads((out / "summary.json").read_text())
+
+
+def run(cfg: RunConfig, out_dir: str | Path, log: Log = print, progress: bool = True) -> dict:
+    """Train (or resume) one run into `out_dir`; returns its summary."""
+    info = dist.setup(cfg.train.device)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    out = Path(out_dir)
+    done = finished_summary(cfg, out)
+    if done is not None:
+        (log if info.is_main else quiet)(f"{out}: already finished")
+        return done
+    inputs = build_inputs(cfg, info, log=log, progress=progress)
+    return train(inputs, out, log=log, progress=progress)
+
+
+# ----------------------------------------------------------------------------- the default teacher
+
+
+def build_default_teacher(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path:
+    """Train the default teacher with next-token CE, export it (HF Qwen3 + tokenizer), cache it."""
+    out = default_teacher_dir(cfg)
+    if (out / "normgrow_teacher.json").is_file():
+        return out
+    tcfg = default_teacher_config(cfg)
+    log(f"building the default teacher (once per data config; cached in {out})")
+    run_dir = out.parent / f"{out.name}.run"  # the teacher's training run (resumable if interrupted)
+    summary = run(tcfg, run_dir, log=log, progress=progress)
+    prep = prepare(tcfg, teacher_path=None, log=quiet)
+    unigram = unigram_nll(prep.train, prep.val, prep.vocab_size)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    export_student(run_dir, tmp, tokenizer=prep.tokenizer)
+    info = {
+        "val/nll": summary["val/nll"], "unigram_val_nll": unigram,
+        "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
+        "config": dataclasses.asdict(tcfg),
+    }
+    (tmp / "normgrow_teacher.json").write_text(json.dumps(info, indent=1))
+    try:
+        os.rename(tmp, out)
+    except OSError:  # another process published it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"default teacher: val NLL {summary['val/nll']:.4f} nats/token vs unigram baseline {unigram:.4f}")
+    return out
+
+
+# ----------------------------------------------------------------------------- diagnostics from checkpoints
+
+
+def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
+    """Recompute the diagnostics of every saved checkpoint of a run and compare them with the values
+    logged during training at the same step (`normgrow diagnose RUN_DIR`). Writes
+    diagnostics-recomputed.jsonl next to diagnostics.jsonl; returns one comparison per checkpoint."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
+    cfg = load_config(str(run_dir / "config.yaml"))
+    ckpts = checkpoint.list_checkpoints(run_dir / "checkpoints")
+    if not ckpts:
+        raise NormgrowError(f"{run_dir}: has no checkpoints to diagnose")
+    # the saved config is resolved (its stage budgets already matched): no second matching, no cache
+    cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=None))
+    try:
+        inputs = build_inputs(cfg, dist.DistInfo(0, 1, 0, torch.device("cpu")), log=quiet, build_teacher=False,
+                              open_cache=False)
+    except TeacherError as e:
+        raise NormgrowError(f"{run_dir}: {e}") from None
+    rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
+    probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher)
+    logged = {r["step"]: r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in ("stage_end", "interval")}
+    results, out_lines = [], []
+    for ckpt in ckpts:
+        weights, _, _, state = checkpoint.load(ckpt)
+        model = student_at_stage(inputs.cfg, state["stage"])
+        model.load_state_dict(weights)
+        rec = diagnose(model, probe, cfg.diagnostics, cfg.distill.chunk_tokens)
+        rec = {"step": state["step"], "tokens": state["tokens"], "n_layer": model.depth, "checkpoint": ckpt.name, **rec}
+        out_lines.append(json.dumps(rec))
+        cmp = {"step": state["step"], "checkpoint": ckpt.name, "logged": state["step"] in logged}
+        if cmp["logged"]:
+            cmp["max_abs_diff"], cmp["where"] = max_difference(rec, logged[state["step"]])
+        results.append(cmp)
+        log(f"{ckpt.name}: n_layer {model.depth}, probe CE {rec.get('probe_ce', float('nan')):.4f}, "
+            + (f"max |recomputed − logged| {cmp['max_abs_diff']:.3g}" if cmp["logged"] else "no logged record at this step"))
+    tmp = run_dir / "diagnostics-recomputed.jsonl.tmp"
+    tmp.write_text("".join(line + "\n" for line in out_lines))
+    tmp.replace(run_dir / "diagnostics-recomputed.jsonl")
+    return results
+

@@ -1,0 +1,171 @@
+"""The run directory (DESIGN.md §4): creating or reopening it, and the event logs written into it.
+
+    config.yaml        the fully resolved config (vocabulary size and matched budgets filled in)
+    metrics.jsonl      one object per event: step, tokens, compute counters, n_layer, stage, event, metrics
+    diagnostics.jsonl  one object per diagnostics point (diagnostics.py)
+    checkpoints/       step_XXXXXXXX/ directories, written atomically (checkpoint.py)
+    summary.json       final metrics, compute totals, one entry per stage, vocabulary and init records
+    tensorboard/       with train.loggers=[tensorboard]: a mirror of metrics.jsonl
+
+A run directory holds one run: reopening it with a different config (other than where it runs,
+`RESUME_MAY_DIFFER`) is an error. Only rank 0 writes here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+from normgrow.config import RunConfig, load_config, save_config, to_dict
+from normgrow.errors import ConfigError
+
+# Keys allowed to differ when resuming a run directory (they do not change what is computed).
+RESUME_MAY_DIFFER = ("train.device", "train.threads")
+
+
+def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two config dicts."""
+    keys = []
+    for k in sorted(set(a) | set(b)):
+        key = f"{prefix}{k}"
+        if isinstance(a.get(k), dict) and isinstance(b.get(k), dict):
+            keys += config_differences(a[k], b[k], key + ".")
+        elif a.get(k) != b.get(k):
+            keys.append(key)
+    return keys
+
+
+def check_same_run(out: Path, cfg: RunConfig) -> None:
+    """Raise unless the run directory's saved config is `cfg` (up to RESUME_MAY_DIFFER)."""
+    old = load_config(str(out / "config.yaml"))
+    differ = [k for k in config_differences(to_dict(old), to_dict(cfg)) if k not in RESUME_MAY_DIFFER]
+    if differ:
+        raise ConfigError(f"{out}: holds a run with a different config ({', '.join(differ[:3])}"
+                          f"{' …' if len(differ) > 3 else ''}); choose another output directory")
+
+
+def open_run_dir(out: Path, cfg: RunConfig) -> bool:
+    """Create the run directory, or check that an existing one holds the same run. True = resume."""
+    saved = out / "config.yaml"
+    if saved.is_file():
+        check_same_run(out, cfg)
+        return True
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"{out}: cannot write the run directory ({e.strerror})") from None
+    save_config(cfg, saved)
+    return False
+
+
+def truncate_jsonl(path: Path, n_lines: int) -> None:
+    """Keep the first `n_lines` events: those written before the checkpoint being resumed."""
+    if not path.is_file():
+        return
+    kept = path.read_text().splitlines()[:n_lines]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj) -> None:
+    """Write a JSON file atomically (temp file, then rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
+
+
+def check_loggers(cfg: RunConfig) -> None:
+    """The packages train.loggers needs, checked before the run directory is created."""
+    for name in cfg.train.loggers:
+        if importlib.util.find_spec(LOGGER_PACKAGES[name]) is None:
+            raise ConfigError(f"train.loggers: '{name}' needs the {LOGGER_PACKAGES[name]} package "
+                              f"(pip install {LOGGER_PACKAGES[name]}, or pip install -e .[loggers])")
+
+
+def wandb_run_id(out: Path) -> str:
+    """One W&B run per run directory, the same across resumes: its name plus a hash of its absolute path
+    (the arms of two studies share names such as post-grow-s0 and must not resume each other's W&B run)."""
+    path = str(Path(out).resolve())
+    return f"{Path(path).name}-{hashlib.sha256(path.encode()).hexdigest()[:8]}"
+
+
+def _numeric(record: dict) -> dict:
+    """The metrics of an event (keys such as train/loss, val/ce, grow/max_dlogit) that a dashboard plots."""
+    return {k: v for k, v in record.items() if "/" in k and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class MetricsWriter:
+    """Appends events to metrics.jsonl (rank 0), mirrored to TensorBoard / W&B when configured.
+
+    The optional sinks are imported here, not at the top of the module: they are optional extras
+    whose presence `check_loggers` verified before the run directory was created."""
+
+    def __init__(self, out: Path, cfg: RunConfig, enabled: bool):
+        self.path, self.enabled = out / "metrics.jsonl", enabled
+        self.lines = len(self.path.read_text().splitlines()) if enabled and self.path.is_file() else 0
+        self.tb = self.wandb = None
+        if not enabled:
+            return
+        if "tensorboard" in cfg.train.loggers:
+            from torch.utils.tensorboard import SummaryWriter
+            # rebuilt from metrics.jsonl each time the run (re)starts, so that after a resume it holds exactly
+            # the events of metrics.jsonl: none of those a killed attempt wrote after its last checkpoint
+            shutil.rmtree(out / "tensorboard", ignore_errors=True)
+            self.tb = SummaryWriter(str(out / "tensorboard"))
+            if self.path.is_file():
+                for line in self.path.read_text().splitlines():
+                    self._to_tensorboard(json.loads(line))
+        if "wandb" in cfg.train.loggers:
+            import wandb
+            os.environ.setdefault("WANDB_MODE", "offline")  # offline-safe unless the user opts in
+            self.wandb = wandb.init(project="normgrow", name=cfg.name or out.name, dir=str(out),
+                                    config=to_dict(cfg), resume="allow", id=wandb_run_id(out))
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        append_jsonl(self.path, record)
+        self.lines += 1
+        if self.tb is not None:
+            self._to_tensorboard(record)
+        if self.wandb is not None:
+            self.wandb.log({**_numeric(record), "tokens": record["tokens"]}, step=record["step"])
+
+    def _to_tensorboard(self, record: dict) -> None:
+        for k, v in _numeric(record).items():
+            self.tb.add_scalar(k, v, record["tokens"])
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    """A run's summary.json, or None if it has none (or an unreadable one)."""
+    try:
+        return json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The events of a metrics.jsonl / diagnostics.jsonl (empty if there is none)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []

@@ -1,0 +1,162 @@
+"""The extension points, used from this file only (no edit to the package): a placement, a growth operator,
+a diagnostic and a launcher registered here train a tiny grow run and a micro study; a package's entry point
+registers a placement for the command line."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import normgrow
+from conftest import tiny_cfg
+from normgrow import checkpoint
+from normgrow.config import ModelConfig
+from normgrow.curriculum import GROWTH, plan_stages
+from normgrow.diagnostics import DIAGNOSTICS
+from normgrow.launch import LAUNCHERS, inline
+from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
+from normgrow.pipeline import run
+from normgrow.study import load_study, run_study
+
+QUIET = dict(log=lambda *_: None, progress=False)
+
+
+class ParallelBlock(normgrow.Block):
+    """parallel residual (GPT-J): h = h + Attn(N1(h)) + MLP(N2(h)), with one extra gain on the MLP branch."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.mlp_scale = torch.nn.Parameter(torch.ones(cfg.d_model))
+
+    def forward(self, h, cos, sin):
+        return h + self.self_attn(self.input_layernorm(h), cos, sin)[0] + self.mlp_scale * self.mlp(
+            self.post_attention_layernorm(h))
+
+    def attention_input(self, h):
+        return self.input_layernorm(h)
+
+
+class Middle(normgrow.GrowthOperator):
+    """Inserts the new blocks in the middle of the trained prefix (above its lower half)."""
+
+    def new_blocks(self, prefix, depth):
+        return list(range(prefix // 2, prefix // 2 + depth - prefix))
+
+
+def embed_rms(obs):
+    return {"toy/embed_rms": obs.residuals[0].pow(2).mean().sqrt().item()}
+
+
+LAUNCHED = []
+
+
+def recording_launcher(jobs, options, out, progress):
+    LAUNCHED.extend(j.name for j in jobs)
+    return inline(jobs, options, out, progress)
+
+
+@pytest.fixture
+def extensions():
+    normgrow.register_placement("parallel", ParallelBlock)
+    normgrow.register_growth("middle", Middle())
+    normgrow.register_diagnostic("toy", embed_rms)
+    normgrow.register_launcher("recording", recording_launcher)
+    yield
+    for registry, name in ((PLACEMENTS, "parallel"), (GROWTH, "middle"), (DIAGNOSTICS, "toy"),
+                           (LAUNCHERS, "recording")):
+        registry.unregister(name)
+
+
+def test_a_registered_placement_builds_counts_and_follows_its_equation(extensions):
+    cfg = ModelConfig(norm="parallel", n_layer=2, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=50)
+    model = Student(cfg).eval()
+    block = model.layers[0]
+    assert isinstance(block, ParallelBlock)
+    h = torch.randn(2, 5, 32)
+    cos, sin = model.rotary(5, h.device)
+    with torch.no_grad():
+        block.mlp_scale.fill_(0.5)
+        attn = block.self_attn(block.input_layernorm(h), cos, sin)[0]
+        mlp = block.mlp(block.post_attention_layernorm(h))
+        torch.testing.assert_close(block(h, cos, sin), h + attn + 0.5 * mlp)
+    # FLOP accounting counts what the placement builds (its extra gain included)
+    assert block_parameters(cfg, 0) == sum(p.numel() for p in block.parameters())
+    assert count_parameters(model)["per_block"] == block_parameters(cfg, 0)
+
+
+def test_a_registered_growth_operator_decides_positions_boundaries_and_freezing(extensions, tiny_cache, tmp_path):
+    stages = ("curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560, train: new}]")
+    cfg = tiny_cfg(tiny_cache, stages, "model.norm=parallel", "curriculum.growth=middle", "train.weight_decay=0.5",
+                   "train.checkpoint_every_tokens=2560")
+    plans = plan_stages(cfg)
+    assert plans[1].growth.new_blocks == (1,) and plans[1].growth.boundaries == (1,) and plans[1].train_blocks == (1,)
+    summary = run(cfg, tmp_path / "run", **QUIET)
+    growth = summary["stages"][1]["growth"]
+    assert growth["grow/operator"] == "middle" and growth["grow/new_blocks"] == [1] and growth["grow/boundaries"] == [1]
+    # zero init: the parallel block's branches output 0, so inserting it mid-stack preserves the function
+    assert growth["grow/logit_max_abs_diff"] == 0.0
+    (w1, _, _, _), (w2, _, _, _) = (checkpoint.load(c) for c in checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")[-2:])
+    # the old top block moved from index 1 to 2 unchanged (frozen), the new block 1 trained
+    assert torch.equal(w1["layers.1.mlp.up_proj.weight"], w2["layers.2.mlp.up_proj.weight"])
+    assert torch.equal(w1["layers.0.self_attn.q_proj.weight"], w2["layers.0.self_attn.q_proj.weight"])
+    assert not torch.equal(w2["layers.1.self_attn.o_proj.weight"], torch.zeros_like(w2["layers.1.self_attn.o_proj.weight"]))
+    assert summary["boundaries"][0]["boundary"] == 1
+    # compute accounting from the placement's own parameter count
+    assert summary["compute"]["trainable_layer_tokens"] == 2560 * 2 + 2560 * 1
+
+
+def test_a_registered_diagnostic_and_launcher_reach_diagnostics_jsonl_and_the_report(extensions, tiny_cache, tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"""name: ext
+base: tiny
+overrides: [data.cache_dir={tiny_cache}, model.n_layer=2, curriculum.growth=middle,
+            "curriculum.stages=[{{n_layer: 1, tokens: 1280}}, {{n_layer: 2, tokens: 1280}}]"]
+seeds: [0]
+arms:
+  parallel: {{overrides: [model.norm=parallel]}}
+  pre: {{overrides: [model.norm=pre]}}
+launcher: {{kind: recording}}
+""")
+    LAUNCHED.clear()
+    report = run_study(load_study(str(spec)), tmp_path / "study", **QUIET)
+    assert sorted(LAUNCHED) == ["parallel-s0", "pre-s0"]
+    text = report.read_text()
+    values = {}
+    for arm in ("parallel", "pre"):
+        recs = [json.loads(line) for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl")
+                .read_text().splitlines()]
+        assert all("toy/embed_rms" in r for r in recs)
+        values[arm] = [r for r in recs if r["event"] == "stage_end"][-1]["toy/embed_rms"]
+        assert math.isfinite(values[arm]) and values[arm] > 0
+    assert f"| toy/embed_rms | {values['parallel']:.4f} | {values['pre']:.4f} |" in text
+
+
+def test_an_entry_point_registers_a_placement_for_the_command_line(tiny_cache, tmp_path):
+    pkg = tmp_path / "site"
+    pkg.mkdir()
+    (pkg / "toyext.py").write_text("""import normgrow
+from normgrow.model import PreNormBlock
+
+class Halved(PreNormBlock):
+    def forward(self, h, cos, sin):
+        return 0.5 * (h + super().forward(h, cos, sin))
+
+normgrow.register_placement("halved", Halved)
+""")
+    dist = pkg / "toyext-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toyext\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[normgrow.extensions]\ntoy = toyext\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(pkg)}
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "normgrow.cli", "run", "tiny", "-o", str(out),
+                           f"data.cache_dir={tiny_cache}", "model.norm=halved", "--no-progress"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((out / "summary.json").read_text())["val/ce"] > 0
+    bare = subprocess.run([sys.executable, "-m", "normgrow.cli", "config", "tiny", "model.norm=halved"],
+                          capture_output=True, text=True)
+    assert bare.returncode == 2 and "unknown placement 'halved'" in bare.stderr
