@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.normgrow-installed
 
-.PHONY: setup demo test test-slow bench clean-venv
+.PHONY: setup demo test test-slow lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
+
+lint: setup
+	$(BIN)/ruff check normgrow tests benchmarks
 
 bench: setup
 	$(BIN)/python benchmarks/bench_model.py

@@ -66,8 +66,3 @@ def broadcast_object(obj, src: int = 0):
     box = [obj]
     tdist.broadcast_object_list(box, src=src)
     return box[0]
-
-
-def teardown() -> None:
-    if tdist.is_initialized():
-        tdist.destroy_process_group()

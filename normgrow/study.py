@@ -115,6 +115,12 @@ def load_study(name_or_path: Optional[str] = None, overrides: list[str] = ()) ->
     study = load_structured(StudyConfig, [(str(path), read_yaml(path))], study_over)
     study = dataclasses.replace(study, overrides=list(study.overrides) + run_over)
     validate_study(study)
+    for item in run_over:
+        key, _, value = item.partition("=")
+        registry.check(key, value.strip())  # an unknown placement, growth operator, … fails here, once
+        if all(any(o.partition("=")[0] == key for o in arm.overrides) for arm in study.arms.values()):
+            raise ConfigError(f"override '{item}': every arm of the study sets {key} itself, so this override "
+                              "would change nothing (override the arms instead, e.g. arms.<name>.overrides=[…])")
     return study
 
 

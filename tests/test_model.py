@@ -171,3 +171,17 @@ def test_attention_weights_match_sdpa_output():
     torch.testing.assert_close(y_fast, y_slow, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(w.sum(-1), torch.ones(2, cfg.n_head, 10))
     assert torch.all(w.triu(1) == 0)
+
+
+@pytest.mark.parametrize("norms", [["pre"] * 3, ["post"] * 3, ["sandwich"] * 3, ["post", "pre", "sandwich"]])
+def test_block_parameter_counts_used_for_flops_are_the_built_blocks(norms):
+    """curriculum's FLOP estimate counts block parameters through block_parameters: tie it to real modules."""
+    from normgrow.model import PostNormBlock, PreNormBlock, SandwichBlock, block_parameters
+
+    cfg = tiny(block_norms=norms)
+    model = Student(cfg)
+    classes = {"pre": PreNormBlock, "post": PostNormBlock, "sandwich": SandwichBlock}
+    for i, (name, block) in enumerate(zip(norms, model.layers)):
+        assert type(block) is classes[name]
+        assert block_parameters(cfg, i) == sum(p.numel() for p in block.parameters())
+    assert count_parameters(model)["blocks"] == sum(block_parameters(cfg, i) for i in range(3))

@@ -154,7 +154,8 @@ def test_every_study_preset_loads_and_validates():
 
 @pytest.mark.parametrize("over,needle", [(["seeds=[]"], "seeds"), (["launcher.parallel=0"], "launcher.parallel"),
                                          (["arms.post-matched.match=nobody"], "arms.post-matched.match"),
-                                         (["model.norm=diagonal"], "model.norm")])
+                                         (["model.norm=diagonal"], "model.norm"),
+                                         (["model.norm=post"], "every arm of the study sets model.norm")])
 def test_bad_study_input_is_one_line(tmp_path, over, needle):
     proc = cli("study", "default", "-o", tmp_path / "s", *over, check=False)
     assert proc.returncode == 2
