@@ -29,11 +29,36 @@ def tiny_cfg(cache, *overrides):
     return load_config("tiny", [f"data.cache_dir={cache}", *overrides])
 
 
-def cli(*args, check=True, **kw) -> subprocess.CompletedProcess:
-    """Run the real console entry point in a subprocess."""
+def cli_process(*args, check=True, **kw) -> subprocess.CompletedProcess:
+    """Run the real console entry point in a fresh interpreter (what a user's shell does)."""
     proc = subprocess.run([sys.executable, "-m", "normgrow.cli", *map(str, args)], capture_output=True, text=True, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"normgrow {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def cli(*args, check=True) -> subprocess.CompletedProcess:
+    """The command line's `main` in this process, its output captured: the same code path as the console
+    script without the ≈ 8 s interpreter start-up (torch and transformers imports) of a fresh process.
+    Tests that need a real process (kill, torchrun, entry points, a fresh interpreter) use cli_process."""
+    import contextlib
+    import io
+
+    import torch
+
+    from normgrow.cli import main
+
+    out, err, threads = io.StringIO(), io.StringIO(), torch.get_num_threads()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as e:  # argparse usage errors
+            rc = e.code if isinstance(e.code, int) else 2
+        finally:
+            torch.set_num_threads(threads)  # a run's train.threads must not leak into later tests
+    proc = subprocess.CompletedProcess(["normgrow", *map(str, args)], rc, out.getvalue(), err.getvalue())
+    if check and rc != 0:
+        raise AssertionError(f"normgrow {' '.join(map(str, args))} failed ({rc}):\n{proc.stderr[-3000:]}")
     return proc
 
 

@@ -2,14 +2,14 @@
 
 import json
 
-from conftest import cli
+from conftest import cli, cli_process
 from normgrow import __version__
 from normgrow.config import load_config
 from normgrow.model import Student, count_parameters
 
 
 def test_version_and_help():
-    assert cli("--version").stdout.strip() == f"normgrow {__version__}"
+    assert cli_process("--version").stdout.strip() == f"normgrow {__version__}"  # the installed console entry
     helptext = cli("--help").stdout
     for verb in ("study", "run", "report", "export", "diagnose", "teacher", "prepare", "model", "config"):
         assert verb in helptext

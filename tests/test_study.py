@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import cli
+from conftest import cli, cli_process
 from normgrow.study import load_study, study_preset_names
 
 T95_DF1 = 12.706  # two-sided 95% Student-t quantile, 1 degree of freedom (two seeds)
@@ -40,7 +40,7 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
                        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
                        extra="contrasts: {gap: [pre, post]}\nphase: [pre, post]\n")
     out = tmp_path / "study"
-    proc = cli("study", spec, "-o", out, "--no-progress")
+    proc = cli_process("study", spec, "-o", out, "--no-progress")  # the console script, end to end
     assert f"report: {out / 'report.md'}" in proc.stdout
     rows = results(out)
     assert sorted((r["arm"], r["seed"]) for r in rows) == [("post", "0"), ("post", "1"), ("pre", "0"), ("pre", "1")]
@@ -168,11 +168,12 @@ def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
     # k = 6: no other test builds this cache, so this study must build it
     small = "data.max_documents=12, data.val_fraction=0.2, data.probe_sequences=2, teacher.cache=true, teacher.cache_k=6"
     spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"}, seeds=(0,))
+                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"}, seeds=(0,),
+                       launcher="inline")
     spec.write_text(spec.read_text().replace("overrides: [data.cache_dir", f"overrides: [{small}, data.cache_dir"))
     out = tmp_path / "study"
     proc = cli("study", spec, "-o", out, "--no-progress")
-    assert "teacher cache:" in proc.stdout + proc.stderr  # built by the study process, before the runs
+    assert proc.stderr.count("teacher cache:") + proc.stdout.count("teacher cache:") == 2  # built once, before the runs
     caches = [d for d in (tiny_cache / "teacher-cache").iterdir() if (d / "meta.json").is_file()]
     for row in results(out):
         s = json.loads((out / row["run_dir"] / "summary.json").read_text())

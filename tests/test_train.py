@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import assert_same_run, cli, events, kill_and_resume, tiny_cfg
+from conftest import assert_same_run, cli, cli_process, events, kill_and_resume, tiny_cfg
 from normgrow import checkpoint
 from normgrow.config import load_config
 from normgrow.pipeline import run
@@ -20,7 +20,7 @@ from normgrow.train import lr_at
 
 def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     out = tmp_path / "run"
-    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress")
+    proc = cli_process("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress")
     assert "val/ce" in proc.stdout
     for name in ("config.yaml", "metrics.jsonl", "diagnostics.jsonl", "summary.json", "checkpoints"):
         assert (out / name).exists(), name
