@@ -68,7 +68,9 @@ class ModelConfig:
     tie_embeddings: bool = False
     """Share the token embedding matrix with the LM head."""
     init_std: float = 0.02
-    """Std of the normal init of embeddings and linear weights."""
+    """Std of the normal init of linear weights (and of the token embedding unless embed_init_std is set)."""
+    embed_init_std: Optional[float] = None
+    """Std of the normal init of the token embedding; null = init_std. Larger keeps a pre-norm stream from being swamped by block 0's update (see README)."""
     init_embeddings: Literal["random", "teacher"] = "random"
     """Token embeddings and LM head: random, or copied from the teacher (needs equal widths)."""
     init_depth: Optional[int] = None
@@ -103,6 +105,8 @@ class DataConfig:
     """Validation tokens evaluated at every eval (a fixed prefix of the validation split)."""
     probe_sequences: int = 16
     """Sequences in the fixed diagnostics probe batch (each starts at a document start)."""
+    select_tokens: int = 0
+    """Tokens of the model-selection set (val-split documents after the validation set's), evaluated at the end; 0 = none."""
     cache_dir: Optional[str] = None
     """Where tokenizers and token shards are cached; null = $NORMGROW_CACHE or ~/.cache/normgrow."""
 
@@ -402,6 +406,8 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
     need(resolved_head_dim(m) % 2 == 0, "model.head_dim", f"must be even for rotary embeddings, got {resolved_head_dim(m)}")
     need(m.norm_eps > 0, "model.norm_eps", f"must be positive, got {m.norm_eps}")
     need(m.init_std > 0, "model.init_std", f"must be positive, got {m.init_std}")
+    need(m.embed_init_std is None or m.embed_init_std > 0, "model.embed_init_std",
+         f"must be positive, got {m.embed_init_std}")
     need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
     registry.check("model.norm", m.norm)
     need(not m.block_norms or len(m.block_norms) == m.n_layer, "model.block_norms",
@@ -422,6 +428,7 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     d = cfg.data
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):
         need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
+    need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")
     need(d.vocab_size >= 260, "data.vocab_size", f"a byte-level BPE needs at least 260 entries, got {d.vocab_size}")
     need(0 < d.val_fraction < 1, "data.val_fraction", f"must be in (0, 1), got {d.val_fraction}")
     need(d.max_documents is None or d.max_documents > 1, "data.max_documents", f"must be at least 2, got {d.max_documents}")

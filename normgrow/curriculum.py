@@ -160,6 +160,7 @@ class StagePlan:
     train_blocks: tuple[int, ...]
     placements: tuple[str, ...]  # placement of each block held during the stage, bottom to top
     growth: Optional[GrowthEvent]  # the event that opens the stage (None for the first)
+    provenance: tuple[str, ...]  # where each block came from: "initial" or "appended at stage k (<init> init)"
 
 
 def tokens_per_step(cfg: RunConfig) -> int:
@@ -180,14 +181,16 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
         steps = max(1, round(budget / per_step))
         if i == 0:
             event, placements = None, [placement_of(cfg.model, b) for b in range(s.n_layer)]
-            new = range(s.n_layer)
+            provenance, new = ["initial"] * s.n_layer, range(s.n_layer)
         else:
             event, placements = op.event(plans[-1].n_layer, s.n_layer), list(plans[-1].placements)
+            provenance = list(plans[-1].provenance)
             for position in event.new_blocks:
                 placements.insert(position, placement_of(cfg.model, position))
+                provenance.insert(position, f"appended at stage {i} ({cfg.curriculum.growth_init} init)")
             new = event.new_blocks
         plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, tuple(parse_train_blocks(s.train, s.n_layer, new)),
-                               tuple(placements), event))
+                               tuple(placements), event, tuple(provenance)))
     return plans
 
 
@@ -265,11 +268,13 @@ def reference_totals(ref: str, vocab_size: int) -> tuple[dict, str]:
 
 
 def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
-    """Scale every stage's budget so the run's total of `match_by` equals the reference's.
+    """Scale the stage budgets so the run's total of `match_by` equals the reference's — up or down.
 
-    Stage proportions are kept; budgets become explicit token counts (written into the resolved
-    config), rounded to whole steps by plan_stages, so a matched joint run lands within half a step
-    of the target. Returns the new config and a record for the summary.
+    Stage proportions are kept; budgets become explicit token counts in whole steps (written into the
+    resolved config). Every stage but the last is rounded to whole steps, and the last takes what is
+    left of the target, so the run lands within half a step (of the last stage) of the target in any
+    direction. Returns the new config and a record for the summary: the target, the planned total,
+    the arm's own total before matching and the scale between them (> 1: matched upward).
     """
     c = cfg.curriculum
     if c.match_budget is None:
@@ -278,13 +283,17 @@ def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     target_totals, source = reference_totals(c.match_budget, cfg.model.vocab_size)
     target = target_totals[by]
     per_step = tokens_per_step(cfg)
+    plans = plan_stages(cfg)
     # tokens of each stage and the cost of one of its tokens in the matched unit
     per_stage = [(s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer, step_cost(cfg, p)[by] / per_step)
-                 for s, p in zip(c.stages, plan_stages(cfg))]
+                 for s, p in zip(c.stages, plans)]
     current = sum(t * u for t, u in per_stage)
     scale = target / current
-    stages = [dataclasses.replace(s, tokens=int(round(t * scale)), active_layer_tokens=0)
-              for s, (t, _) in zip(c.stages, per_stage)]
+    steps = [max(1, round(t * scale / per_step)) for t, _ in per_stage[:-1]]
+    spent = sum(n * per_step * u for n, (_, u) in zip(steps, per_stage))
+    steps.append(max(1, round((target - spent) / (per_stage[-1][1] * per_step))))
+    stages = [dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps)]
     new = dataclasses.replace(cfg, curriculum=dataclasses.replace(c, stages=stages))
     got = planned_totals(new)[by]
-    return new, {"reference": c.match_budget, "source": source, "by": by, "target": target, "planned": got}
+    return new, {"reference": c.match_budget, "source": source, "by": by, "target": target, "planned": got,
+                 "unmatched": planned_totals(cfg, plans)[by], "scale": scale}

@@ -605,6 +605,22 @@ def val_sequences(prepared: Prepared, seq_len: int, val_tokens: int) -> torch.Te
     return _rows(prepared.val, np.arange(n) * seq_len, seq_len + 1)
 
 
+def select_sequences(prepared: Prepared, seq_len: int, val_tokens: int, select_tokens: int) -> torch.Tensor:
+    """The model-selection set (an LR sweep picks its learning rate on it): ceil(select_tokens / seq_len)
+    sequences of the val split that start at the first document after the validation set, so no
+    selection token is ever a reported validation token, nor seen in training."""
+    n_val = min(math.ceil(val_tokens / seq_len), n_sequences(prepared.val, seq_len))
+    after = prepared.val_docs[prepared.val_docs >= n_val * seq_len + 1]
+    start = int(after[0]) if len(after) else len(prepared.val)
+    n = math.ceil(select_tokens / seq_len)
+    have = max(len(prepared.val) - start - 1, 0) // seq_len
+    if have < n:
+        raise DataError(f"data.select_tokens: the validation split holds {have * seq_len:,} tokens after the "
+                        f"validation set's documents, fewer than {select_tokens:,} (lower data.select_tokens or "
+                        "data.val_tokens, or raise data.val_fraction)")
+    return _rows(prepared.val, start + np.arange(n) * seq_len, seq_len + 1)
+
+
 def probe_batch(prepared: Prepared, n: int, seq_len: int) -> tuple[torch.Tensor, dict[str, int]]:
     """n val sequences (n, T+1) that each start at a document start, so position 0 is always BOS, and the
     count of input positions per token class (plus "first" = n, the position-0 tokens).

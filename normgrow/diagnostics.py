@@ -9,8 +9,9 @@ in diagnostics.jsonl and the study report without any other change. The built-in
 
 - `residual`: `residual_rms[i]`, `max_abs[i]` for i = 0 … depth: the residual stream entering
   block 0 (the embeddings, i = 0) and leaving block i−1 (i ≥ 1), per token class — `all`, `bos`,
-  `whitespace`, `punct`, `content`, `structural` (= bos ∪ whitespace ∪ punct) and `first`
-  (position 0 of every sequence, where attention sinks and massive activations form).
+  `whitespace`, `punct`, `content`, `structural` (= bos ∪ whitespace ∪ punct), every one of them
+  *excluding position 0*, and `first` (position 0 of every sequence alone: the BOS there is where
+  attention sinks and massive activations form, so it would otherwise pass for structural drift).
   RMS over positions p of a class: sqrt(mean_p mean_c h[p, c]²); max_abs: max_p,c |h[p, c]|.
   `struct_content_ratio[i]` = residual_rms[i].structural / residual_rms[i].content.
 - `identity`: for each block b (input h = residual i=b, output B(h) = residual i=b+1), averaged
@@ -21,6 +22,15 @@ in diagnostics.jsonl and the study report without any other change. The built-in
   attention weights, computed only here).
 - `skip_ce` (when `diagnostics.skip_ce`): `probe_ce` and `skip_ce_delta[b]` = probe CE with block b
   skipped − probe CE of the full model (CE against the teacher, or NLL without a teacher).
+- `collapse`: for each residual index i, over the probe positions except position 0,
+  `collapse_share[i]` = ‖mean_p h_p‖² / mean_p ‖h_p‖², the share of the stream's energy in the
+  direction every token shares (1: all tokens equal; ≈ 1/N for N orthogonal tokens), and
+  `collapse_cos[i]` = the mean cosine between two different positions. A collapsed stream feeds
+  every later block nearly the same normalized input (README: the fair-regime choice).
+- `branch`: `branch_update[b]` = mean_p sqrt(‖A_p‖² + ‖M_p‖²) / ‖h_p‖, the size of what block b's
+  attention and MLP branches output relative to the stream entering it (position 0 excluded). It
+  does not depend on where the norms sit, unlike the stream's RMS (a post-norm stream is a norm's
+  output, its RMS the gains by construction).
 
 The *boundaries* of a growth event are residual indices (the input of each run of inserted blocks;
 the growth operator says which, curriculum.py); `boundary_summary` reads these records there.
@@ -58,11 +68,11 @@ def make_probe(rows: torch.Tensor, token_classes: np.ndarray, teacher=None, devi
     """rows (n, T+1) from data.probe_batch; token_classes the per-id class index array."""
     x, y = rows[:, :-1].to(device), rows[:, 1:].to(device)
     cls = torch.as_tensor(token_classes, device=device)[x]  # (n, T) class index per position
-    masks = {name: cls == i for i, name in enumerate(TOKEN_CLASSES)}
-    masks["structural"] = masks["bos"] | masks["whitespace"] | masks["punct"]
-    masks["all"] = torch.ones_like(masks["content"])
-    first = torch.zeros_like(masks["content"])
+    first = torch.zeros_like(cls, dtype=torch.bool)
     first[:, 0] = True
+    masks = {name: (cls == i) & ~first for i, name in enumerate(TOKEN_CLASSES)}  # position 0 is reported alone
+    masks["structural"] = masks["bos"] | masks["whitespace"] | masks["punct"]
+    masks["all"] = ~first
     masks["first"] = first
     counts = {name: int(m.sum()) for name, m in masks.items()}
     chunks = teacher.chunks(x) if teacher is not None else None
@@ -159,10 +169,42 @@ def skip_ce(obs: Observation) -> dict:
     return {"probe_ce": full, "skip_ce_delta": deltas}
 
 
+def collapse(obs: Observation) -> dict:
+    keep = ~obs.probe.masks["first"]
+    share, cos = [], []
+    for h in obs.residuals:
+        x = h.float()[keep]  # (N, C), position 0 excluded
+        share.append((x.mean(0).pow(2).sum() / x.pow(2).sum(-1).mean().clamp_min(1e-30)).item())
+        u = torch.nn.functional.normalize(x, dim=-1)
+        n = u.shape[0]
+        cos.append(((u.sum(0).pow(2).sum() - u.pow(2).sum()) / max(n * (n - 1), 1)).item())  # mean over p ≠ q
+    return {"collapse_share": share, "collapse_cos": cos}
+
+
+def branch(obs: Observation) -> dict:
+    keep = ~obs.probe.masks["first"]
+    ratios = []
+    for b, block in enumerate(obs.model.layers):
+        outs: list[torch.Tensor] = []
+        hooks = [block.self_attn.register_forward_hook(lambda m, i, o: outs.append(o[0])),
+                 block.mlp.register_forward_hook(lambda m, i, o: outs.append(o))]
+        try:
+            block(obs.residuals[b], obs.cos, obs.sin)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        update = sum(o.float().pow(2).sum(-1) for o in outs).sqrt()  # (n, T)
+        ratio = update / obs.residuals[b].float().norm(dim=-1).clamp_min(1e-12)
+        ratios.append(ratio[keep].mean().item())
+    return {"branch_update": ratios}
+
+
 register_diagnostic("residual", residual)
 register_diagnostic("identity", identity)
 register_diagnostic("sinks", sinks)
 register_diagnostic("skip_ce", skip_ce)
+register_diagnostic("collapse", collapse)
+register_diagnostic("branch", branch)
 
 
 @torch.no_grad()
@@ -186,35 +228,40 @@ def diagnose(model: Student, probe: Probe, settings: DiagnosticsConfig = Diagnos
 
 
 def boundary_summary(records: list[dict], stages: list[dict]) -> list[dict]:
-    """Per growth event and boundary: the boundary residual at the event (end of the previous stage)
-    and at the end of the stage that follows, per token class, and the identity-ness of the trained
-    block just below it before growth. `records` are diagnostics.jsonl's, `stages` the summary's
-    (their growth records name the boundaries)."""
+    """Per growth event and boundary: the boundary residual at the event (end of the previous stage) and
+    at the end of the stage that follows, per token class; the pre-final-norm hidden scale at both; the
+    identity-ness and provenance of the trained block just below the boundary before growth; and the
+    update ratio of the first inserted block at the end of its stage. `records` are diagnostics.jsonl's,
+    `stages` the summary's (their growth records name the boundaries)."""
     ends = {r["stage"]: r for r in records if r["event"] == "stage_end"}
     out = []
     for k in sorted(ends):
-        if k + 1 not in ends:
+        if k + 1 not in ends or k + 1 >= len(stages):
             continue
-        before, after = ends[k], ends[k + 1]
-        growth = stages[k + 1].get("growth") if k + 1 < len(stages) else None
-        bounds = (growth or {}).get("grow/boundaries", [before["n_layer"]])
-        for b in bounds:
-            out.append(_boundary_entry(k + 1, b, before, after))
+        growth = stages[k + 1].get("growth") or {}
+        for b in growth.get("grow/boundaries", [ends[k]["n_layer"]]):
+            entry = _boundary_entry(k + 1, b, ends[k], ends[k + 1])
+            if "last_prefix_block" in entry and "provenance" in stages[k]:
+                entry["last_prefix_block"]["provenance"] = stages[k]["provenance"][b - 1]
+            out.append(entry)
     return out
 
 
 def _boundary_entry(stage: int, b: int, before: dict, after: dict) -> dict:
-    def pick(r: dict) -> dict:
-        return {c: r["residual_rms"][b][c] for c in ("all", "structural", "content", "bos", "first")}
+    def pick(r: dict, i: int) -> dict:
+        return {c: r["residual_rms"][i][c] for c in ("all", "structural", "content", "bos", "first")}
 
-    if "residual_rms" not in before:  # the residual diagnostic was not selected
-        return {"stage": stage, "boundary": b}
-    entry = {"stage": stage, "boundary": b, "rms_at_growth": pick(before), "rms_end_of_next_stage": pick(after),
-             "struct_content_ratio": [before["struct_content_ratio"][b], after["struct_content_ratio"][b]]}
+    entry: dict = {"stage": stage, "boundary": b}
+    if "residual_rms" in before:
+        entry.update(rms_at_growth=pick(before, b), rms_end_of_next_stage=pick(after, b),
+                     struct_content_ratio=[before["struct_content_ratio"][b], after["struct_content_ratio"][b]],
+                     pre_final_norm_rms=[before["residual_rms"][-1]["all"], after["residual_rms"][-1]["all"]])
     if "rel_update" in before:
         entry["last_prefix_block"] = {"index": b - 1, "rel_update": before["rel_update"][b - 1],
                                       "cos": before["cos"][b - 1],
                                       "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b)[b - 1]}
+    if "branch_update" in after:
+        entry["first_new_block"] = {"index": b, "branch_update_end": after["branch_update"][b]}
     return entry
 
 

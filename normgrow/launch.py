@@ -59,14 +59,20 @@ class Job:
     config_path: Path
     run_dir: Path
     log_path: Path
+    lr: Optional[float] = None  # set for the jobs of an arm's learning-rate sweep
 
     @property
     def name(self) -> str:
-        return f"{self.arm}-s{self.seed}"
+        return job_name(self.arm, self.seed, self.lr)
 
     @property
     def finished(self) -> bool:
         return (self.run_dir / "summary.json").is_file()
+
+
+def job_name(arm: str, seed: int, lr: Optional[float] = None) -> str:
+    """`<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` for a job of a learning-rate sweep."""
+    return f"{arm}-s{seed}" if lr is None else f"{arm}-lr{lr:g}-s{seed}"
 
 
 def threads_per_job(options: LauncherConfig) -> int:

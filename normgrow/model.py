@@ -17,7 +17,7 @@ Architecture (DESIGN.md §3), read top to bottom:
   `hf_config()` / `to_hf_state_dict()` give the mapping.
 
 Initialization (every constant and the depth it uses is in `init_record()`):
-- embeddings, LM head and every linear weight ~ N(0, init_std²);
+- token embedding ~ N(0, embed_init_std²) (default: init_std); LM head and every linear weight ~ N(0, init_std²);
 - residual-branch output projections (attention o_proj, MLP down_proj) ~ N(0, (init_std/√(2D))²)
   with D = `model.init_depth`, default `model.n_layer` — the *final* depth, so a block gets the
   same init whether it is trained jointly or appended later, and no constant depends on the
@@ -253,7 +253,7 @@ class Student(nn.Module):
         # a model materialized from meta tensors (transformers' from_pretrained) gets correct ones.
         self._rotary: dict = {}
         self.max_seq_len = max_seq_len
-        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=cfg.init_std)
+        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=embed_std(cfg))
         nn.init.normal_(self.lm_head.weight, mean=0.0, std=cfg.init_std)
         for block in self.layers:
             init_block(block, cfg)
@@ -303,11 +303,17 @@ class Student(nn.Module):
         depth = self.cfg.init_depth or self.cfg.n_layer
         return {
             "init_std": self.cfg.init_std,
+            "embed_init_std": embed_std(self.cfg),
             "residual_out_std": self.cfg.init_std / math.sqrt(2 * depth),
             "residual_out_depth": depth,
             "residual_out_depth_source": "model.init_depth" if self.cfg.init_depth else "model.n_layer (final depth)",
             "norm_gain": 1.0,
         }
+
+
+def embed_std(cfg: ModelConfig) -> float:
+    """Std of the token-embedding init (model.embed_init_std, else init_std)."""
+    return cfg.embed_init_std if cfg.embed_init_std is not None else cfg.init_std
 
 
 def init_block(block: Block, cfg: ModelConfig) -> None:

@@ -1,9 +1,9 @@
-"""Figures and the study report, built only from what run and study directories hold on disk.
+"""Figures, built only from what run and study directories hold on disk.
 
 `plot_runs(run_dirs, out_dir)` draws one set of figures for any number of runs — one run (the
 figures `normgrow run` leaves in its run directory) or several side by side (pre vs post in a
-study): the same axes, one colour per run, stage boundaries marked. `write_report` turns a
-study's results rows and statistics (stats.py) into report.md and its figures.
+study): the same axes, one colour per run, stage boundaries marked. `study_figures` draws a
+study's (study_report.py writes the text around them).
 
     val_ce.png            val/ce against active-layer tokens, stage boundaries dashed
     boundary_rms.png      residual RMS at each growth boundary over training, per token class
@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from normgrow.config import load_config  # noqa: E402
-from normgrow.rundir import read_jsonl, read_summary  # noqa: E402
+from normgrow.rundir import read_jsonl  # noqa: E402
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 LINE_STYLES = ["-", "--", ":", "-."]
@@ -145,30 +145,42 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
     return _save(fig, out / "identity.png")
 
 
+def plot_collapse(runs: list[Path], out: Path) -> Path:
+    """Collapse of the residual stream at the end of training: the energy share of the direction all tokens
+    share, and the mean cosine between positions, per residual index (position 0 excluded)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for i, run in enumerate(runs):
+        ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end" and "collapse_share" in r]
+        if not ends:
+            continue
+        r = ends[-1]
+        xs = list(range(len(r["collapse_share"])))
+        axes[0].plot(xs, r["collapse_share"], "o-", ms=3, color=COLORS[i % 10], label=run_label(run))
+        axes[1].plot(xs, r["collapse_cos"], "o-", ms=3, color=COLORS[i % 10], label=run_label(run))
+    for ax, title in zip(axes, ("energy share of the mean direction", "mean cosine between positions")):
+        ax.set_title(title)
+        ax.set_xlabel("residual index (0 = embeddings, i = after block i−1)")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6)
+    return _save(fig, out / "collapse.png")
+
+
 def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
     """All figures for these runs into out_dir: {figure name: file}."""
     runs = [Path(r) for r in runs]
     out = Path(out_dir)
     made = {"val_ce": plot_val_ce(runs, out)}
-    if any((r / "diagnostics.jsonl").is_file() for r in runs):
+    diags = [read_jsonl(r / "diagnostics.jsonl") for r in runs]
+    if any(diags):
         made.update(boundary_rms=plot_boundary_rms(runs, out), struct_content=plot_struct_content(runs, out),
                     identity=plot_identity(runs, out))
+    if any("collapse_share" in rec for d in diags for rec in d):
+        made["collapse"] = plot_collapse(runs, out)
     return made
 
 
-# ----------------------------------------------------------------------------- study report
-
-
-def _fmt(x, nd: int = 4) -> str:
-    return "—" if x is None or x == "" else f"{float(x):.{nd}f}"
-
-
-def _ci(stat: dict, nd: int = 4) -> str:
-    if stat["mean"] is None:
-        return "—"
-    if stat["ci95"] is None:
-        return f"{stat['mean']:.{nd}f}"
-    return f"{stat['mean']:.{nd}f} ± {stat['ci95']:.{nd}f}"
+# ----------------------------------------------------------------------------- study figures
 
 
 def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
@@ -217,29 +229,6 @@ def _finished(rows: list[dict], arm: str) -> list[dict]:
     return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
 
 
-def final_diagnostics(run_dir: Path) -> dict[str, float]:
-    """The scalar values of a run's last end-of-stage diagnostics record (every registered diagnostic's)."""
-    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
-    if not ends:
-        return {}
-    skip = {"step", "tokens", "active_layer_tokens", "n_layer", "stage"}
-    return {k: v for k, v in ends[-1].items()
-            if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def diagnostics_table(study, rows: list[dict], study_dir: Path) -> list[str]:
-    """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
-    cols = {arm: final_diagnostics(study_dir / ok[0]["run_dir"]) for arm in study.arms if (ok := _finished(rows, arm))}
-    keys = sorted({k for v in cols.values() for k in v})
-    if not keys:
-        return []
-    L = ["## Diagnostics at the end of training (probe batch, lowest finished seed)", "",
-         "| diagnostic | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for k in keys:
-        L.append(f"| {k} | " + " | ".join(_fmt(cols[a].get(k)) for a in cols) + " |")
-    return L + [""]
-
-
 def study_figures(study, rows: list[dict], agg: dict, study_dir: Path) -> list[Path]:
     """The study's figures: val/ce against compute, the phase-wise gap, and the diagnostics figures of the
     diagnostics pair (or the phase arms) side by side."""
@@ -251,110 +240,5 @@ def study_figures(study, rows: list[dict], agg: dict, study_dir: Path) -> list[P
     runs = [study_dir / ok[0]["run_dir"] for arm in pair if (ok := _finished(rows, arm))]
     if runs:
         made = plot_runs(runs, plots)
-        figs += [made[k] for k in ("boundary_rms", "struct_content", "identity") if k in made]
+        figs += [made[k] for k in ("boundary_rms", "struct_content", "identity", "collapse") if k in made]
     return figs
-
-
-def _header(study, rows: list[dict], study_dir: Path) -> list[str]:
-    n_seeds = len(study.seeds)
-    L = [f"# Study `{study.name}`", ""]
-    L.append(f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
-             f"base preset `{study.base}`, budget scale {study.budget_scale}. Metric: final validation CE against the "
-             "teacher (`val/ce`, nats/token, full vocabulary, T=1), lower is better. Regenerate with "
-             f"`normgrow report {study_dir}`.")
-    L.append("")
-    if n_seeds < 2:
-        L += ["> One seed: no confidence intervals are available; differences below are single-run values.", ""]
-    cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
-                     for s in [read_summary(study_dir / r["run_dir"])] if s and "teacher cache" in (s.get("train_teacher") or "")})
-    if cached:
-        L += ["> **Trained from a top-k teacher cache**, not the online teacher: " + "; ".join(f"`{c}`" for c in cached)
-              + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "
-              "teacher's tail into one bucket, which shifts arms by different amounts; check the effect sizes against "
-              "online runs before quoting them.", ""]
-    failed = [r for r in rows if r["status"] != "ok"]
-    if failed:
-        L += ["**Runs that did not finish:**", ""]
-        L += [f"- `{r['arm']}` seed {r['seed']}: {r['status']} — {r['error']}" for r in failed]
-        L.append("")
-    return L
-
-
-def _arms_section(rows: list[dict], agg: dict) -> list[str]:
-    L = ["## Validation CE per arm", "", "| arm | norm | curriculum | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
-         "|---|---|---|---|---|---|---|"]
-    for arm, a in agg["arms"].items():
-        r0 = next((r for r in rows if r["arm"] == arm), None)
-        L.append(f"| {arm} | {r0['norm']} | {r0['curriculum']} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
-                 f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |")
-    return L + [""]
-
-
-def _contrasts_section(study, agg: dict) -> list[str]:
-    if not agg["contrasts"]:
-        return []
-    L = ["## Contrasts (paired over seeds, b − a; negative = b better)", "",
-         "| contrast | a | b | b − a (mean ± 95% CI) | per seed |", "|---|---|---|---|---|"]
-    for name, c in agg["contrasts"].items():
-        per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
-        L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
-    L.append("")
-    if study.gap_ratio:
-        x, y = study.gap_ratio
-        ratio = agg["gap_ratio"]
-        L += [f"|{x}| / |{y}| = **{ratio:.1f}**" if ratio is not None else f"|{x}| / |{y}|: not available", ""]
-    return L
-
-
-def _phase_section(ph: dict | None) -> list[str]:
-    if not ph:
-        return []
-    L = [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
-         f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} | leader |",
-         "|---|---|---|---|---|---|---|"]
-    for r in ph["rows"]:
-        L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} | "
-                 f"{r['leader']} |")
-    L.append("")
-    c = ph["crossover"]
-    if c:
-        L.append(f"**Crossover:** the lead passes from `{c['from']}` to `{c['to']}` at stage {c['stage']} "
-                 f"({c['n_layer']} blocks), i.e. once blocks are appended.")
-    elif ph["rows"]:
-        L.append(f"**No crossover:** `{ph['rows'][-1]['leader']}` leads at every stage end.")
-    return L + [""]
-
-
-def _compute_section(agg: dict) -> list[str]:
-    L = ["## Compute (mean over finished seeds)", "",
-         "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs |", "|---|---|---|---|---|"]
-    for arm, a in agg["arms"].items():
-        cp = a["compute"]
-        if cp["tokens"] is None:
-            L.append(f"| {arm} | — | — | — | — |")
-        else:
-            L.append(f"| {arm} | {cp['tokens']:,.0f} | {cp['active_layer_tokens']:,.0f} | "
-                     f"{cp['trainable_layer_tokens']:,.0f} | {cp['flops']:.3g} |")
-    return L + [""]
-
-
-def write_report(study, rows: list[dict], agg: dict, study_dir: Path) -> Path:
-    """report.md (self-contained text, figures linked from plots/) and the figures."""
-    study_dir = Path(study_dir)
-    figs = study_figures(study, rows, agg, study_dir)
-    L = _header(study, rows, study_dir)
-    L += _arms_section(rows, agg)
-    L += _contrasts_section(study, agg)
-    L += _phase_section(agg["phase"])
-    L += _compute_section(agg)
-    L += diagnostics_table(study, rows, study_dir)
-    L += ["## Figures", ""]
-    for f in figs:
-        L += [f"![{f.stem}](plots/{f.name})", ""]
-    L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
-          "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
-    path = study_dir / "report.md"
-    tmp = path.with_name("report.md.tmp")
-    tmp.write_text("\n".join(L) + "\n")
-    tmp.replace(path)
-    return path

@@ -2,10 +2,13 @@
 
 - Per arm: mean, sd and a 95% t-interval of the final val/ce over seeds.
 - Per contrast (a, b): the paired difference b − a over the seeds both finished, with its t-interval.
+- A ratio of two paired contrasts (the grow gap over the joint gap) with Fieller's 95% interval,
+  which is undefined — not infinite, not bold — when the denominator's own interval contains 0.
 - Phase-wise (two curriculum arms): their val/ce at every stage end (and just after each growth),
-  per seed, the paired difference, and the stage where the leader changes.
+  per seed, and the paired difference with its interval.
 With one seed there is no interval: `ci95` is None and the report says so instead of printing a
-zero-width interval. Nothing here reads files or writes text (report.py turns these into words).
+zero-width interval. t quantiles are exact (scipy). Nothing here reads files or writes text
+(report.py and claims.py turn these into words).
 """
 
 from __future__ import annotations
@@ -13,19 +16,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+from scipy.stats import t as student_t
 
 
 def t95(df: int) -> float:
-    """Two-sided 95% Student-t quantile (tabulated; ≥ 30 degrees of freedom use 1.96 → 2.042 steps)."""
-    if df in T95:
-        return T95[df]
-    keys = sorted(T95)
-    for a, b in zip(keys, keys[1:]):
-        if a < df < b:
-            return T95[b]
-    return 1.96
+    """Two-sided 95% Student-t quantile with `df` degrees of freedom (exact: scipy)."""
+    return float(student_t.ppf(0.975, df))
 
 
 def mean_ci(values: list[float]) -> dict:
@@ -63,8 +59,10 @@ def aggregate(arms: list[str], contrasts: dict[str, list[str]], gap_ratio: list[
     per_contrast = {name: paired(rows, a, b) for name, (a, b) in contrasts.items()}
     ratio = None
     if gap_ratio:
-        x, y = (per_contrast[c]["mean"] for c in gap_ratio)
-        ratio = abs(x) / abs(y) if x is not None and y not in (None, 0) else None
+        x, y = (per_contrast[c] for c in gap_ratio)
+        seeds = sorted(set(x["seeds"]) & set(y["seeds"]))
+        ratio = fieller_ratio([x["diffs"][x["seeds"].index(s)] for s in seeds],
+                              [y["diffs"][y["seeds"].index(s)] for s in seeds])
     return {"arms": per_arm, "contrasts": per_contrast, "gap_ratio": ratio,
             "phase": phase_table(phase[0], phase[1], rows, stages) if phase else None}
 
@@ -102,3 +100,35 @@ def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]])
             crossover = {"stage": cur["stage"], "n_layer": cur["n_layer"], "from": prev["leader"], "to": cur["leader"]}
             break
     return {"a": a, "b": b, "rows": out, "crossover": crossover, "seeds": seeds}
+
+
+def fieller_ratio(x: list[float], y: list[float]) -> dict:
+    """The signed ratio mean(x) / mean(y) of two paired samples (one value of each per seed) and its
+    Fieller 95% interval, which accounts for the uncertainty of the denominator and for the
+    covariance of the two over seeds.
+
+    With x̄, ȳ the means, v_xx, v_yy, v_xy the (co)variances of the means and t the 95% t quantile,
+    the interval is the set of R with (x̄ − R·ȳ)² ≤ t²·(v_xx − 2R·v_xy + R²·v_yy), bounded exactly when
+    ȳ² > t²·v_yy — when the denominator's own t-interval excludes 0. Otherwise the interval is
+    undefined (`lo`, `hi` None, with the reason), and so is the ratio when ȳ = 0."""
+    n = min(len(x), len(y))
+    x, y = x[:n], y[:n]
+    if n == 0:
+        return {"ratio": None, "lo": None, "hi": None, "n": 0, "why": "no seeds"}
+    mx, my = sum(x) / n, sum(y) / n
+    ratio = mx / my if my != 0 else None
+    if n < 2:
+        return {"ratio": ratio, "lo": None, "hi": None, "n": n, "why": "one seed"}
+    vxx = sum((a - mx) ** 2 for a in x) / (n - 1) / n
+    vyy = sum((b - my) ** 2 for b in y) / (n - 1) / n
+    vxy = sum((a - mx) * (b - my) for a, b in zip(x, y)) / (n - 1) / n
+    t2 = t95(n - 1) ** 2
+    a = my * my - t2 * vyy
+    if a <= 0:
+        return {"ratio": ratio, "lo": None, "hi": None, "n": n,
+                "why": "the denominator's 95% interval contains 0"}
+    b = -2 * (mx * my - t2 * vxy)
+    c = mx * mx - t2 * vxx
+    disc = max(b * b - 4 * a * c, 0.0)
+    lo, hi = sorted(((-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)))
+    return {"ratio": ratio, "lo": lo, "hi": hi, "n": n, "why": ""}

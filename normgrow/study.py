@@ -25,6 +25,7 @@ import csv
 import dataclasses
 import importlib.resources
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,13 +34,14 @@ from typing import Callable, Optional
 from omegaconf import OmegaConf
 
 from normgrow import registry
+from normgrow.claims import ClaimsConfig, evaluate_claims
 from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.launch import Job, LauncherConfig, launch
+from normgrow.launch import Job, LauncherConfig, job_name, launch
 from normgrow.pipeline import build_cache, prepare_data
-from normgrow.report import write_report
-from normgrow.rundir import read_summary
+from normgrow.rundir import read_jsonl, read_summary
 from normgrow.stats import COMPUTE, aggregate
+from normgrow.study_report import write_report
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -51,7 +53,10 @@ class ArmConfig:
     overrides: list[str] = field(default_factory=list)
     """Dotted run-config overrides of this arm (after the study's own)."""
     match: Optional[str] = None
-    """Another arm whose budget this arm matches, seed by seed (the measure is curriculum.match_by)."""
+    """Another arm whose budget this arm matches, seed by seed, up or down (the measure is curriculum.match_by)."""
+    lrs: list[float] = field(default_factory=list)
+    """Learning rates to sweep: one run per rate and seed; the report keeps the rate with the lowest mean
+    CE on the model-selection set (study.select_tokens), never on the validation set it reports."""
 
 
 @dataclass
@@ -76,6 +81,13 @@ class StudyConfig:
     """Two curriculum arms [a, b] compared at every stage boundary (the crossover analysis)."""
     diagnostics_pair: list[str] = field(default_factory=list)
     """Arms whose diagnostics figures are drawn side by side (default: the phase arms)."""
+    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
+    """Which arms play which part in the paper's claims (claims.py); the report gives each claim a verdict."""
+    select_tokens: int = 16384
+    """Size of the model-selection set (data.select_tokens) of the arms that sweep learning rates."""
+    collapse_threshold: float = 0.5
+    """The report warns when a run's residual stream puts more than this share of its energy in the direction
+    all tokens share (diagnostics `collapse_share`, any block, end of training)."""
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     """How jobs run."""
 
@@ -147,6 +159,19 @@ def validate_study(s: StudyConfig) -> None:
     for key in ("phase", "diagnostics_pair"):
         pair = getattr(s, key)
         need(not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}")
+    for f in dataclasses.fields(ClaimsConfig):
+        value = getattr(s.claims, f.name)
+        if f.name == "matched":
+            need(not value or (len(value) == 2 and all(a in s.arms for a in value)), "claims.matched",
+                 f"expected two arm names [joint, grow], got {value}")
+        elif f.name != "margin":
+            need(value is None or value in s.arms, f"claims.{f.name}", f"no arm named '{value}'")
+    need(s.claims.margin > 0, "claims.margin", f"must be positive, got {s.claims.margin}")
+    need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
+    need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
+    for name, arm in s.arms.items():
+        need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
+             f"need distinct positive learning rates, got {arm.lrs}")
 
 
 def study_yaml(study: StudyConfig) -> str:
@@ -188,25 +213,30 @@ def arm_order(study: StudyConfig) -> list[str]:
 
 
 def plan_jobs(study: StudyConfig, out: Path) -> list[Job]:
-    """Resolve every arm × seed into a run config (validated now, so a bad arm fails before anything runs)."""
+    """Resolve every arm × seed (× learning rate, for a sweep) into a run config (validated now, so a bad arm
+    fails before anything runs)."""
     jobs = []
     for arm in arm_order(study):
         a = study.arms[arm]
-        for seed in study.seeds:
-            over = [*study.overrides, *a.overrides, f"seed={seed}", f"name={arm}"]
-            try:
-                cfg = load_config(a.preset or study.base, over)
-            except ConfigError as e:
-                raise ConfigError(f"arms.{arm}: {e}") from None
-            cfg = scale_budget(cfg, study.budget_scale)
-            if a.match is not None:
-                # matched to the reference job's config (same seed): its planned totals are exactly what it
-                # consumes (budgets are whole steps), so the two jobs need not wait for each other
-                ref = out / "configs" / f"{a.match}-s{seed}.yaml"
-                cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref)))
-            name = f"{arm}-s{seed}"
-            jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name,
-                            out / "logs" / f"{name}.log"))
+        for lr in a.lrs or [None]:
+            for seed in study.seeds:
+                sweep = [f"train.lr={lr}", f"data.select_tokens={study.select_tokens}"] if lr is not None else []
+                over = [*study.overrides, *a.overrides, *sweep, f"seed={seed}", f"name={arm}"]
+                try:
+                    cfg = load_config(a.preset or study.base, over)
+                except ConfigError as e:
+                    raise ConfigError(f"arms.{arm}: {e}") from None
+                cfg = scale_budget(cfg, study.budget_scale)
+                if a.match is not None:
+                    # matched to the reference job's config (same seed; any of its swept rates: the budget does not
+                    # depend on the rate): its planned totals are exactly what it consumes (budgets are whole
+                    # steps), so the two jobs need not wait for each other
+                    ref_lrs = study.arms[a.match].lrs
+                    ref = out / "configs" / f"{job_name(a.match, seed, ref_lrs[0] if ref_lrs else None)}.yaml"
+                    cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref)))
+                name = job_name(arm, seed, lr)
+                jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name,
+                                out / "logs" / f"{name}.log", lr))
     return jobs
 
 
@@ -235,7 +265,7 @@ def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
         os.replace(tmp, job.config_path)
 
 
-def prepare_shared(jobs: list[Job], log: Callable[[str], None]) -> None:
+def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool = True) -> None:
     """Default teacher, tokenizer and token shards (and a teacher cache when asked), once per distinct
     (data, teacher) config, before any job starts."""
     seen = set()
@@ -246,9 +276,9 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None]) -> None:
         seen.add(key)
         try:
             if job.cfg.teacher.cache and not job.cfg.teacher.cache_path:  # one teacher pass for the whole study
-                build_cache(job.cfg, log=log)
+                build_cache(job.cfg, log=log, progress=progress)
             else:
-                prepare_data(job.cfg, log=log)
+                prepare_data(job.cfg, log=log, progress=progress)
         except NormgrowError as e:  # the affected jobs fail on their own, with this error in their logs
             log(f"shared preparation for {job.name} failed: {e}")
 
@@ -256,8 +286,9 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None]) -> None:
 # ----------------------------------------------------------------------------- results
 
 
-FIELDS = ["arm", "seed", "status", "norm", "curriculum", "preset", "val_ce", "val_kl", "val_nll", "val_teacher_entropy",
-          "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops", "steps", "wall_time_s", "run_dir", "error"]
+FIELDS = ["arm", "seed", "lr", "selected", "status", "norm", "curriculum", "preset", "val_ce", "val_kl", "val_nll",
+          "val_teacher_entropy", "select_ce", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops", "steps",
+          "matched_to", "match_scale", "wall_time_s", "run_dir", "error"]
 
 
 def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list[dict]:
@@ -265,19 +296,45 @@ def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list
     rows = []
     for job in jobs:
         row = {k: "" for k in FIELDS}
-        row.update(arm=job.arm, seed=job.seed, norm=job.cfg.model.norm, preset=study.arms[job.arm].preset or study.base,
+        row.update(arm=job.arm, seed=job.seed, lr=job.cfg.train.lr, norm=job.cfg.model.norm,
+                   preset=study.arms[job.arm].preset or study.base,
                    curriculum="-".join(str(s.n_layer) for s in job.cfg.curriculum.stages),
+                   matched_to=study.arms[job.arm].match or "",
                    run_dir=str(job.run_dir.relative_to(job.run_dir.parent.parent)))
         st = status.get(job.name)
         s = read_summary(job.run_dir) if job.finished else None
         if s is not None:
+            match = s.get("budget_match") or {}
             row.update(status="ok", val_ce=s.get("val/ce", ""), val_kl=s.get("val/kl", ""), val_nll=s.get("val/nll", ""),
-                       val_teacher_entropy=s.get("val/teacher_entropy", ""), wall_time_s=round(s["wall_time_s"], 1),
-                       **{k: s["compute"][k] for k in COMPUTE}, steps=s["compute"]["step"])
+                       val_teacher_entropy=s.get("val/teacher_entropy", ""),
+                       select_ce=(s.get("select") or {}).get("select/ce", ""), match_scale=match.get("scale", ""),
+                       wall_time_s=round(s["wall_time_s"], 1), **{k: s["compute"][k] for k in COMPUTE},
+                       steps=s["compute"]["step"])
         else:
             row.update(status="failed" if st and st != "ok" else "missing", error=st or "not run")
         rows.append(row)
     return rows
+
+
+def select_lrs(study: StudyConfig, rows: list[dict]) -> dict[str, dict]:
+    """For every arm that sweeps learning rates: the mean selection-set CE of each rate over its finished
+    seeds and the rate chosen (the lowest). Marks every row `selected` yes/no (empty for arms without a sweep)."""
+    chosen = {}
+    for arm, a in study.arms.items():
+        if not a.lrs:
+            continue
+        by_lr = {}
+        for lr in a.lrs:
+            vals = [float(r["select_ce"]) for r in rows if r["arm"] == arm and float(r["lr"]) == lr
+                    and r["status"] == "ok" and r["select_ce"] != ""]
+            by_lr[lr] = {"mean": sum(vals) / len(vals) if vals else None, "n": len(vals)}
+        scored = [lr for lr in a.lrs if by_lr[lr]["mean"] is not None]
+        best = min(scored, key=lambda lr: by_lr[lr]["mean"]) if scored else None
+        chosen[arm] = {"lrs": by_lr, "chosen": best}
+        for r in rows:
+            if r["arm"] == arm:
+                r["selected"] = "yes" if best is not None and float(r["lr"]) == best else "no"
+    return chosen
 
 
 def write_results(rows: list[dict], path: Path) -> None:
@@ -294,23 +351,55 @@ def read_results(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def stage_records(study: StudyConfig, jobs: list[Job]) -> dict[str, list[dict]]:
-    """Per-stage evaluations of the phase arms' finished runs, by job name (from their summaries)."""
-    out = {}
-    for job in jobs:
-        if job.arm in study.phase:
-            s = read_summary(job.run_dir)
-            if s is not None:
-                out[job.name] = s["stages"]
-    return out
+def _log_drift(pairs: list[tuple[float, float]]) -> Optional[float]:
+    """Mean of |log(after / before)| over (before, after) pairs: how far a scale moved, either way."""
+    pairs = [(a, b) for a, b in pairs if a and b]
+    return sum(abs(math.log(b / a)) for a, b in pairs) / len(pairs) if pairs else None
+
+
+def run_measures(run_dir: Path) -> dict:
+    """The per-run numbers the claims need, from the run's summary and diagnostics (plain values)."""
+    s = read_summary(run_dir) or {}
+    bounds = s.get("boundaries") or []
+    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
+    last = bounds[-1] if bounds else {}
+    prefix = last.get("last_prefix_block") or {}
+    first_new = [b["first_new_block"]["branch_update_end"] for b in bounds if "first_new_block" in b]
+    return {
+        "val_ce": s.get("val/ce"),
+        "stage_ce": [st["end"]["val/ce"] for st in s.get("stages", []) if "val/ce" in (st.get("end") or {})],
+        "match_scale": (s.get("budget_match") or {}).get("scale"),
+        "boundary_drift": _log_drift([(b["rms_at_growth"]["all"], b["rms_end_of_next_stage"]["all"])
+                                      for b in bounds if "rms_at_growth" in b]),
+        "struct_drift": _log_drift([tuple(b["struct_content_ratio"]) for b in bounds if "struct_content_ratio" in b]),
+        "first_new_update": sum(first_new) / len(first_new) if first_new else None,
+        "last_prefix_update": prefix.get("rel_update"),
+        "last_prefix_index": prefix.get("index"),
+        "last_prefix_provenance": prefix.get("provenance"),
+        "block_updates": ends[-1].get("rel_update") if ends else None,
+        "growth": [{"stage": st["index"], "from": g["grow/from"], "to": g["grow/to"], "init": g["grow/init"],
+                    "logit_max_abs_diff": g["grow/logit_max_abs_diff"], "val_ce_jump": g.get("grow/val_ce_jump")}
+                   for st in s.get("stages", []) if (g := st.get("growth"))],
+        "collapse_share": max(ends[-1]["collapse_share"][1:], default=None) if ends and "collapse_share" in ends[-1] else None,
+        "collapse_cos": max(ends[-1]["collapse_cos"][1:], default=None) if ends and "collapse_cos" in ends[-1] else None,
+    }
 
 
 def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> Path:
-    """results.csv, the statistics and report.md (with its figures) from what the run directories hold."""
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold."""
     rows = collect(study, jobs, status)
+    selection = select_lrs(study, rows)
     write_results(rows, out / "results.csv")
-    agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, rows, stage_records(study, jobs))
-    return write_report(study, rows, agg, out)
+    kept = [r for r in rows if r["selected"] != "no"]  # an arm's chosen learning rate only
+    stages = {f"{r['arm']}-s{r['seed']}": (read_summary(out / r["run_dir"]) or {}).get("stages", [])
+              for r in kept if r["status"] == "ok" and r["arm"] in study.phase}
+    agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
+    measures: dict = {}
+    for r in kept:
+        if r["status"] == "ok":
+            measures.setdefault(r["arm"], {})[int(r["seed"])] = run_measures(out / r["run_dir"])
+    claims = evaluate_claims(study.claims, measures)
+    return write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
 
 
 # ----------------------------------------------------------------------------- the whole study
@@ -321,7 +410,7 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
     jobs = plan_jobs(study, out)
     write_study_dir(study, jobs, out)
     log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
-    prepare_shared(jobs, log)
+    prepare_shared(jobs, log, progress=progress)
     status = launch(jobs, study.launcher, out, log, progress=progress)
     for name, err in status.items():
         if err != "ok":

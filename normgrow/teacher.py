@@ -65,7 +65,7 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
 # changes only the order of float sums). They are left out of the default teacher's cache key, so that changing
 # one of them (or its default) does not retrain the teacher. The full config is still saved with the teacher.
 _KEY_FREE = {
-    "data": ("cache_dir", "val_tokens", "probe_sequences"),
+    "data": ("cache_dir", "val_tokens", "probe_sequences", "select_tokens"),
     "train": ("device", "threads", "compile", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
               "keep_checkpoints", "loggers"),
 }
@@ -74,7 +74,8 @@ _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
 
 # Fields added to the config after default teachers were first keyed. While at their default (which is the
 # behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
-_KEY_ADDED_LATER = {("model", "block_norms"): [], ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
+_KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None, ("data", "select_tokens"): 0,
+                    ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
 
 
 def default_teacher_key(cfg: RunConfig) -> str:

@@ -44,7 +44,7 @@ from normgrow import __version__, checkpoint, dist
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, val_sequences
+from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_sequences, val_sequences
 from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
 from normgrow.errors import NormgrowError
 from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss, eval_sums
@@ -301,6 +301,7 @@ class Run:
     writer: MetricsWriter
     state: RunState
     say: Callable[[str], None]
+    select: Optional[torch.Tensor] = None  # the model-selection sequences (data.select_tokens), if any
     t_start: float = 0.0
 
     @property
@@ -366,6 +367,8 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
                             info.world_size)
     val = val_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens)
+    select = (select_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens, cfg.data.select_tokens)
+              if cfg.data.select_tokens else None)
     probe = None
     if cfg.diagnostics.enabled and info.is_main:
         rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
@@ -386,7 +389,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
             (out / "diagnostics.jsonl").unlink(missing_ok=True)
     writer = MetricsWriter(out, cfg, info.is_main)
     run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, val,
-              probe, writer, state, say)
+              probe, writer, state, say, select)
     run.t_start = time.perf_counter() - state.wall_time_s
     return run
 
@@ -433,7 +436,8 @@ def start_stage(run: Run, plan: StagePlan) -> None:
     run.record("stage_start", start)
     run.diagnose("stage_start")
     st.stages.append({"index": plan.index, "n_layer": plan.n_layer, "steps": plan.steps, "tokens": plan.tokens,
-                      "train_blocks": list(plan.train_blocks), "growth": growth, "start": start})
+                      "train_blocks": list(plan.train_blocks), "provenance": list(plan.provenance), "growth": growth,
+                      "start": start})
 
 
 def growth_event(run: Run, plan: StagePlan) -> dict:
@@ -522,6 +526,11 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.record("stage_end", end)
         run.diagnose("stage_end")
         st.stages[-1]["end"] = end
+        if run.select is not None and plan.index == len(run.plans) - 1:  # the model-selection set, once, at the end
+            sel = {k.replace("val/", "select/"): v for k, v in
+                   evaluate(run.model, run.inputs.teacher, run.select, cfg, run.inputs.info).items()}
+            run.record("select", sel)
+            st.stages[-1]["select"] = sel
     elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
         run.record("eval", run.evaluate())
     if cfg.diagnostics.every_tokens and not last and crossed(st.tokens, per_step, cfg.diagnostics.every_tokens):
@@ -568,6 +577,7 @@ def write_summary(run: Run) -> dict:
                           f"{tcache.meta['mean_tail_mass']:.1%} of the teacher's mass on average ({tcache.dir})"
                           if tcache is not None
                           else "online teacher, full vocabulary" if teacher is not None else None),
+        "select": st.stages[-1].get("select"),
         "compute": {k: getattr(st, k) for k in RunState.COMPUTE},
         "stages": st.stages,
         "boundaries": (boundary_summary(read_jsonl(run.out / "diagnostics.jsonl"), st.stages)

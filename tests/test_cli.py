@@ -44,7 +44,7 @@ def test_report_of_run_directories_draws_them_side_by_side(tiny_cache, tmp_path)
         cli("run", "tiny", "-o", tmp_path / norm, f"data.cache_dir={tiny_cache}", f"model.norm={norm}",
             "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]", "--no-progress")
     out = cli("report", tmp_path / "pre", tmp_path / "post", "-o", tmp_path / "fig").stdout.split()
-    assert sorted(p.rsplit("/", 1)[1] for p in out) == ["boundary_rms.png", "identity.png", "struct_content.png",
+    assert sorted(p.rsplit("/", 1)[1] for p in out) == ["boundary_rms.png", "collapse.png", "identity.png", "struct_content.png",
                                                         "val_ce.png"]
     growth = [json.loads(line) for line in (tmp_path / "post" / "metrics.jsonl").read_text().splitlines()
               if '"event": "growth"' in line][0]

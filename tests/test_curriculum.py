@@ -225,3 +225,32 @@ def test_growth_presets_load_and_describe_their_schedules():
     assert shallow.curriculum.stages[0].tokens == total
     assert sum(s.tokens for s in load_config("grow1").curriculum.stages) == total
     assert load_config("matched").curriculum.match_budget == "grow"
+
+
+@pytest.mark.parametrize("stages", ["[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]",
+                                    "[{n_layer: 1, tokens: 3000}, {n_layer: 3, tokens: 7000}]"])
+def test_matching_lands_within_one_step_upward_and_downward(tmp_path, stages):
+    """A grow run given a joint run's active-layer tokens (upward: it had fewer) and a joint run given the grow
+    run's (downward) both land within one step of their target, and the record says which way the match went."""
+    from normgrow.config import save_config
+    from normgrow.curriculum import match_budget, planned_totals
+
+    grow = load_config("tiny", ["model.vocab_size=512", f"curriculum.stages={stages}"])
+    joint = load_config("tiny", ["model.vocab_size=512", "curriculum.stages=[{n_layer: 3, tokens: 40000}]"])
+    save_config(grow, tmp_path / "grow.yaml")
+    save_config(joint, tmp_path / "joint.yaml")
+    per_step = 8 * 32
+    for cfg, ref, up in ((grow, joint, True), (joint, grow, False)):
+        target = planned_totals(ref)["active_layer_tokens"]
+        matched, rec = match_budget(dataclasses.replace(
+            cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(tmp_path / ("joint.yaml" if up else "grow.yaml")))))
+        got = planned_totals(matched)["active_layer_tokens"]
+        assert abs(got - target) <= per_step * matched.curriculum.stages[-1].n_layer  # one step at the last depth
+        assert rec["target"] == target and rec["planned"] == got
+        assert (rec["scale"] > 1) == up and rec["unmatched"] == planned_totals(cfg)["active_layer_tokens"]
+        assert all(s.tokens % per_step == 0 for s in matched.curriculum.stages)
+        # stage proportions are kept (up to whole steps)
+        old = [s.tokens for s in cfg.curriculum.stages]
+        new = [s.tokens for s in matched.curriculum.stages]
+        for o, n in zip(old[:-1], new[:-1]):
+            assert abs(n - o * rec["scale"]) <= per_step / 2

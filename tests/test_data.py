@@ -413,3 +413,19 @@ def test_prepare_command_builds_then_reuses(tmp_path):
     second = summary(cli("prepare", "tiny", "teacher.path=none", f"data.cache_dir={tmp_path}"))
     assert second[0].startswith("reused cached token shards")
     assert first[1] == second[1]  # same vocabulary and token counts
+
+
+def test_selection_set_is_disjoint_from_the_validation_set(tiny_cache):
+    from normgrow.data import select_sequences
+
+    cfg = load_config("tiny", [f"data.cache_dir={tiny_cache}", "teacher.path=none", "data.tokenizer=bpe"])
+    prep = prepare(cfg, log=lambda *_: None)
+    T = 32
+    val = val_sequences(prep, T, 2048)  # 64 sequences: tokens [0, 64·32 + 1)
+    sel = select_sequences(prep, T, 2048, 1000)
+    assert sel.shape == (32, T + 1)  # ceil(1000 / 32)
+    start = int(prep.val_docs[prep.val_docs >= 64 * T + 1][0])  # the first document after the validation set
+    assert torch.equal(sel[0], torch.from_numpy(np.asarray(prep.val[start: start + T + 1], dtype=np.int64)))
+    assert sel[0, 0] == prep.bos_id and start > val.shape[0] * T
+    with pytest.raises(DataError, match="data.select_tokens"):
+        select_sequences(prep, T, 2048, 10**9)

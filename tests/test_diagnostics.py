@@ -9,7 +9,7 @@ import torch
 from conftest import cli, tiny_cfg
 from normgrow import checkpoint
 from normgrow.config import DiagnosticsConfig, ModelConfig
-from normgrow.diagnostics import diagnose, identity_stats, make_probe
+from normgrow.diagnostics import Observation, collapse, diagnose, identity_stats, make_probe
 from normgrow.model import Student
 from normgrow.pipeline import run
 
@@ -37,8 +37,8 @@ def test_class_masks_select_exactly_the_right_positions():
     classes[[7, 8, 9]] = 3  # punct
     p = make_probe(rows, classes)
     x = rows[:, :-1]
-    expect = {
-        "bos": [(0, 0), (0, 5), (1, 0), (1, 6)],
+    expect = {  # every class but `first` leaves position 0 out: the BOS there is the attention sink
+        "bos": [(0, 5), (1, 6)],
         "whitespace": [(0, 4), (1, 3)],
         "punct": [(0, 2), (0, 6), (1, 4)],
         "first": [(0, 0), (1, 0)],
@@ -48,8 +48,31 @@ def test_class_masks_select_exactly_the_right_positions():
         assert got == sorted(pos), name
     content = sorted(map(tuple, p.masks["content"].nonzero().tolist()))
     assert content == [(0, 1), (0, 3), (1, 1), (1, 2), (1, 5)]
-    assert p.masks["structural"].sum() == 4 + 2 + 3
-    assert p.counts["all"] == x.numel() and p.counts["first"] == 2
+    assert p.masks["structural"].sum() == 2 + 2 + 3
+    assert p.counts["all"] == x.numel() - 2 and p.counts["first"] == 2
+
+
+def observe(stream: torch.Tensor, probe):
+    """An Observation whose only residual stream is `stream` (n, T, C), for the stream-level diagnostics."""
+    return Observation(None, probe, [stream], None, None, DiagnosticsConfig(), 64)
+
+
+def test_collapse_known_answers():
+    _, probe = model_and_probe()
+    n, T = probe.x.shape
+    same = torch.randn(32).expand(n, T, 32).clone()
+    c = collapse(observe(same, probe))
+    assert c["collapse_share"][0] == pytest.approx(1.0, abs=1e-5) and c["collapse_cos"][0] == pytest.approx(1.0, abs=1e-5)
+    # N = n·(T−1) orthogonal unit vectors (position 0 excluded): share = 1/N, cosine 0
+    k = n * (T - 1)
+    stream = torch.zeros(n, T, n * T)
+    stream[:, 1:] = torch.eye(n * T)[:k].reshape(n, T - 1, n * T)
+    stream[:, 0] = 100.0  # position 0 (a massive activation there) does not enter
+    c = collapse(observe(stream, probe))
+    assert c["collapse_share"][0] == pytest.approx(1 / k, rel=1e-5) and abs(c["collapse_cos"][0]) < 1e-6
+    # a shared offset much larger than the token-specific parts: most of the energy is shared
+    shifted = torch.randn(n, T, 32) + 10 * torch.randn(32)
+    assert collapse(observe(shifted, probe))["collapse_share"][0] > 0.9
 
 
 def test_zeroed_block_is_an_identity_and_skipping_it_changes_nothing():
@@ -58,6 +81,7 @@ def test_zeroed_block_is_an_identity_and_skipping_it_changes_nothing():
         torch.nn.init.zeros_(model.layers[1].self_attn.o_proj.weight)
         torch.nn.init.zeros_(model.layers[1].mlp.down_proj.weight)
     d = diagnose(model, probe)
+    assert d["branch_update"][1] == 0.0 and d["branch_update"][0] > 0  # its branches output nothing
     assert d["rel_update"][1] == 0.0
     assert d["cos"][1] == pytest.approx(1.0, abs=1e-6)
     assert d["skip_ce_delta"][1] == 0.0
@@ -85,6 +109,25 @@ def test_residual_rms_per_class_by_hand():
     assert d["max_abs"][2]["first"] == pytest.approx(h[:, 0].abs().max().item(), rel=1e-6)
     ratio = d["residual_rms"][2]["structural"] / d["residual_rms"][2]["content"]
     assert d["struct_content_ratio"][2] == pytest.approx(ratio)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_branch_update_ratio_by_hand(norm):
+    model, probe = model_and_probe(norm)
+    d = diagnose(model, probe, DiagnosticsConfig(skip_ce=False))
+    res: list = []
+    with torch.no_grad():
+        model.hidden(probe.x, residuals=res)
+        h, block = res[1], model.layers[1]
+        cos, sin = model.rotary(probe.x.shape[1], h.device)
+        if norm == "pre":  # h + A(N1(h)), then + M(N2(·))
+            a = block.self_attn(block.input_layernorm(h), cos, sin)[0]
+            m = block.mlp(block.post_attention_layernorm(h + a))
+        else:  # N1(h + A(h)), then N2(· + M(·))
+            a = block.self_attn(h, cos, sin)[0]
+            m = block.mlp(block.input_layernorm(h + a))
+    ratio = ((a.pow(2).sum(-1) + m.pow(2).sum(-1)).sqrt() / h.norm(dim=-1))[:, 1:].mean().item()
+    assert d["branch_update"][1] == pytest.approx(ratio, rel=1e-5)
 
 
 def test_attention_sink_scores():

@@ -8,6 +8,7 @@ import math
 from conftest import cli
 from normgrow.config import load_config, save_config
 
+T_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% t quantile, 1 degree of freedom (Cauchy)
 CE = {("pre", 0): 5.10, ("pre", 1): 5.30, ("post", 0): 4.90, ("post", 1): 5.00}
 
 
@@ -16,7 +17,9 @@ def write_run(run_dir, arm, seed, ce, norm):
     save_config(load_config("tiny", [f"model.norm={norm}", f"seed={seed}", f"name={arm}", "model.vocab_size=512"]),
                 run_dir / "config.yaml")
     stages = [{"index": 0, "n_layer": 1, "steps": 4, "tokens": 1024, "start": {"val/ce": 8.0}, "end": {"val/ce": ce + 0.5}},
-              {"index": 1, "n_layer": 2, "steps": 4, "tokens": 1024, "growth": {"grow/from": 1, "grow/to": 2},
+              {"index": 1, "n_layer": 2, "steps": 4, "tokens": 1024,
+               "growth": {"grow/from": 1, "grow/to": 2, "grow/init": "zero", "grow/boundaries": [1],
+                          "grow/logit_max_abs_diff": 0.0, "grow/val_ce_jump": 0.0},
                "start": {"val/ce": ce + 0.5}, "end": {"val/ce": ce}}]
     summary = {"val/ce": ce, "val/kl": ce - 2, "val/nll": ce + 1, "val/teacher_entropy": 2.0, "wall_time_s": 1.0,
                "compute": {"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "trainable_layer_tokens": 3072,
@@ -49,6 +52,7 @@ arms:
   post: {overrides: [model.norm=post]}
 contrasts: {gap: [pre, post]}
 phase: [pre, post]
+claims: {pre_grow: pre, post_grow: post}
 """)
     for (arm, seed), ce in CE.items():
         write_run(out / "runs" / f"{arm}-s{seed}", arm, seed, ce, arm)
@@ -65,11 +69,17 @@ phase: [pre, post]
     for arm in ("pre", "post"):
         v = [CE[(arm, 0)], CE[(arm, 1)]]
         mean = sum(v) / 2
-        half = 12.706 * abs(v[0] - v[1]) / math.sqrt(2) / math.sqrt(2)  # t(df=1) · sd / √n, sd = |Δ|/√2
-        assert f"| {arm} | {arm} | 3 | {mean:.4f} ± {half:.4f} |" in report
+        half = T_DF1 * abs(v[0] - v[1]) / math.sqrt(2) / math.sqrt(2)  # t(df=1) · sd / √n, sd = |Δ|/√2
+        assert f"| {arm} | {arm} | 3 | 0.003 | {mean:.4f} ± {half:.4f} |" in report
     d = [CE[("post", s)] - CE[("pre", s)] for s in (0, 1)]
-    assert f"| gap | pre | post | {sum(d) / 2:.4f} ± {12.706 * abs(d[0] - d[1]) / 2:.4f} |" in report
+    assert f"| gap | pre | post | {sum(d) / 2:.4f} ± {T_DF1 * abs(d[0] - d[1]) / 2:.4f} |" in report
     assert "Runs that did not finish" in report and "`pre` seed 2: missing" in report
+    # the claims section: grow gap −0.2, −0.1 over two seeds → its interval (t = 12.7) includes 0
+    assert "| grow_gap | **undetermined** |" in report and "undetermined at 2 seeds" in report
+    assert "| joint_gap | **not tested** |" in report
+    # growth preserved the function in both runs: no repeated after-growth rows, and the report says why
+    assert "after growth" not in report.split("## Phase-wise")[1].split("##")[0].split("|---|")[1]
+    assert "preserved the function" in report
     assert "| sink_share | 0.2500 | 0.7500 |" in report  # the diagnostics table, read from diagnostics.jsonl
     for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
         assert (out / "plots" / f"{fig}.png").stat().st_size > 5_000, fig

@@ -4,7 +4,11 @@ import math
 
 import pytest
 
-from normgrow.stats import aggregate, mean_ci, paired, phase_table, t95
+from normgrow.stats import aggregate, fieller_ratio, mean_ci, paired, phase_table, t95
+
+# two-sided 95% t quantiles in closed form: df 1 is the Cauchy, df 2 has t = (2p − 1) / sqrt(2p(1 − p))
+T_DF1 = math.tan(0.475 * math.pi)  # 12.7062…
+T_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # 4.3027…
 
 
 def row(arm, seed, ce, status="ok", **compute):
@@ -17,11 +21,13 @@ def row(arm, seed, ce, status="ok", **compute):
 def test_mean_ci_by_hand():
     s = mean_ci([1.0, 2.0, 3.0])
     assert s["mean"] == 2.0 and s["sd"] == pytest.approx(1.0)
-    assert s["ci95"] == pytest.approx(4.303 / math.sqrt(3))  # t(0.975, df=2) = 4.303
+    assert s["ci95"] == pytest.approx(T_DF2 / math.sqrt(3), rel=1e-12)
     one = mean_ci([5.0])
     assert one == {"n": 1, "mean": 5.0, "sd": None, "ci95": None}  # no interval from one value
     assert mean_ci([])["mean"] is None
-    assert t95(1) == pytest.approx(12.706) and t95(9) == pytest.approx(2.262)
+    assert t95(1) == pytest.approx(T_DF1, rel=1e-12) and t95(2) == pytest.approx(T_DF2, rel=1e-12)
+    assert t95(9) == pytest.approx(2.2622, abs=1e-4) and t95(11) == pytest.approx(2.2010, abs=1e-4)  # tables
+    assert t95(11) < t95(10)  # not the next tabulated degrees of freedom: exact
 
 
 def test_aggregate_arms_contrasts_ratio_and_failures():
@@ -40,16 +46,39 @@ def test_aggregate_arms_contrasts_ratio_and_failures():
     assert joint["diffs"] == pytest.approx([-0.1, -0.2])
     assert joint["mean"] == pytest.approx(-0.15)
     sd = math.sqrt(((-0.1 + 0.15) ** 2 + (-0.2 + 0.15) ** 2) / 1)
-    assert joint["ci95"] == pytest.approx(12.706 * sd / math.sqrt(2))
+    assert joint["ci95"] == pytest.approx(T_DF1 * sd / math.sqrt(2))
     grow = agg["contrasts"]["grow"]
     assert grow["mean"] == pytest.approx(-0.45)
-    assert agg["gap_ratio"] == pytest.approx(0.45 / 0.15)
+    # signed ratio over the seeds both contrasts have: grow (−0.5, −0.4) over joint (−0.1, −0.2)
+    assert agg["gap_ratio"]["ratio"] == pytest.approx(-0.45 / -0.15)
+    assert agg["gap_ratio"]["lo"] is None and "contains 0" in agg["gap_ratio"]["why"]  # 2 seeds: t = 12.7
 
 
-def test_gap_ratio_is_none_when_the_denominator_is_zero():
+def test_gap_ratio_is_undefined_when_the_denominator_is_zero():
     rows = [row("a", 0, 5.0), row("b", 0, 5.0), row("c", 0, 5.0), row("d", 0, 4.0)]
     agg = aggregate(list("abcd"), {"x": ["c", "d"], "y": ["a", "b"]}, ["x", "y"], [], rows, {})
-    assert agg["contrasts"]["y"]["mean"] == 0.0 and agg["gap_ratio"] is None
+    assert agg["contrasts"]["y"]["mean"] == 0.0 and agg["gap_ratio"]["ratio"] is None
+
+
+def test_fieller_interval_is_the_set_the_definition_gives():
+    """Scan R and keep those with (x̄ − Rȳ)² ≤ t²(v_xx − 2R v_xy + R² v_yy): the interval's ends, found here by
+    brute force, match the closed form."""
+    x, y = [-0.30, -0.36, -0.27, -0.33], [0.10, 0.13, 0.08, 0.11]
+    r = fieller_ratio(x, y)
+    n = 4
+    mx, my = sum(x) / n, sum(y) / n
+    vxx = sum((a - mx) ** 2 for a in x) / (n - 1) / n
+    vyy = sum((b - my) ** 2 for b in y) / (n - 1) / n
+    vxy = sum((a - mx) * (b - my) for a, b in zip(x, y)) / (n - 1) / n
+    t2 = 3.182446305284263 ** 2  # t(0.975, 3)
+    inside = [k / 10000 for k in range(-60000, 0) if (mx - k / 10000 * my) ** 2
+              <= t2 * (vxx - 2 * k / 10000 * vxy + (k / 10000) ** 2 * vyy)]
+    assert r["ratio"] == pytest.approx(mx / my)
+    assert r["lo"] == pytest.approx(inside[0], abs=2e-4) and r["hi"] == pytest.approx(inside[-1], abs=2e-4)
+    assert r["lo"] < r["ratio"] < r["hi"]
+    wide = fieller_ratio(x, [0.10, -0.13, 0.08, -0.01])  # denominator's interval contains 0
+    assert wide["lo"] is None and wide["hi"] is None and "contains 0" in wide["why"]
+    assert fieller_ratio([1.0], [2.0]) == {"ratio": 0.5, "lo": None, "hi": None, "n": 1, "why": "one seed"}
 
 
 def stages(*pairs):

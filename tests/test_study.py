@@ -14,7 +14,7 @@ import pytest
 from conftest import cli, cli_process
 from normgrow.study import load_study, study_preset_names
 
-T95_DF1 = 12.706  # two-sided 95% Student-t quantile, 1 degree of freedom (two seeds)
+T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
 
 
 def write_study(path, cache, arms, seeds=(0, 1), launcher="local", extra=""):
@@ -52,7 +52,7 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
         v = [ce[(arm, 0)], ce[(arm, 1)]]
         mean = sum(v) / 2
         half = T95_DF1 * math.sqrt(sum((x - mean) ** 2 for x in v)) / math.sqrt(2)  # sd (n−1 = 1) / √n
-        assert f"| {arm} | {arm} | 1-2 | {mean:.4f} ± {half:.4f} |" in report
+        assert f"| {arm} | {arm} | 1-2 | 0.003 | {mean:.4f} ± {half:.4f} |" in report
     # the paired contrast post − pre
     d = [ce[("post", s)] - ce[("pre", s)] for s in (0, 1)]
     md = sum(d) / 2
@@ -173,7 +173,8 @@ def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
     spec.write_text(spec.read_text().replace("overrides: [data.cache_dir", f"overrides: [{small}, data.cache_dir"))
     out = tmp_path / "study"
     proc = cli("study", spec, "-o", out, "--no-progress")
-    assert proc.stderr.count("teacher cache:") + proc.stdout.count("teacher cache:") == 2  # built once, before the runs
+    built = [line for line in proc.stdout.splitlines() if line.startswith("teacher cache: ") and "bytes/token" in line]
+    assert len(built) == 1  # built once, by the study process, before the runs
     caches = [d for d in (tiny_cache / "teacher-cache").iterdir() if (d / "meta.json").is_file()]
     for row in results(out):
         s = json.loads((out / row["run_dir"] / "summary.json").read_text())
@@ -193,3 +194,29 @@ def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
     assert [s.tokens for s in jobs["pre-joint"].curriculum.stages] == [98304]
     assert jobs["pre-joint"].train.warmup_tokens == 10000  # 40,000 × 0.25
     assert jobs["post-matched"].curriculum.match_budget == str(tmp_path / "configs" / "post-grow-s0.yaml")
+
+
+def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pre": "{overrides: [model.norm=pre], lrs: [0.0001, 0.003]}", "post": "{overrides: [model.norm=post]}"},
+                       launcher="inline", extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n")
+    out = tmp_path / "study"
+    cli("study", spec, "-o", out, "--no-progress")
+    rows = results(out)
+    sweep = [r for r in rows if r["arm"] == "pre"]
+    assert sorted((float(r["lr"]), r["seed"]) for r in sweep) == [(0.0001, "0"), (0.0001, "1"), (0.003, "0"), (0.003, "1")]
+    assert all(r["select_ce"] != "" for r in sweep) and all(r["select_ce"] == "" for r in rows if r["arm"] == "post")
+    mean_sel = {lr: sum(float(r["select_ce"]) for r in sweep if float(r["lr"]) == lr) / 2 for lr in (0.0001, 0.003)}
+    best = min(mean_sel, key=mean_sel.get)
+    assert {float(r["lr"]) for r in sweep if r["selected"] == "yes"} == {best}
+    # selection used the selection set, not the validation set it reports
+    for r in sweep:
+        s = json.loads((out / r["run_dir"] / "summary.json").read_text())
+        assert s["select"]["select/ce"] == pytest.approx(float(r["select_ce"])) and s["select"]["select/ce"] != s["val/ce"]
+    report = (out / "report.md").read_text()
+    kept = [float(r["val_ce"]) for r in sweep if r["selected"] == "yes"]
+    assert f"| pre | pre | 1-2 | {best:g} (selected) | {sum(kept) / 2:.4f} ±" in report
+    assert "## Learning-rate selection" in report
+    post = {int(r["seed"]): float(r["val_ce"]) for r in rows if r["arm"] == "post"}
+    pre = {int(r["seed"]): float(r["val_ce"]) for r in sweep if r["selected"] == "yes"}
+    assert f"| gap | pre | post | {sum(post[s] - pre[s] for s in (0, 1)) / 2:.4f} ±" in report

@@ -1,0 +1,279 @@
+"""A study's report.md: every number from results.csv rows, the statistics (stats.py), the claims'
+verdicts (claims.py) and the per-run measures (study.run_measures); figures from report.py.
+
+No sentence that states a finding is written by hand: the claims section prints the sentences
+claims.py generates from the numbers and their intervals, and the tables print numbers with their
+intervals (or say that one seed gives none).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from normgrow.claims import Claim
+from normgrow.report import study_figures
+from normgrow.rundir import read_jsonl, read_summary
+
+JUMP_TOLERANCE = 1e-4  # a growth event whose val/ce jump is below this in every run preserved the function
+
+
+def _fmt(x, nd: int = 4) -> str:
+    return "—" if x is None or x == "" else f"{float(x):.{nd}f}"
+
+
+def _ci(stat: dict, nd: int = 4) -> str:
+    if stat["mean"] is None:
+        return "—"
+    if stat["ci95"] is None:
+        return f"{stat['mean']:.{nd}f}"
+    return f"{stat['mean']:.{nd}f} ± {stat['ci95']:.{nd}f}"
+
+
+def _mean(values: list) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _finished(rows: list[dict], arm: str) -> list[dict]:
+    return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
+
+
+def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path) -> list[str]:
+    n_seeds = len(study.seeds)
+    L = [f"# Study `{study.name}`", ""]
+    L.append(f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
+             f"base preset `{study.base}`, budget scale {study.budget_scale}. Metric: final validation CE against the "
+             "teacher (`val/ce`, nats/token, full vocabulary, T=1), lower is better; intervals are 95% t-intervals "
+             f"over seeds. Regenerate with `normgrow report {study_dir}`.")
+    L.append("")
+    if n_seeds < 2:
+        L += ["> One seed: no confidence intervals are available; every claim below is undetermined.", ""]
+    cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
+                     for s in [read_summary(study_dir / r["run_dir"])] if s and "teacher cache" in (s.get("train_teacher") or "")})
+    if cached:
+        L += ["> **Trained from a top-k teacher cache**, not the online teacher: " + "; ".join(f"`{c}`" for c in cached)
+              + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "
+              "teacher's tail into one bucket, which shifts arms by different amounts; check the effect sizes against "
+              "online runs before quoting them.", ""]
+    failed = [r for r in all_rows if r["status"] != "ok"]
+    if failed:
+        L += ["**Runs that did not finish:**", ""]
+        L += [f"- `{r['arm']}` seed {r['seed']}{' lr ' + str(r['lr']) if r.get('selected') else ''}: {r['status']} — "
+              f"{r['error']}" for r in failed]
+        L.append("")
+    return L
+
+
+def _claims_section(claims: list[Claim]) -> list[str]:
+    if not claims:
+        return []
+    L = ["## The paper's claims at this scale", "",
+         "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
+         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed).", "",
+         "| claim | verdict | this study |", "|---|---|---|"]
+    for c in claims:
+        value = "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
+        L.append(f"| {c.key} | **{c.verdict}** | {value} |")
+    L.append("")
+    for c in claims:
+        L.append(f"- **{c.key}** — paper: {c.paper} Here: {c.sentence}")
+    return L + [""]
+
+
+def _arms_section(rows: list[dict], agg: dict, selection: dict) -> list[str]:
+    L = ["## Validation CE per arm", "", "| arm | norm | curriculum | lr | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
+         "|---|---|---|---|---|---|---|---|"]
+    for arm, a in agg["arms"].items():
+        r0 = next((r for r in rows if r["arm"] == arm), None)
+        if r0 is None:
+            continue
+        lr = f"{float(r0['lr']):g}" + (" (selected)" if arm in selection else "")
+        L.append(f"| {arm} | {r0['norm']} | {r0['curriculum']} | {lr} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
+                 f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |")
+    return L + [""]
+
+
+def _selection_section(selection: dict) -> list[str]:
+    if not selection:
+        return []
+    L = ["## Learning-rate selection", "",
+         "Each sweeping arm keeps the rate with the lowest mean CE on the model-selection set: validation-split "
+         "documents after those of the validation set, so the reported `val/ce` never chose its own rate.", "",
+         "| arm | lr | selection-set CE (mean over seeds) | seeds | kept |", "|---|---|---|---|---|"]
+    for arm, s in selection.items():
+        for lr, v in s["lrs"].items():
+            L.append(f"| {arm} | {lr:g} | {_fmt(v['mean'])} | {v['n']} | {'✓' if lr == s['chosen'] else ''} |")
+    return L + [""]
+
+
+def _contrasts_section(study, agg: dict) -> list[str]:
+    if not agg["contrasts"]:
+        return []
+    L = ["## Contrasts (paired over seeds, b − a; negative = b better)", "",
+         "| contrast | a | b | b − a (mean ± 95% CI) | per seed |", "|---|---|---|---|---|"]
+    for name, c in agg["contrasts"].items():
+        per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
+        L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
+    L.append("")
+    ratio = agg["gap_ratio"]
+    if study.gap_ratio and ratio is not None:
+        x, y = study.gap_ratio
+        if ratio["ratio"] is None:
+            L += [f"Ratio {x} / {y}: undefined ({ratio['why'] or 'the denominator is 0'}).", ""]
+        elif ratio["lo"] is None:
+            L += [f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}; its interval is undefined ({ratio['why']}).", ""]
+        else:
+            L += [f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}, 95% interval [{ratio['lo']:+.2f}, {ratio['hi']:+.2f}] "
+                  f"(Fieller, {ratio['n']} seeds).", ""]
+    return L
+
+
+def _phase_section(ph: Optional[dict], claims: list[Claim], measures: dict) -> list[str]:
+    if not ph:
+        return []
+    jumps = [g["val_ce_jump"] for arm in (ph["a"], ph["b"]) for m in measures.get(arm, {}).values()
+             for g in m.get("growth", []) if g.get("val_ce_jump") is not None]
+    preserved = bool(jumps) and all(abs(j) < JUMP_TOLERANCE for j in jumps)
+    rows = [r for r in ph["rows"] if not (preserved and r["point"] == "after growth")]
+    L = [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
+         f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} (mean ± 95% CI) |",
+         "|---|---|---|---|---|---|"]
+    for r in rows:
+        L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} |")
+    L.append("")
+    if preserved:
+        L += [f"Every growth event of these runs preserved the function (|val/ce jump| < {JUMP_TOLERANCE:g} in each), "
+              "so the values just after growth equal the previous stage ends and are not repeated.", ""]
+    crossing = next((c for c in claims if c.key == "crossover"), None)
+    if crossing is not None:
+        L += [f"Crossover ({crossing.verdict}): {crossing.sentence}", ""]
+    return L
+
+
+def _growth_section(study, measures: dict) -> list[str]:
+    L = ["## Growth events (mean over seeds)", "",
+         "| arm | stage | depth | init | max |Δlogit| on a fixed batch | val/ce jump |", "|---|---|---|---|---|---|"]
+    n = len(L)
+    for arm in study.arms:
+        runs = list(measures.get(arm, {}).values())
+        events = max((len(m.get("growth", [])) for m in runs), default=0)
+        for k in range(events):
+            gs = [m["growth"][k] for m in runs if len(m.get("growth", [])) > k]
+            g0 = gs[0]
+            L.append(f"| {arm} | {g0['stage']} | {g0['from']} → {g0['to']} | {g0['init']} | "
+                     f"{_mean([g['logit_max_abs_diff'] for g in gs]):.3g} | {_fmt(_mean([g['val_ce_jump'] for g in gs]))} |")
+    return L + [""] if len(L) > n else []
+
+
+def _compute_section(agg: dict, rows: list[dict]) -> list[str]:
+    L = ["## Compute and budget matching (mean over finished seeds)", "",
+         "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs | matched to |",
+         "|---|---|---|---|---|---|"]
+    for arm, a in agg["arms"].items():
+        cp = a["compute"]
+        ok = _finished(rows, arm)
+        match = ""
+        if ok and ok[0]["matched_to"]:
+            scales = [float(r["match_scale"]) for r in ok if r["match_scale"] != ""]
+            scale = _mean(scales)
+            way = "upward" if scale is not None and scale >= 1 else "downward"
+            match = f"{ok[0]['matched_to']} by active-layer tokens ({way}, ×{scale:.3f})" if scale else ok[0]["matched_to"]
+        if cp["tokens"] is None:
+            L.append(f"| {arm} | — | — | — | — | {match} |")
+        else:
+            L.append(f"| {arm} | {cp['tokens']:,.0f} | {cp['active_layer_tokens']:,.0f} | "
+                     f"{cp['trainable_layer_tokens']:,.0f} | {cp['flops']:.3g} | {match} |")
+    return L + [""]
+
+
+def _boundary_section(study, measures: dict) -> list[str]:
+    keys = [("boundary_drift", "boundary RMS drift"), ("struct_drift", "structural/content drift (pos. 0 excl.)"),
+            ("first_new_update", "first appended block ‖F(h)‖/‖h‖"), ("last_prefix_update", "last pre-growth block rel. update")]
+    arms = [a for a in study.arms if any(m.get("boundary_drift") is not None for m in measures.get(a, {}).values())]
+    if not arms:
+        return []
+    L = ["## Boundary diagnostics of the grow arms (mean over seeds)", "",
+         "Drifts are |log(value at the end of the stage after growth / value at growth)|, averaged over growth events. "
+         "A post-norm stream's RMS is its last norm's gains by construction; the first appended block's update ratio "
+         "does not depend on where the norms sit.", "",
+         "| arm | " + " | ".join(label for _, label in keys) + " | provenance of that block |",
+         "|---|" + "---|" * (len(keys) + 1)]
+    for arm in arms:
+        runs = list(measures[arm].values())
+        prov = sorted({m.get("last_prefix_provenance") for m in runs if m.get("last_prefix_provenance")})
+        L.append(f"| {arm} | " + " | ".join(_fmt(_mean([m.get(k) for m in runs])) for k, _ in keys)
+                 + f" | {', '.join(prov) or '—'} |")
+    return L + [""]
+
+
+def _collapse_section(study, measures: dict) -> list[str]:
+    rows, warn = [], []
+    for arm in study.arms:
+        runs = list(measures.get(arm, {}).values())
+        share, cos = _mean([m.get("collapse_share") for m in runs]), _mean([m.get("collapse_cos") for m in runs])
+        if share is None:
+            continue
+        rows.append(f"| {arm} | {share:.3f} | {_fmt(cos, 3)} |")
+        if share > study.collapse_threshold:
+            warn.append(f"> **Warning: `{arm}` is collapsed** — at the end of training {share:.0%} of its residual "
+                        f"stream's energy lies in the direction all tokens share (threshold {study.collapse_threshold:.0%}): "
+                        "every later block sees nearly the same input, so its results say little about the placement.")
+    if not rows:
+        return []
+    L = ["## Collapse of the residual stream (end of training, worst block, mean over seeds)", "",
+         "| arm | energy share of the shared direction | mean cosine between positions |", "|---|---|---|", *rows, ""]
+    return L + (warn + [""] if warn else [f"No arm exceeds the collapse threshold ({study.collapse_threshold:.0%}).", ""])
+
+
+def final_diagnostics(run_dir: Path) -> dict[str, float]:
+    """The scalar values of a run's last end-of-stage diagnostics record (every registered diagnostic's)."""
+    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
+    if not ends:
+        return {}
+    skip = {"step", "tokens", "active_layer_tokens", "n_layer", "stage"}
+    return {k: v for k, v in ends[-1].items()
+            if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def diagnostics_table(study, rows: list[dict], study_dir: Path) -> list[str]:
+    """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
+    cols = {arm: final_diagnostics(study_dir / ok[0]["run_dir"]) for arm in study.arms if (ok := _finished(rows, arm))}
+    keys = sorted({k for v in cols.values() for k in v})
+    if not keys:
+        return []
+    L = ["## Diagnostics at the end of training (probe batch, lowest finished seed)", "",
+         "| diagnostic | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for k in keys:
+        L.append(f"| {k} | " + " | ".join(_fmt(cols[a].get(k)) for a in cols) + " |")
+    return L + [""]
+
+
+def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: list[Claim] = (),
+                 measures: Optional[dict] = None, selection: Optional[dict] = None,
+                 all_rows: Optional[list[dict]] = None) -> Path:
+    """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
+    statistics use (an arm's selected learning rate only); `all_rows` every run of the study."""
+    study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
+    figs = study_figures(study, rows, agg, study_dir)
+    L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir)
+    L += _claims_section(list(claims))
+    L += _arms_section(rows, agg, selection)
+    L += _selection_section(selection)
+    L += _contrasts_section(study, agg)
+    L += _phase_section(agg["phase"], list(claims), measures)
+    L += _growth_section(study, measures)
+    L += _compute_section(agg, rows)
+    L += _boundary_section(study, measures)
+    L += _collapse_section(study, measures)
+    L += diagnostics_table(study, rows, study_dir)
+    L += ["## Figures", ""]
+    for f in figs:
+        L += [f"![{f.stem}](plots/{f.name})", ""]
+    L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
+          "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
+    path = study_dir / "report.md"
+    tmp = path.with_name("report.md.tmp")
+    tmp.write_text("\n".join(L) + "\n")
+    tmp.replace(path)
+    return path
