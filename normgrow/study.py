@@ -76,7 +76,8 @@ class StudyConfig:
     contrasts: dict[str, list[str]] = field(default_factory=dict)
     """Named pairs [a, b], reported as the paired difference b − a of final val/ce over seeds."""
     gap_ratio: list[str] = field(default_factory=list)
-    """Two contrast names [x, y]: report |x| / |y| (e.g. the grow gap over the joint gap)."""
+    """Two contrast names [x, y]: the signed ratio x / y with a Fieller 95% interval over seeds
+    (printed as undefined when y's interval contains 0), e.g. the grow gap over the joint gap."""
     phase: list[str] = field(default_factory=list)
     """Two curriculum arms [a, b] compared at every stage boundary (the crossover analysis)."""
     diagnostics_pair: list[str] = field(default_factory=list)

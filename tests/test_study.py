@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import cli, cli_process
+from normgrow.config import load_config
 from normgrow.study import load_study, study_preset_names
 
 T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
@@ -146,10 +147,28 @@ def test_every_study_preset_loads_and_validates():
         s = load_study(name)
         assert s.arms
     default = load_study("default")
-    assert set(default.arms) == {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-matched",
+    assert set(default.arms) == {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-matched", "post-grow-matched",
                                  "pre-shallow", "post-shallow", "pre-freeze", "post-freeze"}
-    assert set(load_study("paper").arms) == set(default.arms)
+    singles = {"pre-single", "post-single"}
+    assert set(load_study("paper").arms) == set(default.arms) | singles
+    assert set(load_study("cpu3").arms) == set(default.arms) | singles
     assert len(load_study("cpu3").seeds) == 3
+    assert all(len(a.lrs) >= 2 for a in load_study("lr-sweep").arms.values())
+
+
+@pytest.mark.parametrize("name", ["default", "cpu3", "paper"])
+def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
+    """The claims' matched pair is [joint, grow] with the grow arm given the joint arm's active-layer
+    tokens (matched upward): a joint run shortened to grow's compute only repeats the joint contrast."""
+    s = load_study(name)
+    joint, grow = s.claims.matched
+    assert s.arms[grow].match == joint and s.arms[joint].match is None
+    base = s.arms[grow].preset
+    assert len(load_config(base).curriculum.stages) > 1 and len(load_config(s.arms[joint].preset).curriculum.stages) == 1
+    for role in ("pre_joint", "post_joint", "pre_grow", "post_grow", "pre_freeze", "post_freeze"):
+        assert getattr(s.claims, role) in s.arms
+    if name != "default":
+        assert load_config(s.arms[s.claims.post_single].preset).curriculum.stages[1].n_layer == 4
 
 
 @pytest.mark.parametrize("over,needle", [(["seeds=[]"], "seeds"), (["launcher.parallel=0"], "launcher.parallel"),
