@@ -140,13 +140,19 @@ class Progress:
         self.total = {j.name: sum(p.steps for p in plan_stages(j.cfg)) for j in jobs}
         self.bar = tqdm(total=sum(self.total.values()), unit="step", desc="study", disable=not enabled,
                         dynamic_ncols=True, file=sys.stderr)
+        self.tty = enabled and sys.stderr.isatty()
+        self.done = -1
 
     def poll(self, status: dict[str, str], current: str = "") -> None:
         self.bar.n = sum(self.total[j.name] if j.finished else min(_steps_done(j), self.total[j.name])
                          for j in self.jobs)
         done = sum(1 for j in self.jobs if j.name in status)
-        self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}")
-        self.bar.refresh()
+        self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}", refresh=False)
+        if not self.bar.disable and (self.tty or done != self.done):  # a log file: a line per finished run
+            self.bar.refresh()
+            if not self.tty:
+                self.bar.fp.write("\n")
+        self.done = done
 
     def close(self) -> None:
         self.bar.close()
