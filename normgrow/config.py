@@ -70,7 +70,7 @@ class ModelConfig:
     init_std: float = 0.02
     """Std of the normal init of linear weights (and of the token embedding unless embed_init_std is set)."""
     embed_init_std: Optional[float] = None
-    """Std of the normal init of the token embedding; null = init_std. Larger keeps a pre-norm stream from being swamped by block 0's update (see README)."""
+    """Std of the normal init of the token embedding; null = init_std. Larger keeps block 0's update from swamping a pre-norm stream, but 1.0 collapses post-norm at d_model 256 (README: the regime both placements share)."""
     init_embeddings: Literal["random", "teacher"] = "random"
     """Token embeddings and LM head: random, or copied from the teacher (needs equal widths)."""
     init_depth: Optional[int] = None
@@ -115,8 +115,8 @@ class DataConfig:
 class TeacherConfig:
     path: str = "default"
     """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher; 'none' = plain next-token training."""
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Dtype the teacher is loaded in."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Dtype the teacher is loaded in; 'auto' = the student's resolved train.dtype."""
     default_preset: str = "teacher"
     """Preset whose run trains the embedded default teacher (used when path is 'default')."""
     cache: bool = False
@@ -195,8 +195,8 @@ class TrainConfig:
     """AdamW beta2."""
     grad_clip: float = 1.0
     """Max global gradient norm (0 = off)."""
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    """Autocast dtype for the student's forward."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Autocast dtype for the student's forward; 'auto' = bfloat16 only where it is native and measured faster (CUDA with bf16; CPUs with AMX/AVX-512-BF16 after a cached probe), else float32 (hardware.py)."""
     compile: bool = False
     """torch.compile the student."""
     device: str = "auto"

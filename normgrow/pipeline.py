@@ -26,10 +26,11 @@ import torch
 from normgrow import cache, checkpoint, dist
 from normgrow.config import RunConfig, load_config
 from normgrow.curriculum import match_budget, student_at_stage
-from normgrow.data import Prepared, prepare, probe_batch
+from normgrow.data import Prepared, cache_root, prepare, probe_batch
 from normgrow.diagnostics import diagnose, make_probe, max_difference
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
+from normgrow.hardware import fast_dtype
 from normgrow.rundir import check_same_run, read_jsonl
 from normgrow.teacher import (
     NO_TEACHER,
@@ -75,6 +76,15 @@ def resolve_config(cfg: RunConfig, prep: Prepared) -> RunConfig:
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=v))
 
 
+def resolve_dtypes(cfg: RunConfig, device: torch.device) -> RunConfig:
+    """train.dtype / teacher.dtype `auto` → what this device computes fast (hardware.py), so the
+    run's resolved config.yaml says which was used."""
+    train_dtype = cfg.train.dtype if cfg.train.dtype != "auto" else fast_dtype(device, cache_root(cfg.data))[0]
+    teacher_dtype = cfg.teacher.dtype if cfg.teacher.dtype != "auto" else train_dtype
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, dtype=train_dtype),
+                               teacher=dataclasses.replace(cfg.teacher, dtype=teacher_dtype))
+
+
 def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log = print, progress: bool = True,
                  build_teacher: bool = True, open_cache: bool = True) -> RunInputs:
     """Everything a run consumes: data, resolved config, teacher, teacher cache, device.
@@ -84,6 +94,7 @@ def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log 
     or config leaves nothing behind."""
     info = info or dist.setup(cfg.train.device)
     say = log if info.is_main else quiet
+    cfg = resolve_dtypes(cfg, info.device)
     if info.is_main:
         path, prep = prepare_data(cfg, log=say, build_teacher=build_teacher, progress=progress)
     dist.barrier()

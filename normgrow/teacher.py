@@ -36,7 +36,9 @@ from transformers.utils import logging as hf_logging
 
 from normgrow.config import RunConfig, load_config, to_dict
 from normgrow.data import cache_root
+from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
+from normgrow.hardware import fast_dtype
 from normgrow.losses import TeacherChunks
 
 NO_TEACHER = "none"
@@ -53,6 +55,9 @@ class TeacherError(NormgrowError):
 def default_teacher_config(cfg: RunConfig) -> RunConfig:
     """The default teacher's own run: the `teacher` preset trained on the student's data config."""
     base = load_config(cfg.teacher.default_preset)
+    if base.train.dtype == "auto":  # resolved by the machine (not the student's choice): the key names the dtype
+        dtype = fast_dtype(pick_device(cfg.train.device), cache_root(cfg.data))[0]
+        base = dataclasses.replace(base, train=dataclasses.replace(base.train, dtype=dtype))
     # the student's corpus, tokenizer, split and sequence length; evaluation sizes are the teacher preset's own,
     # so changing how a student is evaluated does not retrain its teacher
     data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
@@ -78,6 +83,11 @@ _KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): N
                     ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
 
 
+# Key-free sections enter the key with their defaults; where such a default changed, the key keeps the old value
+# (teacher.dtype became `auto`, resolved per run), so the change did not orphan cached teachers.
+_KEY_DEFAULT_CHANGED = {("teacher", "dtype"): ("auto", "float32")}
+
+
 def default_teacher_key(cfg: RunConfig) -> str:
     """Hash of the default teacher's training recipe: its resolved config less the fields in `_KEY_FREE`."""
     tcfg = default_teacher_config(cfg)
@@ -91,6 +101,9 @@ def default_teacher_key(cfg: RunConfig) -> str:
     for (section, name), default in _KEY_ADDED_LATER.items():
         if recipe[section][name] == default:
             del recipe[section][name]
+    for (section, name), (now, then) in _KEY_DEFAULT_CHANGED.items():
+        if recipe[section][name] == now:
+            recipe[section][name] = then
     return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.create(recipe), sort_keys=False).encode()).hexdigest()[:16]
 
 

@@ -166,6 +166,19 @@ def test_default_teacher_key_covers_its_recipe_only(tmp_path):
         assert key(teacher_yaml=bound) != base, bound
 
 
+def test_cached_default_teachers_keep_their_keys():
+    """Keys of teachers users already have cached: a change to the config's fields or defaults must not
+    orphan them (values pinned when they were first built; the default's on a CPU without native bfloat16,
+    where `auto` resolves to float32 as the dtype it was trained in)."""
+    from normgrow.config import load_config
+    from normgrow.hardware import BF16_FLAGS, cpu_info
+    from normgrow.teacher import default_teacher_key
+
+    assert default_teacher_key(load_config("tiny")) == "1220da9fb7215c4e"
+    if not cpu_info().flags & BF16_FLAGS:
+        assert default_teacher_key(load_config("default")) == "3c9ba9d77acde23b"
+
+
 def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_path):
     """Why those fields can stay out of the default teacher's key."""
     a = run(tiny_cfg(tiny_cache, "teacher.path=none"), tmp_path / "a", **QUIET)

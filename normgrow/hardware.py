@@ -1,0 +1,110 @@
+"""What this machine computes fast: the dtype `train.dtype=auto` and `teacher.dtype=auto` resolve to.
+
+bfloat16 autocast (float32 master weights) pays only where bfloat16 matrix multiplication is
+native: CUDA devices that support it, and CPUs with AMX or AVX-512-BF16 (measured on the AMX kind:
+bfloat16 matmul ≈ 6× float32). On an AVX2-only CPU torch emulates it, and the student's step ran
+25× *slower* in bfloat16 (docs/LOG.md), so `auto` must never pick it there. The rule:
+
+1. CUDA: bfloat16 if the device supports it, else float32.
+2. CPU without the `amx_bf16` or `avx512_bf16` flag (from /proc/cpuinfo): float32, no probe.
+3. CPU with one of them: a short timed probe — the same matmul in float32 and under bfloat16
+   autocast, best of several repetitions — and bfloat16 only if it is at least `MIN_SPEEDUP`
+   times faster. The probe's record (timings, verdict, CPU model, flags, torch version) is cached
+   per machine under `<cache>/hardware/`, so it runs once; every run's resolved config.yaml names
+   the dtype it used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
+MIN_SPEEDUP = 1.5  # margin over 1.0: autocast adds casts the probe's bare matmul does not pay
+PROBE_SHAPE = (2048, 512, 512)  # (tokens, d_in, d_out): a projection of a CPU-sized batch
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str
+    flags: frozenset
+
+
+def cpu_info(text: Optional[str] = None) -> CpuInfo:
+    """The CPU's model name and feature flags, from the text of /proc/cpuinfo (read when not given;
+    empty flags where there is none, e.g. macOS — bfloat16 is then never chosen on the CPU)."""
+    if text is None:
+        try:
+            text = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            text = ""
+    model, flags = "", frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key == "model name" and not model:
+            model = value.strip()
+        elif key in ("flags", "features") and not flags:
+            flags = frozenset(value.split())
+    return CpuInfo(model or platform.processor() or platform.machine(), flags)
+
+
+def _best_time(fn, reps: int) -> float:
+    fn()  # warm-up (allocation, kernel selection)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def probe_cpu_bf16(reps: int = 5) -> dict:
+    """Seconds of one float32 matmul and of the same under bfloat16 autocast, and their ratio."""
+    m, k, n = PROBE_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+
+    def bf16():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return a @ b
+
+    f32_s, bf16_s = _best_time(lambda: a @ b, reps), _best_time(bf16, reps)
+    return {"float32_s": f32_s, "bfloat16_s": bf16_s, "speedup": f32_s / bf16_s, "shape": list(PROBE_SHAPE),
+            "threads": torch.get_num_threads()}
+
+
+def machine_key(info: CpuInfo) -> str:
+    return hashlib.sha256(json.dumps([info.model, sorted(info.flags), torch.__version__]).encode()).hexdigest()[:16]
+
+
+def fast_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
+    """('bfloat16' or 'float32', the record behind the choice) for this device."""
+    if device.type == "cuda":
+        ok = torch.cuda.is_bf16_supported()
+        return ("bfloat16" if ok else "float32"), {"device": torch.cuda.get_device_name(device), "bf16_supported": ok}
+    if device.type != "cpu":
+        return "float32", {"device": device.type, "reason": "only CUDA and CPU are probed"}
+    info = cpu_info()
+    have = sorted(info.flags & BF16_FLAGS)
+    if not have:
+        return "float32", {"cpu": info.model, "reason": "no amx_bf16 / avx512_bf16 flag: bfloat16 is emulated"}
+    path = cache_root / "hardware" / f"cpu-{machine_key(info)}.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = {"cpu": info.model, "bf16_flags": have, "torch": torch.__version__, **probe_cpu_bf16()}
+        record["choice"] = "bfloat16" if record["speedup"] >= MIN_SPEEDUP else "float32"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(record, indent=1))
+        os.replace(tmp, path)  # atomic: concurrent runs of a study write the same verdict
+    return record["choice"], record
