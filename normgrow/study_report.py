@@ -65,13 +65,27 @@ def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path) -> l
     return L
 
 
-def _claims_section(claims: list[Claim]) -> list[str]:
+def collapsed_arms(study, measures: dict) -> list[str]:
+    """Arms whose worst block's collapse share, mean over seeds at the end of training, exceeds the threshold."""
+    out = []
+    for arm in study.arms:
+        share = _mean([m.get("collapse_share") for m in measures.get(arm, {}).values()])
+        if share is not None and share > study.collapse_threshold:
+            out.append(arm)
+    return out
+
+
+def _claims_section(claims: list[Claim], collapsed: list[str] = ()) -> list[str]:
     if not claims:
         return []
     L = ["## The paper's claims at this scale", "",
          "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
-         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed).", "",
-         "| claim | verdict | this study |", "|---|---|---|"]
+         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed).", ""]
+    if collapsed:
+        L += [f"> **Caution: {len(collapsed)} arm(s) end collapsed** ({', '.join(f'`{a}`' for a in collapsed)}; see "
+              "\"Collapse of the residual stream\"): verdicts that rest on them describe a collapsed regime, not the "
+              "placements. A longer budget or another regime is needed before reading them as the paper's claims.", ""]
+    L += ["| claim | verdict | this study |", "|---|---|---|"]
     for c in claims:
         value = "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
         L.append(f"| {c.key} | **{c.verdict}** | {value} |")
@@ -257,7 +271,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir)
-    L += _claims_section(list(claims))
+    L += _claims_section(list(claims), collapsed_arms(study, measures))
     L += _arms_section(rows, agg, selection)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)

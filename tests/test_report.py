@@ -37,7 +37,10 @@ def write_run(run_dir, arm, seed, ce, norm):
     rms = {c: 1.0 for c in ("all", "structural", "content", "bos", "first", "whitespace", "punct")}
     diag = [{"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "n_layer": 2, "stage": 1, "event": "stage_end",
              "residual_rms": [rms, rms, rms], "struct_content_ratio": [1.0, 1.0, 1.0], "rel_update": [0.5, 0.1],
-             "cos": [0.9, 0.99], "sink_share": 0.25 if norm == "pre" else 0.75, "probe_ce": ce}]
+             "cos": [0.9, 0.99], "sink_share": 0.25 if norm == "pre" else 0.75, "probe_ce": ce,
+             # pre ends collapsed at its last block (worst share 0.9 > 0.5), post does not (worst 0.3)
+             "collapse_share": [0.01, 0.3, 0.9] if norm == "pre" else [0.01, 0.2, 0.3],
+             "collapse_cos": [0.01, 0.3, 0.92] if norm == "pre" else [0.01, 0.2, 0.3]}]
     (run_dir / "diagnostics.jsonl").write_text("".join(json.dumps(d) + "\n" for d in diag))
 
 
@@ -81,6 +84,11 @@ claims: {pre_grow: pre, post_grow: post}
     assert "after growth" not in report.split("## Phase-wise")[1].split("##")[0].split("|---|")[1]
     assert "preserved the function" in report
     assert "| sink_share | 0.2500 | 0.7500 |" in report  # the diagnostics table, read from diagnostics.jsonl
+    # collapse: the table, the warning for `pre` only, and the caution above the claims naming it
+    assert "| pre | 0.900 | 0.920 |" in report and "| post | 0.300 | 0.300 |" in report
+    assert "**Warning: `pre` is collapsed**" in report and "`post` is collapsed" not in report
+    claims = report.split("## The paper's claims")[1].split("\n## ")[0]
+    assert "**Caution: 1 arm(s) end collapsed** (`pre`;" in claims
     for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
         assert (out / "plots" / f"{fig}.png").stat().st_size > 5_000, fig
         assert f"plots/{fig}.png" in report
