@@ -222,14 +222,14 @@ def _boundary_section(study, measures: dict) -> list[str]:
 
 
 def _collapse_section(study, measures: dict) -> list[str]:
-    rows, warn = [], []
+    rows, warn, collapsed = [], [], collapsed_arms(study, measures)  # one rule for this section and the claims' caution
     for arm in study.arms:
         runs = list(measures.get(arm, {}).values())
         share, cos = _mean([m.get("collapse_share") for m in runs]), _mean([m.get("collapse_cos") for m in runs])
         if share is None:
             continue
         rows.append(f"| {arm} | {share:.3f} | {_fmt(cos, 3)} |")
-        if share > study.collapse_threshold:
+        if arm in collapsed:
             warn.append(f"> **Warning: `{arm}` is collapsed** — at the end of training {share:.0%} of its residual "
                         f"stream's energy lies in the direction all tokens share (threshold {study.collapse_threshold:.0%}): "
                         "every later block sees nearly the same input, so its results say little about the placement.")
