@@ -1,17 +1,26 @@
-"""Training-step throughput of a distillation run with the online teacher, and the teacher's share.
+"""Training-step throughput of a distillation run: the default path against float32 eager.
 
-    python benchmarks/bench_run.py [CONFIG] [key=value …]     (default: the `default` preset)
+    python benchmarks/bench_run.py [CONFIG] [key=value …] [--steps 8] [--variant 'key=value …' …]
 
-Builds (or reuses) the config's inputs exactly as a run does (pipeline.build_inputs), then times,
-in this process and on the same batches, the training loop's own `train_step`: (a) the full
-distillation step — teacher forward + student forward/backward with the chunked loss + AdamW —
-and (b) the same step with plain next-token loss and no teacher (the reference). Prints tokens/s
-of both, their ratio, and the share of step time in the teacher forward (timed on its own).
+Builds (or reuses) the config's inputs exactly as a run does (pipeline.build_inputs) and times the
+training loop's own `train_step` — teacher forward + student forward/backward with the chunked
+loss + AdamW — on the same batches, in this process, for:
+
+  default          the config as given (`train.dtype` / `teacher.dtype` auto-resolved for this
+                   machine, `train.compile` as configured)
+  float32 eager    the same with train.dtype=float32, teacher.dtype=float32, train.compile=false
+  each --variant   the config plus those overrides (e.g. --variant 'train.compile=true')
+
+Prints tokens/s of each, its ratio to float32 eager, the resolved dtype, and the teacher forward's
+share of the step (timed on its own). Steps alternate between the variants so they share the
+machine's noise; the first two steps of each (allocation, compilation) are not timed, and a
+compiled variant's compile time is printed separately. `train.threads` is applied as in a run.
+The machine (CPU model, bf16 flags) is printed with the figures: write it next to them in the LOG.
 """
 
-import dataclasses
+import argparse
+import shlex
 import statistics
-import sys
 import time
 
 import torch
@@ -19,47 +28,82 @@ import torch
 from normgrow.config import load_config
 from normgrow.curriculum import plan_stages
 from normgrow.data import BatchIterator
+from normgrow.hardware import BF16_FLAGS, cpu_info
 from normgrow.pipeline import build_inputs
 from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
 
+FP32_EAGER = ["train.dtype=float32", "teacher.dtype=float32", "train.compile=false"]
+
+
+class Variant:
+    """One way of running the step: its inputs, student, optimizer and timings."""
+
+    def __init__(self, name: str, preset: str, overrides: list[str]):
+        cfg = load_config(preset, overrides)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        self.name = name
+        self.inputs = build_inputs(cfg, log=lambda *_: None)
+        self.cfg, info = self.inputs.cfg, self.inputs.info
+        plan = plan_stages(self.cfg)[-1]  # the full-depth stage
+        torch.manual_seed(0)
+        self.model = build_student(self.inputs, plan)
+        set_trainable(self.model, plan)
+        self.opt = build_optimizer(self.model, self.cfg, info.device)
+        self.step_fn = wrap_for_training(self.model, info, self.cfg.train.compile)
+        self.device = info.device
+        self.times: list[float] = []
+        self.teacher_times: list[float] = []
+        self.first: list[float] = []
+
+    def step(self, batch, timed: bool) -> None:
+        x = batch.tokens[:, :-1].to(self.device)
+        t0 = time.perf_counter()
+        self.inputs.teacher.chunks(x)
+        t1 = time.perf_counter()
+        train_step(self.model, self.step_fn, self.opt, batch, self.inputs, lr=1e-4)
+        t2 = time.perf_counter()
+        if timed:
+            self.teacher_times.append(t1 - t0)
+            self.times.append(t2 - t1)
+        else:
+            self.first.append(t2 - t1)
+
 
 def main() -> None:
-    args = sys.argv[1:]
-    preset = args[0] if args and "=" not in args[0] else "default"
-    cfg = load_config(preset, [a for a in args if "=" in a])
-    inputs = build_inputs(cfg, log=lambda *_: None)
-    cfg, info = inputs.cfg, inputs.info
-    no_teacher = dataclasses.replace(inputs, teacher=None, cache=None)
-    plan = plan_stages(cfg)[-1]  # the full-depth stage
-    model = build_student(inputs, plan)
-    set_trainable(model, plan)
-    opt = build_optimizer(model, cfg, info.device)
-    step_fn = wrap_for_training(model, info, cfg.train.compile)
-    batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed)
-    n = cfg.train.batch_size * cfg.data.seq_len
-    t_teacher, t_step, t_plain = [], [], []
-    for i in range(8):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config", nargs="?", default="default")
+    ap.add_argument("overrides", nargs="*")
+    ap.add_argument("--steps", type=int, default=8, help="timed steps per variant (after 2 untimed)")
+    ap.add_argument("--variant", action="append", default=[], help="extra overrides for one more variant")
+    args = ap.parse_args()
+    if "=" in args.config:
+        args.overrides, args.config = [args.config, *args.overrides], "default"
+    variants = [Variant("default", args.config, args.overrides),
+                Variant("float32 eager", args.config, [*args.overrides, *FP32_EAGER])]
+    variants += [Variant(v, args.config, [*args.overrides, *shlex.split(v)]) for v in args.variant]
+    ref = variants[0]
+    batches = BatchIterator(ref.inputs.prep.train, ref.cfg.data.seq_len, ref.cfg.train.batch_size, ref.cfg.seed)
+    for i in range(2 + args.steps):
         batch = next(batches)
-        x = batch.tokens[:, :-1].to(info.device)
-        t0 = time.perf_counter()
-        inputs.teacher.chunks(x)
-        t1 = time.perf_counter()
-        train_step(model, step_fn, opt, batch, inputs, lr=1e-4)
-        t2 = time.perf_counter()
-        train_step(model, step_fn, opt, batch, no_teacher, lr=1e-4)
-        t3 = time.perf_counter()
-        if i >= 2:  # warm-up steps excluded
-            t_teacher.append(t1 - t0)
-            t_step.append(t2 - t1)
-            t_plain.append(t3 - t2)
-    step, plain, tea = statistics.median(t_step), statistics.median(t_plain), statistics.median(t_teacher)
-    m = cfg.model
-    print(f"{preset}: student n_layer={plan.n_layer} d_model={m.d_model}, teacher {inputs.teacher.report['class']} "
-          f"({inputs.teacher.report['parameters']:,} params), batch {cfg.train.batch_size}x{cfg.data.seq_len}, "
-          f"vocab {m.vocab_size}, threads {torch.get_num_threads()}")
-    print(f"distillation step: {n / step:8,.0f} tokens/s   (teacher forward {tea / step:.1%} of the step)")
-    print(f"no-teacher step:   {n / plain:8,.0f} tokens/s   (reference, same student and batches)")
-    print(f"ratio distillation / no-teacher: {plain / step:.3f}")
+        for v in variants:
+            v.step(batch, timed=i >= 2)
+
+    info, m = cpu_info(), ref.cfg.model
+    flags = sorted(info.flags & (BF16_FLAGS | {"avx2", "avx512f"}))
+    print(f"machine: {info.model}; flags {' '.join(flags) or 'none of avx2/avx512f/bf16'}; torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}")
+    print(f"{args.config} {' '.join(args.overrides)}: student n_layer={m.n_layer} d_model={m.d_model}, teacher "
+          f"{ref.inputs.teacher.report['class']} ({ref.inputs.teacher.report['parameters']:,} params), batch "
+          f"{ref.cfg.train.batch_size}x{ref.cfg.data.seq_len}, vocab {m.vocab_size}")
+    n = ref.cfg.train.batch_size * ref.cfg.data.seq_len
+    base = statistics.median(variants[1].times)
+    for v in variants:
+        step = statistics.median(v.times)
+        compiled = f", first steps {sum(v.first):.1f} s (compile)" if v.cfg.train.compile else ""
+        print(f"{v.name:>16}: {n / step:8,.0f} tokens/s  ×{base / step:.2f} vs float32 eager  "
+              f"(dtype {v.cfg.train.dtype}, compile {v.cfg.train.compile}; teacher forward "
+              f"{statistics.median(v.teacher_times) / step:.0%} of the step{compiled})")
 
 
 if __name__ == "__main__":

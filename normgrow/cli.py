@@ -32,7 +32,7 @@ from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
 from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
-from normgrow.study import load_study, rebuild_report, run_study
+from normgrow.study import compare_studies, load_study, rebuild_report, run_study
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -110,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     cfg = _load(args)
     out = args.output or default_run_dir(cfg)
     summary = run(cfg, out, progress=not args.no_progress)
-    if _is_main_process():
+    if _is_main_process() and not args.no_plots:
         plot_runs([out], Path(out) / "plots")
     keys = [k for k in ("val/ce", "val/kl", "val/nll") if k in summary]
     print(f"{out}: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)
@@ -139,6 +139,11 @@ def cmd_study(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     dirs = [Path(d) for d in args.dirs]
+    if args.against:
+        if len(dirs) != 1:
+            raise NormgrowError("--against: give one study directory to compare")
+        print("\n".join(compare_studies(Path(args.against), dirs[0])))
+        return
     if len(dirs) == 1 and (dirs[0] / "study.yaml").is_file():
         print(f"report: {rebuild_report(dirs[0])}")
         return
@@ -178,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("-o", "--output", default=None, help="run directory (default: runs/<name>-<norm>-s<seed>-<hash>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true",
+                   help="no figures in the run directory (a study draws its own; `normgrow report RUN_DIR` draws them later)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("export", help="write a run's student in Hugging Face format")
@@ -192,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="rebuild a study's results and report, or plot runs side by side")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="a study directory, or one or more run directories")
     p.add_argument("-o", "--output", default=None, help="output directory (default: RUN_DIR/plots of the first)")
+    p.add_argument("--against", default=None, metavar="STUDY_DIR",
+                   help="compare the study's contrasts with those of another study (e.g. half the budget)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("teacher", help="the default teacher")

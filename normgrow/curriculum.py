@@ -225,6 +225,12 @@ def flops_per_token(m: ModelConfig, placements: tuple[str, ...], trainable: tupl
     return 6 * (p_train + head) + 2 * p_frozen + 3 * n_train * attn + (len(placements) - n_train) * attn
 
 
+def forward_flops_per_token(m: ModelConfig, seq_len: int) -> int:
+    """Estimated forward FLOPs per token of a pre-norm model of this shape (a teacher's cost in a step)."""
+    block = block_parameters(dataclasses.replace(m, block_norms=[], norm="pre"), 0)
+    return 2 * (m.n_layer * block + m.d_model * (m.vocab_size or 0)) + m.n_layer * 2 * seq_len * m.n_head * resolved_head_dim(m)
+
+
 def step_cost(cfg: RunConfig, plan: StagePlan) -> dict[str, float]:
     """What one optimizer step of this stage adds to each compute counter."""
     per_step = tokens_per_step(cfg)

@@ -16,6 +16,7 @@ error line of its log.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,9 +29,10 @@ from typing import Any, Callable, Optional
 from tqdm import tqdm
 
 from normgrow.config import RunConfig
-from normgrow.curriculum import plan_stages
+from normgrow.curriculum import forward_flops_per_token, plan_stages, step_cost, tokens_per_step
 from normgrow.pipeline import quiet, run
 from normgrow.registry import Registry
+from normgrow.teacher import teacher_shape
 
 
 @dataclass
@@ -83,7 +85,7 @@ def threads_per_job(options: LauncherConfig) -> int:
 
 def job_command(job: Job, options: LauncherConfig) -> list[str]:
     """The `normgrow run` command of a job (through torchrun when it has several processes)."""
-    run_args = ["run", str(job.config_path), "-o", str(job.run_dir), "--no-progress",
+    run_args = ["run", str(job.config_path), "-o", str(job.run_dir), "--no-progress", "--no-plots",
                 f"train.threads={threads_per_job(options)}"]
     if options.torchrun_nproc > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -132,19 +134,43 @@ def _steps_done(job: Job) -> int:
         return 0
 
 
+def job_costs(job: Job) -> list[tuple[int, float]]:
+    """(steps, estimated FLOPs per step) of each stage of a job: the student's training FLOPs plus the
+    teacher's forward, so a 3-block stage weighs less than a 9-block one (the progress bar's ETA)."""
+    cfg = job.cfg
+    vocab = cfg.model.vocab_size or cfg.data.vocab_size or 0
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab))
+    shape = teacher_shape(cfg)
+    teacher = forward_flops_per_token(shape, cfg.data.seq_len) * tokens_per_step(cfg) if shape else 0
+    return [(p.steps, step_cost(cfg, p)["flops"] + teacher) for p in plan_stages(cfg)]
+
+
+def cost_of_steps(costs: list[tuple[int, float]], steps: int) -> float:
+    """FLOPs of a job's first `steps` steps."""
+    done = 0.0
+    for n, per_step in costs:
+        done += min(n, max(steps, 0)) * per_step
+        steps -= n
+    return done
+
+
 class Progress:
-    """The study's progress bar over the steps of all its unfinished jobs; launchers call `poll`."""
+    """The study's progress bar over the estimated FLOPs of all its unfinished jobs (so its ETA weighs shallow
+    stages and small arms by their cost, across arms and seeds); launchers call `poll`."""
 
     def __init__(self, jobs: list[Job], enabled: bool = True):
         self.jobs = jobs
-        self.total = {j.name: sum(p.steps for p in plan_stages(j.cfg)) for j in jobs}
-        self.bar = tqdm(total=sum(self.total.values()), unit="step", desc="study", disable=not enabled,
-                        dynamic_ncols=True, file=sys.stderr)
+        self.costs = {j.name: job_costs(j) for j in jobs}
+        self.total = {name: cost_of_steps(c, sum(n for n, _ in c)) for name, c in self.costs.items()}
+        self.bar = tqdm(total=sum(self.total.values()), unit="FLOP", unit_scale=True, desc="study",
+                        disable=not enabled, dynamic_ncols=True, file=sys.stderr,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} FLOP "
+                                   "[{elapsed}<{remaining}{postfix}]")
         self.tty = enabled and sys.stderr.isatty()
         self.done = -1
 
     def poll(self, status: dict[str, str], current: str = "") -> None:
-        self.bar.n = sum(self.total[j.name] if j.finished else min(_steps_done(j), self.total[j.name])
+        self.bar.n = sum(self.total[j.name] if j.finished else cost_of_steps(self.costs[j.name], _steps_done(j))
                          for j in self.jobs)
         done = sum(1 for j in self.jobs if j.name in status)
         self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}", refresh=False)

@@ -28,6 +28,12 @@ COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 LINE_STYLES = ["-", "--", ":", "-."]
 
 
+def _legend(ax, **kw) -> None:
+    """A legend only where something is labelled (a joint run has no growth boundary to draw)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def run_label(run_dir: Path) -> str:
     cfg = load_config(str(run_dir / "config.yaml"))
     depths = "→".join(str(s.n_layer) for s in cfg.curriculum.stages)
@@ -61,7 +67,7 @@ def plot_val_ce(runs: list[Path], out: Path) -> Path:
     ax.set_xlabel("active-layer tokens (tokens × blocks)")
     ax.set_ylabel(f"{key} (nats/token)")
     ax.set_title("validation CE against the teacher" if key == "val/ce" else "validation NLL")
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
     return _save(fig, out / "val_ce.png")
 
@@ -102,7 +108,7 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
         if lo > 0 and hi / lo > 20:  # pre-norm drift spans decades; post-norm stays near its gains
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        _legend(ax, fontsize=6)
     return _save(fig, out / "boundary_rms.png")
 
 
@@ -119,7 +125,7 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
     ax.set_xlabel("active-layer tokens")
     ax.set_ylabel("RMS structural / RMS content")
     ax.set_title("structural-token scale drift at the boundary")
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
     return _save(fig, out / "struct_content.png")
 
@@ -141,7 +147,7 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
         ax.set_xlabel("block")
         ax.grid(alpha=0.3)
     axes[2].set_yscale("symlog", linthresh=1e-3)
-    axes[0].legend(fontsize=6)
+    _legend(axes[0], fontsize=6)
     return _save(fig, out / "identity.png")
 
 
@@ -162,7 +168,7 @@ def plot_collapse(runs: list[Path], out: Path) -> Path:
         ax.set_xlabel("residual index (0 = embeddings, i = after block i−1)")
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6)
+    _legend(axes[0], fontsize=6)
     return _save(fig, out / "collapse.png")
 
 
@@ -202,7 +208,7 @@ def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
     ax.set_xlabel("active-layer tokens (tokens × blocks)")
     ax.set_ylabel("val/ce (nats/token)")
     ax.set_title("validation CE against the teacher; dotted: growth events")
-    ax.legend(fontsize=7, ncol=2)
+    _legend(ax, fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     return _save(fig, out / "val_ce_vs_compute.png")
 

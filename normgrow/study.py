@@ -41,7 +41,8 @@ from normgrow.launch import Job, LauncherConfig, job_name, launch
 from normgrow.pipeline import build_cache, prepare_data
 from normgrow.rundir import read_jsonl, read_summary
 from normgrow.stats import COMPUTE, aggregate
-from normgrow.study_report import write_report
+from normgrow.stats import paired as stats_paired
+from normgrow.study_report import collapsed_arms, headline, write_report
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -386,8 +387,9 @@ def run_measures(run_dir: Path) -> dict:
     }
 
 
-def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> Path:
-    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold."""
+def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> tuple[Path, list[str]]:
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold.
+    Returns report.md's path and the study's headline lines."""
     rows = collect(study, jobs, status)
     selection = select_lrs(study, rows)
     write_results(rows, out / "results.csv")
@@ -400,7 +402,40 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
         if r["status"] == "ok":
             measures.setdefault(r["arm"], {})[int(r["seed"])] = run_measures(out / r["run_dir"])
     claims = evaluate_claims(study.claims, measures)
-    return write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
+    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
+    return path, headline(study, agg, claims, collapsed_arms(study, measures))
+
+
+def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
+    """Each contrast of the study in `other_dir` next to the same contrast in `base_dir` (e.g. the same study
+    at twice the budget): both means with their 95% half-widths, the change, and whether the change stays
+    within `other`'s half-width (the convergence check: doubling the budget should not move a contrast by
+    more than its interval). Markdown lines; contrasts missing from either study are skipped."""
+    studies = {}
+    for d in (base_dir, other_dir):
+        if not (d / "study.yaml").is_file() or not (d / "results.csv").is_file():
+            raise NormgrowError(f"{d}: not a finished study directory (no study.yaml or results.csv)")
+        studies[d] = (load_study(str(d / "study.yaml")), read_results(d / "results.csv"))
+    (a, rows_a), (b, rows_b) = studies[base_dir], studies[other_dir]
+    L = [f"Contrasts (b − a of val/ce, mean ± 95% half-width) in `{base_dir}` (budget scale {a.budget_scale}) and "
+         f"`{other_dir}` (budget scale {b.budget_scale}):", "",
+         "| contrast | base | other | change | within other's interval |", "|---|---|---|---|---|"]
+    for name, (x, y) in b.contrasts.items():
+        if a.contrasts.get(name) != [x, y]:
+            continue
+        ca, cb = stats_paired(rows_a, x, y), stats_paired(rows_b, x, y)
+        if ca["mean"] is None or cb["mean"] is None:
+            L.append(f"| {name} | — | — | — | no paired seeds |")
+            continue
+        change = cb["mean"] - ca["mean"]
+        hw = cb["ci95"]
+        within = "—" if hw is None else ("yes" if abs(change) <= hw else "**no**")
+        L.append(f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {within} |")
+    return L
+
+
+def _hw(c: dict) -> str:
+    return "—" if c["ci95"] is None else f"{c['ci95']:.4f}"
 
 
 # ----------------------------------------------------------------------------- the whole study
@@ -416,10 +451,13 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
     for name, err in status.items():
         if err != "ok":
             log(f"run {name} failed: {err}")
-    return summarize(study, jobs, status, out)
+    path, lines = summarize(study, jobs, status, out)
+    for line in lines:
+        log(line)
+    return path
 
 
-def rebuild_report(study_dir: Path) -> Path:
+def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
     """`normgrow report STUDY_DIR`: results.csv, report.md and plots from what is on disk."""
     study = load_study(str(study_dir / "study.yaml"))
     jobs = plan_jobs(study, study_dir)
@@ -427,4 +465,7 @@ def rebuild_report(study_dir: Path) -> Path:
     if (study_dir / "results.csv").is_file():
         previous = {f"{r['arm']}-s{r['seed']}": r["error"] for r in read_results(study_dir / "results.csv")
                     if r["status"] == "failed"}
-    return summarize(study, jobs, previous, study_dir)
+    path, lines = summarize(study, jobs, previous, study_dir)
+    for line in lines:
+        log(line)
+    return path

@@ -263,6 +263,26 @@ def diagnostics_table(study, rows: list[dict], study_dir: Path) -> list[str]:
     return L + [""]
 
 
+def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> list[str]:
+    """The few lines a study ends with on the terminal: each contrast with its interval, the claims'
+    verdicts counted, and the collapsed arms if any (all from the numbers; details in report.md)."""
+    L = []
+    for name, c in agg["contrasts"].items():
+        if c["mean"] is None:
+            L.append(f"{name} ({c['b']} − {c['a']}): no paired seeds finished")
+            continue
+        ci = f" ± {c['ci95']:.4f} (95% CI, {c['n']} seeds)" if c["ci95"] is not None else " (1 seed, no interval)"
+        L.append(f"{name} ({c['b']} − {c['a']}, val/ce): {c['mean']:+.4f}{ci}")
+    if claims:
+        counts: dict[str, int] = {}
+        for c in claims:
+            counts[c.verdict] = counts.get(c.verdict, 0) + 1
+        L.append("paper's claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    if collapsed:
+        L.append(f"collapsed at the end of training (collapse share > {study.collapse_threshold}): {', '.join(collapsed)}")
+    return L
+
+
 def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: list[Claim] = (),
                  measures: Optional[dict] = None, selection: Optional[dict] = None,
                  all_rows: Optional[list[dict]] = None) -> Path:

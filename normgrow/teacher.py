@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
-from normgrow.config import RunConfig, load_config, to_dict
+from normgrow.config import ModelConfig, RunConfig, load_config, to_dict
 from normgrow.data import cache_root
 from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
@@ -63,6 +64,23 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
     data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
                                val_tokens=base.data.val_tokens, probe_sequences=base.data.probe_sequences)
     return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
+
+
+def teacher_shape(cfg: RunConfig) -> Optional[ModelConfig]:
+    """The teacher's shape, for cost estimates before it is loaded: the default teacher's preset, or the
+    config.json of a local checkpoint (Qwen3/Llama-style keys); None when unknown (no teacher, a hub id)."""
+    vocab = cfg.model.vocab_size or cfg.data.vocab_size
+    if cfg.teacher.path == DEFAULT_TEACHER:
+        return dataclasses.replace(load_config(cfg.teacher.default_preset).model, vocab_size=vocab)
+    try:
+        hf = json.loads((Path(cfg.teacher.path) / "config.json").read_text())
+        return ModelConfig(n_layer=int(hf["num_hidden_layers"]), d_model=int(hf["hidden_size"]),
+                           n_head=int(hf["num_attention_heads"]),
+                           n_kv_head=int(hf.get("num_key_value_heads") or hf["num_attention_heads"]),
+                           head_dim=hf.get("head_dim"), d_ff=int(hf["intermediate_size"]),
+                           vocab_size=int(hf.get("vocab_size") or vocab or 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 # Fields of the teacher's run that cannot change its weights: where it runs, how often it logs, evaluates and

@@ -270,6 +270,7 @@ class RunState:
     data: dict = field(default_factory=dict)  # the batch iterator's position
     metrics_lines: int = 0  # events in metrics.jsonl / diagnostics.jsonl at the checkpoint
     diagnostics_lines: int = 0
+    time_s: dict = field(default_factory=dict)  # wall seconds by part: train, eval, diagnostics, growth, checkpoint
 
     COMPUTE = ("step", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")
 
@@ -317,14 +318,27 @@ class Run:
         self.writer.write(rec)
         return rec
 
-    def evaluate(self) -> dict[str, float]:
-        return evaluate(self.model, self.inputs.teacher, self.val, self.cfg, self.inputs.info)
+    @contextlib.contextmanager
+    def timed(self, part: str):
+        """Add the wall time of the block to `state.time_s[part]` (the summary's breakdown)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.state.time_s[part] = self.state.time_s.get(part, 0.0) + time.perf_counter() - t0
+
+    def evaluate(self, sequences: Optional[torch.Tensor] = None) -> dict[str, float]:
+        """Evaluation on the validation set (or on `sequences`, e.g. the model-selection set)."""
+        with self.timed("eval"):
+            return evaluate(self.model, self.inputs.teacher, self.val if sequences is None else sequences, self.cfg,
+                            self.inputs.info)
 
     def diagnose(self, event: str) -> None:
         """Diagnostics on the probe batch (rank 0), appended to diagnostics.jsonl."""
         if self.probe is None:
             return
-        rec = diagnose(self.model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
+        with self.timed("diagnostics"):
+            rec = diagnose(self.model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
         st = self.state
         head = {"step": st.step, "tokens": st.tokens, "active_layer_tokens": st.active_layer_tokens,
                 "n_layer": self.model.depth, "stage": st.stage, "event": event}
@@ -333,6 +347,10 @@ class Run:
 
     def save(self) -> None:
         """A checkpoint of the model, optimizer, RNG and state (rank 0 writes; every rank waits)."""
+        with self.timed("checkpoint"):
+            self._save()
+
+    def _save(self) -> None:
         st = self.state
         st.data = self.batches.state_dict()
         st.wall_time_s = time.perf_counter() - self.t_start
@@ -426,7 +444,10 @@ def stage_started(state: RunState, plan: StagePlan) -> bool:
 def start_stage(run: Run, plan: StagePlan) -> None:
     """Open a stage: its growth event (every stage after the first), evaluation and diagnostics."""
     st = run.state
-    growth = growth_event(run, plan) if plan.index > 0 else None
+    growth = None
+    if plan.index > 0:
+        with run.timed("growth"):
+            growth = growth_event(run, plan)
     st.stage, st.stage_step = plan.index, 0
     start = run.evaluate()
     if growth is not None:
@@ -501,7 +522,8 @@ def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
     while st.stage_step < plan.steps:
         lr = lr_at(st.tokens, cfg, sched_start, sched_len)
         try:
-            loss, grad_norm = train_step(run.model, run.step_fn, run.optimizer, next(run.batches), run.inputs, lr)
+            with run.timed("train"):
+                loss, grad_norm = train_step(run.model, run.step_fn, run.optimizer, next(run.batches), run.inputs, lr)
         except NonFinite as e:
             last = checkpoint.latest(run.out / "checkpoints")
             raise TrainingDiverged(f"non-finite {e.what} at step {st.step + 1} (train/loss={e.loss}); last good "
@@ -527,8 +549,7 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.diagnose("stage_end")
         st.stages[-1]["end"] = end
         if run.select is not None and plan.index == len(run.plans) - 1:  # the model-selection set, once, at the end
-            sel = {k.replace("val/", "select/"): v for k, v in
-                   evaluate(run.model, run.inputs.teacher, run.select, cfg, run.inputs.info).items()}
+            sel = {k.replace("val/", "select/"): v for k, v in run.evaluate(run.select).items()}
             run.record("select", sel)
             st.stages[-1]["select"] = sel
     elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
@@ -593,6 +614,8 @@ def write_summary(run: Run) -> dict:
         "world_size": inputs.info.world_size,
         "wall_time_s": time.perf_counter() - run.t_start,
     }
+    parts = {k: round(v, 2) for k, v in sorted(st.time_s.items())}
+    summary["time_s"] = {**parts, "other": round(summary["wall_time_s"] - sum(st.time_s.values()), 2)}
     if inputs.info.is_main:
         write_json(run.out / "summary.json", summary)
     dist.barrier()

@@ -1,6 +1,7 @@
 """Studies through the CLI: results, statistics checked against our own arithmetic, resume, failures, launchers."""
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -61,6 +62,10 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
     md = sum(d) / 2
     hd = T95_DF1 * abs(d[0] - d[1]) / math.sqrt(2) / math.sqrt(2)
     assert f"| gap | pre | post | {md:.4f} ± {hd:.4f} |" in report
+    # the study ends with its headline numbers, then the report's path
+    tail = proc.stdout.strip().splitlines()[-4:]
+    assert tail[-1] == f"report: {out / 'report.md'}"
+    assert f"gap (post − pre, val/ce): {md:+.4f} ± {hd:.4f} (95% CI, 2 seeds)" in tail[:-1], tail
     assert "Phase-wise" in report and ("Crossover" in report or "No crossover" in report)
     assert "teacher cache" not in report  # trained online: no cache warning
     for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
@@ -215,6 +220,75 @@ def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
     assert [s.tokens for s in jobs["pre-joint"].curriculum.stages] == [98304]
     assert jobs["pre-joint"].train.warmup_tokens == 10000  # 40,000 × 0.25
     assert jobs["post-matched"].curriculum.match_budget == str(tmp_path / "configs" / "post-grow-s0.yaml")
+
+
+def test_progress_weighs_each_step_by_its_student_and_teacher_flops(tmp_path):
+    import torch
+
+    from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
+    from normgrow.launch import cost_of_steps, job_costs
+    from normgrow.model import Student, count_parameters
+    from normgrow.study import plan_jobs
+
+    jobs = {j.arm: j for j in plan_jobs(load_study("default"), tmp_path)}
+    grow, joint = job_costs(jobs["pre-grow"]), job_costs(jobs["pre-joint"])
+    # a 3-block stage costs less per step than a 6-block one, the 9-block stage what a joint step costs
+    assert grow[0][1] < grow[1][1] < grow[2][1] == joint[0][1]
+    # every step carries the default teacher's forward: 2 FLOPs per weight of its matmuls (all but the
+    # embedding table; its norm gains are noise here) plus causal attention, counted on a real teacher model
+    cfg = jobs["pre-grow"].cfg
+    tm = load_config("teacher").model
+    with torch.device("meta"):
+        counts = count_parameters(Student(dataclasses.replace(tm, vocab_size=cfg.data.vocab_size)))
+    T = cfg.data.seq_len
+    teacher = 2 * (counts["total"] - counts["embedding"]) + tm.n_layer * 2 * T * tm.n_head * (tm.d_model // tm.n_head)
+    student = step_cost(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=cfg.data.vocab_size)),
+                        plan_stages(cfg)[0])["flops"]
+    assert grow[0][1] - student == pytest.approx(teacher * tokens_per_step(cfg), rel=1e-3)
+    # progress after k steps sums the stages' steps at their own cost
+    n0 = grow[0][0]
+    assert cost_of_steps(grow, 0) == 0
+    assert cost_of_steps(grow, n0 + 1) == n0 * grow[0][1] + grow[1][1]
+    assert cost_of_steps(grow, 10**9) == sum(n * c for n, c in grow)
+
+
+def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_interval(tmp_path):
+    from scipy.stats import t as student_t
+
+    ce = {  # (budget scale, arm) → val/ce of seeds 0, 1, 2
+        (0.5, "pre"): [5.0, 5.1, 5.2], (0.5, "post"): [4.90, 5.02, 5.08], (0.5, "big"): [4.5, 4.6, 4.7],
+        (1.0, "pre"): [4.0, 4.1, 4.2], (1.0, "post"): [3.93, 4.05, 4.07], (1.0, "big"): [4.5, 4.6, 4.7],
+    }
+    dirs = {}
+    for scale in (0.5, 1.0):
+        d = tmp_path / f"s{scale}"
+        d.mkdir()
+        (d / "study.yaml").write_text(f"name: conv\nbase: tiny\nbudget_scale: {scale}\nseeds: [0, 1, 2]\narms:\n"
+                                      "  pre: {overrides: [model.norm=pre]}\n  post: {overrides: [model.norm=post]}\n"
+                                      "  big: {overrides: [model.norm=post]}\n"
+                                      "contrasts: {gap: [pre, post], far: [pre, big]}\n")
+        with open(d / "results.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["arm", "seed", "status", "val_ce"])
+            w.writeheader()
+            for arm in ("pre", "post", "big"):
+                for seed, v in enumerate(ce[(scale, arm)]):
+                    w.writerow({"arm": arm, "seed": seed, "status": "ok", "val_ce": v})
+        dirs[scale] = d
+
+    def contrast(scale, b):
+        diffs = [y - x for x, y in zip(ce[(scale, "pre")], ce[(scale, b)])]
+        m = sum(diffs) / 3
+        sd = math.sqrt(sum((x - m) ** 2 for x in diffs) / 2)
+        return m, student_t.ppf(0.975, 2) * sd / math.sqrt(3)
+
+    out = cli("report", dirs[1.0], "--against", dirs[0.5]).stdout
+    (ga, ha), (gb, hb) = contrast(0.5, "post"), contrast(1.0, "post")
+    assert abs(gb - ga) <= hb  # the gap moved by less than its interval
+    assert f"| gap | {ga:+.4f} ± {ha:.4f} | {gb:+.4f} ± {hb:.4f} | {gb - ga:+.4f} | yes |" in out
+    (fa, _), (fb, _) = contrast(0.5, "big"), contrast(1.0, "big")
+    assert f"| far | {fa:+.4f} ± 0.0000 | {fb:+.4f} ± 0.0000 | {fb - fa:+.4f} | **no** |" in out
+    bad = cli("report", dirs[1.0], "--against", tmp_path / "nowhere", check=False)
+    assert bad.returncode == 2 and "not a finished study directory" in bad.stderr.strip().splitlines()[-1]
 
 
 def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_path):

@@ -47,6 +47,15 @@ def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     saved = load_config(str(out / "config.yaml"))
     assert saved.model.vocab_size == 512  # resolved from the tokenizer
     assert checkpoint.latest(out / "checkpoints").name == f"step_{c['step']:08d}"
+    # where the wall time went: each part of the loop measured, the parts and the rest add up to the whole
+    t = summary["time_s"]
+    assert {"train", "eval", "diagnostics", "checkpoint", "other"} <= set(t) and t["train"] > 0
+    assert all(v >= 0 for v in t.values()) and "growth" not in t  # one stage: no growth event
+    assert sum(t.values()) == pytest.approx(summary["wall_time_s"], abs=0.05)
+    # --no-plots (what a study's runs use) leaves the figures out
+    bare = tmp_path / "bare"
+    cli("run", "tiny", "-o", bare, f"data.cache_dir={tiny_cache}", "--no-progress", "--no-plots")
+    assert (bare / "summary.json").is_file() and not (bare / "plots").exists()
 
 
 def test_lr_schedule_warmup_cosine_wsd():
