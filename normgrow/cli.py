@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    out = export_student(args.run_dir, args.output)
+    out = export_student(args.run_dir, args.output, force=args.force)
     print(f"exported {args.run_dir} → {out}")
 
 
@@ -189,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write a run's student in Hugging Face format")
     p.add_argument("run_dir")
-    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("-o", "--output", required=True,
+                   help="output directory: new, empty, or a previous export of this run (replaced)")
+    p.add_argument("--force", action="store_true", help="replace a non-empty output directory normgrow did not write")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("diagnose", help="recompute a run's diagnostics from its checkpoints")

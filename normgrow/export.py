@@ -111,11 +111,33 @@ def exported_model_config(cfg: RunConfig, stage: int) -> ModelConfig:
                                block_norms=[] if uniform else list(placements))
 
 
-def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None) -> Path:
-    """Write the run's latest checkpoint as a Hugging Face model directory (atomically)."""
+def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> None:
+    """Export replaces only what it wrote: the target may be new, empty, or a previous export of the same run
+    (or anything with `force`), but never the run directory, one of its parents, or a file."""
+    run, out = run_dir.resolve(), out_dir.resolve()
+    if out == run or out in run.parents:
+        raise NormgrowError(f"{out_dir}: is the run directory {'itself' if out == run else 'or one of its parents'}; "
+                            "export to a new directory")
+    if out.is_file() or (out.exists() and not out.is_dir()):
+        raise NormgrowError(f"{out_dir}: exists and is not a directory")
+    if not out.is_dir() or not any(out.iterdir()) or force:
+        return
+    try:
+        previous = json.loads((out / "normgrow_export.json").read_text()).get("run_dir")
+    except (OSError, ValueError, AttributeError):
+        previous = None
+    if previous != str(run):
+        what = f"an export of another run ({previous})" if previous else "files normgrow did not write"
+        raise NormgrowError(f"{out_dir}: not empty and holds {what}; choose a new directory or pass --force to replace it")
+
+
+def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, force: bool = False) -> Path:
+    """Write the run's latest checkpoint as a Hugging Face model directory (atomically). An existing target is
+    replaced only if it is a previous export of this run (or with `force`); see check_export_target."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if not (run_dir / "config.yaml").is_file():
         raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
+    check_export_target(run_dir, out_dir, force)
     ckpt = checkpoint.latest(run_dir / "checkpoints")
     if ckpt is None:
         raise NormgrowError(f"{run_dir}: has no checkpoint to export")
@@ -148,9 +170,19 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None) -> 
             "placements": [placement_of(m, i) for i in range(n_layer)],
             "format": "Qwen3ForCausalLM" if is_qwen3(student) else "NormgrowForCausalLM (import normgrow.export)",
         }, indent=1))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.rename(tmp, out_dir)
+        old = None
+        if out_dir.exists():  # moved aside, not deleted, until the new export is in place
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+            os.rename(out_dir, old / "export")
+        try:
+            os.rename(tmp, out_dir)
+        except BaseException:
+            if old is not None:  # put the previous export back
+                os.rename(old / "export", out_dir)
+                shutil.rmtree(old, ignore_errors=True)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,0 +1,86 @@
+"""Hostile and careless inputs: each ends with exit code 2 and one line naming the field or file, no
+traceback, and not a byte changed outside normgrow's own files (the target tree is hashed before and after)."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, tiny_cfg
+from normgrow.pipeline import quiet, run
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over every path and file content under root (root itself included)."""
+    h = hashlib.sha256()
+    if root.is_file():
+        h.update(root.read_bytes())
+        return h.hexdigest()
+    for p in sorted(root.rglob("*")):
+        h.update(str(p.relative_to(root)).encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def refused(proc, needle: str) -> None:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr[-2000:]
+    assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_cache, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("hostile") / "run"
+    run(tiny_cfg(tiny_cache), out, log=quiet, progress=False)
+    return out
+
+
+def test_export_never_deletes_a_users_folder(tiny_run, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my thesis")
+    (mine / "metrics.jsonl").write_text("{}\n")  # looking like a run is not enough
+    before = tree_hash(mine)
+    refused(cli("export", tiny_run, "-o", mine, check=False), "files normgrow did not write")
+    assert tree_hash(mine) == before
+    # --force is the explicit way to replace it
+    cli("export", tiny_run, "-o", mine, "--force")
+    assert (mine / "config.json").is_file() and not (mine / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("target", ["run", "parent", "cwd"])
+def test_export_never_targets_the_run_or_a_parent_of_it(tiny_run, target, monkeypatch):
+    before = tree_hash(tiny_run.parent)
+    dest = {"run": tiny_run, "parent": tiny_run.parent, "cwd": Path(".")}[target]
+    if target == "cwd":
+        monkeypatch.chdir(tiny_run)  # `-o .` from inside the run directory
+    for extra in ([], ["--force"]):
+        refused(cli("export", tiny_run, "-o", dest, *extra, check=False), "is the run directory")
+    assert tree_hash(tiny_run.parent) == before
+
+
+def test_export_to_a_file_is_one_line(tiny_run, tmp_path):
+    f = tmp_path / "model.bin"
+    f.write_bytes(b"\x00\x01")
+    refused(cli("export", tiny_run, "-o", f, check=False), "is not a directory")
+    assert f.read_bytes() == b"\x00\x01"
+
+
+def test_export_replaces_its_own_previous_export_but_not_another_runs(tiny_run, tiny_cache, tmp_path):
+    dest = tmp_path / "hf"
+    cli("export", tiny_run, "-o", dest)
+    first = json.loads((dest / "normgrow_export.json").read_text())
+    os.utime(dest / "config.json", (0, 0))
+    cli("export", tiny_run, "-o", dest)  # same run again: replaced in place
+    assert json.loads((dest / "normgrow_export.json").read_text()) == first
+    assert (dest / "config.json").stat().st_mtime > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]  # no temp or set-aside dirs left
+    other = tmp_path / "other-run"
+    run(tiny_cfg(tiny_cache, "model.norm=post"), other, log=quiet, progress=False)
+    before = tree_hash(dest)
+    refused(cli("export", other, "-o", dest, check=False), "an export of another run")
+    assert tree_hash(dest) == before
