@@ -54,6 +54,8 @@ def open_run_dir(out: Path, cfg: RunConfig) -> bool:
     if saved.is_file():
         check_same_run(out, cfg)
         return True
+    if out.is_dir() and any(out.iterdir()):  # a fresh run clears metrics.jsonl: never in someone else's folder
+        raise ConfigError(f"{out}: not empty and not a normgrow run directory (no config.yaml); choose a new -o")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"

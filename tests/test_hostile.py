@@ -84,3 +84,13 @@ def test_export_replaces_its_own_previous_export_but_not_another_runs(tiny_run, 
     before = tree_hash(dest)
     refused(cli("export", other, "-o", dest, check=False), "an export of another run")
     assert tree_hash(dest) == before
+
+
+def test_run_refuses_a_non_empty_folder_that_is_not_a_run(tiny_cache, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "metrics.jsonl").write_text('{"my": "results"}\n')
+    before = tree_hash(mine)
+    refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", "-o", mine, "--no-progress", check=False),
+            "not empty and not a normgrow run directory")
+    assert tree_hash(mine) == before
