@@ -94,3 +94,18 @@ def test_run_refuses_a_non_empty_folder_that_is_not_a_run(tiny_cache, tmp_path):
     refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", "-o", mine, "--no-progress", check=False),
             "not empty and not a normgrow run directory")
     assert tree_hash(mine) == before
+
+
+def test_a_study_naming_an_arm_twice_is_refused(tmp_path):
+    spec = tmp_path / "twice.yaml"
+    spec.write_text("name: twice\nbase: tiny\nseeds: [0]\narms:\n  a: {overrides: [model.norm=pre]}\n"
+                    "  a: {overrides: [model.norm=post]}\n")
+    refused(cli("study", spec, "-o", tmp_path / "out", check=False), "key 'a' given twice")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_binary_file_as_config_is_one_line(tmp_path):
+    blob = tmp_path / "weights.yaml"
+    blob.write_bytes(bytes(range(256)) * 4)
+    refused(cli("run", blob, "-o", tmp_path / "out", check=False), "not a text (UTF-8) file")
+    assert not (tmp_path / "out").exists()
