@@ -4,25 +4,59 @@
         model.safetensors   student weights (names as in the Student; the depth is in state.json)
         optimizer.pt        optimizer state (tensors and plain containers only: read with weights_only=True)
         rng.pt              torch CPU (and CUDA) RNG states
-        state.json          step, tokens, compute counters, stage, data-iterator position, …
+        state.json          step, tokens, compute counters, stage, data-iterator position, …, and
+                            `sha256`: the hash of each of the three files above
 
-A directory without state.json, or a `.tmp-*` directory, is an interrupted write and is ignored.
+A directory without state.json, or a `.tmp-*` directory, is an interrupted write and is ignored
+(and a `.tmp-*` left by a dead process is removed at the next write). Resuming verifies the newest
+checkpoint's hashes; a damaged one is set aside as `.damaged-step_*`, with a message, and the run
+resumes from the previous intact one (`train.keep_checkpoints` ≥ 2 keeps one to fall back to).
 Nothing is ever unpickled: safetensors for weights, `torch.load(weights_only=True)` for the rest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import Callable, Optional
 
 import torch
 from safetensors.torch import load_file, save_file
 
+FILES = ("model.safetensors", "optimizer.pt", "rng.pt")
+
 
 def _step_dir(root: Path, step: int) -> Path:
     return root / f"step_{step:08d}"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+def remove_stale_temps(root: Path) -> None:
+    """Delete `.tmp-step_*-<pid>` directories whose writer is no longer running (a killed write)."""
+    for p in root.glob(".tmp-step_*-*") if root.is_dir() else []:
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, state: dict, keep: int = 2,
@@ -31,6 +65,7 @@ def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, 
     `protected` steps (stage ends: `normgrow diagnose` and phase-wise analyses reload them)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(root)
     final = _step_dir(root, step)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
@@ -43,7 +78,8 @@ def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, 
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     torch.save(rng, tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps(state, indent=1))
+    sums = {name: sha256_file(tmp / name) for name in FILES}
+    (tmp / "state.json").write_text(json.dumps({**state, "sha256": sums}, indent=1))
     _fsync_dir(tmp)
     if final.exists():  # a rerun reached the same step: replace it
         shutil.rmtree(final)
@@ -76,6 +112,40 @@ def latest(root: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def damage(path: str | Path) -> Optional[str]:
+    """Why a checkpoint cannot be trusted (None if it is intact): unreadable state.json, a missing file, or a
+    file whose sha256 differs from the one recorded when it was written (checkpoints from before hashes were
+    recorded are checked for completeness only)."""
+    path = Path(path)
+    try:
+        state = json.loads((path / "state.json").read_text())
+    except (OSError, ValueError):
+        return "state.json is unreadable or cut"
+    for name in FILES:
+        if not (path / name).is_file():
+            return f"{name} is missing"
+        want = (state.get("sha256") or {}).get(name)
+        if want is not None and sha256_file(path / name) != want:
+            return f"{name} does not match its recorded sha256"
+    return None
+
+
+def latest_intact(root: str | Path, warn: Callable[[str], None]) -> Optional[Path]:
+    """The newest checkpoint that verifies. Damaged newer ones are renamed `.damaged-<name>` (kept for
+    inspection, ignored from then on) and reported through `warn`."""
+    root = Path(root)
+    for ckpt in reversed(list_checkpoints(root)):
+        why = damage(ckpt)
+        if why is None:
+            return ckpt
+        aside = root / f".damaged-{ckpt.name}"
+        if aside.exists():
+            shutil.rmtree(aside)
+        os.rename(ckpt, aside)
+        warn(f"checkpoint {ckpt}: {why}; set aside as {aside.name}, falling back to the previous checkpoint")
+    return None
+
+
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[dict, dict, dict, dict]:
     """(model_state, optimizer_state, rng_state, state) of one checkpoint directory."""
     path = Path(path)
@@ -83,6 +153,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[di
     optimizer_state = torch.load(path / "optimizer.pt", map_location=map_location, weights_only=True)
     rng = torch.load(path / "rng.pt", map_location="cpu", weights_only=True)
     state = json.loads((path / "state.json").read_text())
+    state.pop("sha256", None)  # the checkpoint's own bookkeeping (see `damage`)
     return model_state, optimizer_state, rng, state
 
 

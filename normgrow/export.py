@@ -142,6 +142,9 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
     if ckpt is None:
         raise NormgrowError(f"{run_dir}: has no checkpoint to export")
     cfg = load_config(str(run_dir / "config.yaml"))
+    why = checkpoint.damage(ckpt)
+    if why is not None:
+        raise NormgrowError(f"{ckpt}: {why}; rerun `normgrow run` on {run_dir} to fall back to an intact checkpoint")
     weights, _, _, state = checkpoint.load(ckpt)
     m = exported_model_config(cfg, state["stage"])
     student = Student(m)

@@ -217,6 +217,10 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
     logged = {r["step"]: r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in ("stage_end", "interval")}
     results, out_lines = [], []
     for ckpt in ckpts:
+        why = checkpoint.damage(ckpt)
+        if why is not None:
+            log(f"{ckpt.name}: skipped, {why}")
+            continue
         weights, _, _, state = checkpoint.load(ckpt)
         model = student_at_stage(inputs.cfg, state["stage"])
         model.load_state_dict(weights)

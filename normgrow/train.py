@@ -395,7 +395,11 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     # everything that can fail on bad input has been checked: now the run directory may be created
     resume = dist.broadcast_object(open_run_dir(out, cfg) if info.is_main else True)
     dist.barrier()
-    latest = checkpoint.latest(out / "checkpoints") if resume else None
+    latest = None
+    if resume:  # the newest checkpoint that verifies (rank 0 checks; every rank resumes from the same one)
+        found = checkpoint.latest_intact(out / "checkpoints", say) if info.is_main else None
+        found = dist.broadcast_object(str(found) if found else "")
+        latest = Path(found) if found else None
     state = RunState()
     if latest is not None:
         state, optimizer = resume_from(latest, model, plans, batches, inputs, out)

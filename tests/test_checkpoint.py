@@ -1,5 +1,8 @@
 """Checkpoints: a round trip restores everything; old ones are pruned except protected steps; torn writes are ignored."""
 
+import hashlib
+import json
+
 import torch
 
 from normgrow import checkpoint
@@ -26,6 +29,13 @@ def test_round_trip_restores_weights_optimizer_rng_and_state(tmp_path):
         assert torch.equal(opt.state[p]["exp_avg"], other_opt.state[q]["exp_avg"])
     checkpoint.restore_rng(rng)
     assert torch.equal(torch.rand(3), expected_draw)
+    # state.json records each file's sha256 (checked here with hashlib), which `damage` verifies
+    recorded = json.loads((path / "state.json").read_text())["sha256"]
+    assert recorded == {n: hashlib.sha256((path / n).read_bytes()).hexdigest()
+                        for n in ("model.safetensors", "optimizer.pt", "rng.pt")}
+    assert checkpoint.damage(path) is None
+    (path / "rng.pt").write_bytes((path / "rng.pt").read_bytes()[:-1])  # truncated
+    assert checkpoint.damage(path) == "rng.pt does not match its recorded sha256"
 
 
 def test_pruning_keeps_the_latest_and_protected_steps_and_ignores_torn_writes(tmp_path):
