@@ -28,6 +28,7 @@ from normgrow import __version__
 from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.errors import NormgrowError
 from normgrow.export import export_student
+from normgrow.launch import die_with_parent
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
 from normgrow.registry import load_extensions
@@ -107,6 +108,7 @@ def default_run_dir(cfg) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    die_with_parent()
     cfg = _load(args)
     out = args.output or default_run_dir(cfg)
     summary = run(cfg, out, progress=not args.no_progress)

@@ -16,9 +16,11 @@ error line of its log.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -93,10 +95,27 @@ def job_command(job: Job, options: LauncherConfig) -> list[str]:
     return [sys.executable, "-m", "normgrow.cli", *run_args]
 
 
+DIE_WITH_PARENT = "NORMGROW_DIE_WITH_PARENT"
+
+
 def job_env(threads: int) -> dict[str, str]:
     """The environment of a job's process, from the environment of the process that starts it (on a cluster,
-    the worker's): OpenMP threads capped like torch's, tokenizers single-threaded."""
-    return {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    the worker's): OpenMP threads capped like torch's, tokenizers single-threaded, and the request to end
+    with the process that started it (`die_with_parent`)."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", DIE_WITH_PARENT: "1"}
+
+
+def die_with_parent() -> None:
+    """Called first by `normgrow run`: in a job started by a launcher (DIE_WITH_PARENT=1 in its environment),
+    ask Linux to send SIGTERM when the parent process ends, however it ends (PR_SET_PDEATHSIG), so a killed
+    study leaves no trainer running as an orphan. Elsewhere a no-op; the run directory's lock still keeps a
+    rerun from starting a second trainer on a live run. (Under torchrun the parent is torchrun itself.)"""
+    if os.environ.get(DIE_WITH_PARENT) != "1" or not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent or parent == 1:  # the parent is already gone: the signal will never come
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def last_error(log_path: Path) -> str:

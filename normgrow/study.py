@@ -38,6 +38,7 @@ from normgrow.claims import ClaimsConfig, evaluate_claims
 from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.launch import Job, LauncherConfig, job_name, launch
+from normgrow.locks import DirLock
 from normgrow.pipeline import build_cache, prepare_data
 from normgrow.rundir import read_jsonl, read_summary
 from normgrow.stats import COMPUTE, aggregate
@@ -444,6 +445,11 @@ def _hw(c: dict) -> str:
 def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
     jobs = plan_jobs(study, out)
+    with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
+        return _run_locked(study, jobs, out, log, progress)
+
+
+def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool) -> Path:
     write_study_dir(study, jobs, out)
     log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
     prepare_shared(jobs, log, progress=progress)

@@ -47,6 +47,7 @@ from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, ste
 from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_sequences, val_sequences
 from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
 from normgrow.errors import NormgrowError
+from normgrow.locks import DirLock
 from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss, eval_sums
 from normgrow.model import Student
 from normgrow.rundir import (
@@ -304,6 +305,7 @@ class Run:
     say: Callable[[str], None]
     select: Optional[torch.Tensor] = None  # the model-selection sequences (data.select_tokens), if any
     t_start: float = 0.0
+    lock: Optional[DirLock] = None  # held by rank 0 while the run is open
 
     @property
     def cfg(self) -> RunConfig:
@@ -392,8 +394,29 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
         rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
         probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher, info.device)
     check_loggers(cfg)
-    # everything that can fail on bad input has been checked: now the run directory may be created
-    resume = dist.broadcast_object(open_run_dir(out, cfg) if info.is_main else True)
+    # everything that can fail on bad input has been checked: now the run directory may be created, and is
+    # locked (rank 0) until the run ends, so no second trainer can write into it
+    lock = None
+    if info.is_main:
+        resume = open_run_dir(out, cfg)
+        lock = DirLock(out, "run").acquire()
+    try:
+        run = _open_locked(inputs, out, say, plans, model, batches, val, select, probe,
+                           dist.broadcast_object(resume if info.is_main else True))
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    run.lock = lock
+    return run
+
+
+def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans: list[StagePlan], model: Student,
+                 batches: BatchIterator, val: torch.Tensor, select: Optional[torch.Tensor], probe: Optional[Probe],
+                 resume: bool) -> Run:
+    """The rest of open_run, once the run directory is ours: resume from its newest intact checkpoint or
+    start afresh."""
+    cfg, info = inputs.cfg, inputs.info
     dist.barrier()
     latest = None
     if resume:  # the newest checkpoint that verifies (rank 0 checks; every rank resumes from the same one)
@@ -570,14 +593,18 @@ def train(inputs: RunInputs, out_dir: str | Path, log: Callable[[str], None] = p
     bar = tqdm(total=sum(p.steps for p in run.plans), initial=run.state.step, unit="step", dynamic_ncols=True,
                disable=not (progress and inputs.info.is_main), desc=run.cfg.name or run.out.name, file=sys.stderr)
     try:
-        for plan in run.plans[run.state.stage:]:
-            if not stage_started(run.state, plan):
-                start_stage(run, plan)
-            train_stage(run, plan, bar)
+        try:
+            for plan in run.plans[run.state.stage:]:
+                if not stage_started(run.state, plan):
+                    start_stage(run, plan)
+                train_stage(run, plan, bar)
+        finally:
+            bar.close()
+            run.writer.close()
+        return write_summary(run)
     finally:
-        bar.close()
-        run.writer.close()
-    return write_summary(run)
+        if run.lock is not None:
+            run.lock.release()
 
 
 # ----------------------------------------------------------------------------- summary

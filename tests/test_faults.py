@@ -3,6 +3,13 @@ result or with a one-line error; nothing damaged is loaded silently."""
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from conftest import assert_same_run, cli, events, kill_and_resume
 from normgrow import checkpoint
@@ -58,3 +65,84 @@ def test_resume_reports_the_damaged_checkpoint(tiny_cache, tmp_path):
     assert f"checkpoint {latest}: state.json is unreadable or cut" in said and "falling back" in said
     assert f"resuming {out} from {ckpts[-2].name}" in said
     assert events(out)[-1]["event"] == "stage_end"
+
+
+def long_study(tmp_path, cache):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"""name: long
+base: tiny
+overrides: [data.cache_dir={cache}, train.threads=1, train.checkpoint_every_tokens=2048, "curriculum.stages=[{{n_layer: 2, tokens: 30000}}]", model.n_layer=2]
+seeds: [0]
+arms:
+  a: {{overrides: [model.norm=post]}}
+launcher: {{kind: local, parallel: 1}}
+""")
+    return spec
+
+
+def start_study(spec, out):
+    return subprocess.Popen([sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_for(cond, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline and not cond():
+        time.sleep(0.05)
+    assert cond(), "timed out"
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state  # a zombie has exited
+
+
+def no_repeated_steps(run_dir):
+    steps = [e["step"] for e in events(run_dir, "train")]
+    return steps == sorted(set(steps))
+
+
+def test_a_second_study_on_the_same_directory_is_refused(tiny_cache, tmp_path):
+    spec, out = long_study(tmp_path, tiny_cache), tmp_path / "study"
+    first = start_study(spec, out)
+    metrics = out / "runs" / "a-s0" / "metrics.jsonl"
+    wait_for(lambda: metrics.is_file() and metrics.stat().st_size > 0)
+    second = cli("study", spec, "-o", out, "--no-progress", check=False)
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and len(lines) == 1 and "Traceback" not in second.stderr
+    assert f"in use by another study process (pid {first.pid} on" in lines[0]
+    assert first.wait(timeout=300) == 0
+    assert (out / "results.csv").read_text().count(",ok,") == 1
+    assert no_repeated_steps(out / "runs" / "a-s0")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+def test_killing_a_study_ends_its_runs_and_the_rerun_finishes_them(tiny_cache, tmp_path):
+    spec, out = long_study(tmp_path, tiny_cache), tmp_path / "study"
+    study = start_study(spec, out)
+    run_dir = out / "runs" / "a-s0"
+    wait_for(lambda: (run_dir / "metrics.jsonl").is_file() and events(run_dir, "train"))
+    trainer = int((run_dir / ".lock").read_text().split()[0])  # the run's lock names its process
+    assert trainer != study.pid and alive(trainer)
+    os.kill(study.pid, signal.SIGKILL)  # only the study process: its run must not train on as an orphan
+    study.wait()
+    wait_for(lambda: not alive(trainer), timeout=30)
+    assert not (run_dir / "summary.json").exists()
+    cli("study", spec, "-o", out, "--no-progress")
+    assert (out / "results.csv").read_text().count(",ok,") == 1
+    assert no_repeated_steps(run_dir)
+
+
+def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
+    out = tmp_path / "run"
+    args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "-o", str(out), "train.threads=1", "--no-progress",
+            "curriculum.stages=[{n_layer: 3, tokens: 30000}]"]
+    first = subprocess.Popen([sys.executable, "-m", "normgrow.cli", *args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    wait_for(lambda: (out / "metrics.jsonl").is_file() and events(out, "train"))
+    second = cli(*args, check=False)
+    assert second.returncode == 2 and f"in use by another run process (pid {first.pid} on" in second.stderr
+    assert first.wait(timeout=300) == 0 and no_repeated_steps(out)
