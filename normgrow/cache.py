@@ -234,7 +234,13 @@ def _short(v) -> str:
 
 
 def open_cache_dir(path: Path, want: Optional[dict], verify_checksums: bool = True) -> TeacherCache:
-    meta = json.loads((path / "meta.json").read_text())
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        raise CacheError(f"teacher.cache_path: {path} holds no teacher cache (no meta.json); build one with "
+                         "`normgrow teacher cache`") from None
+    except (OSError, ValueError):
+        raise CacheError(f"teacher cache {path}: meta.json is unreadable or cut") from None
     if want is not None:  # the plainest causes first: a different seq_len also means a different default teacher
         order = ["version", "seq_len", "vocab_size", "k", "temperature", "tokenizer_sha256", "shards", "n_tokens",
                  "ids_dtype", "teacher_dtype", "teacher"]

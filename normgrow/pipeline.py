@@ -107,7 +107,8 @@ def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log 
             f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})")
     teacher = None
     if path is not None:
-        teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size)
+        teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size,
+                               cfg.data.seq_len)
     inputs = RunInputs(cfg, info, prep, teacher, None, budget)
     if open_cache and (cfg.teacher.cache or cfg.teacher.cache_path):  # training reads it; validation stays online
         inputs.cache = teacher_cache(inputs, path, log=say, progress=progress)

@@ -171,7 +171,8 @@ class Teacher:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int) -> Teacher:
+def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int,
+                 seq_len: Optional[int] = None) -> Teacher:
     """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary."""
     hf_logging.disable_progress_bar()
     looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
@@ -182,6 +183,10 @@ def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: in
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TeacherError(f"teacher.path: cannot load '{path}': {first}") from None
+    max_pos = getattr(model.config, "max_position_embeddings", None)
+    if seq_len is not None and isinstance(max_pos, int) and max_pos < seq_len:
+        raise TeacherError(f"data.seq_len: {seq_len} is longer than the teacher's max_position_embeddings {max_pos} "
+                           f"({path})")
     model.to(device).eval().requires_grad_(False)
     head = model.get_output_embeddings()
     if head is None or model.get_decoder() is None:

@@ -71,7 +71,7 @@ def long_study(tmp_path, cache):
     spec = tmp_path / "s.yaml"
     spec.write_text(f"""name: long
 base: tiny
-overrides: [data.cache_dir={cache}, train.threads=1, train.checkpoint_every_tokens=2048, "curriculum.stages=[{{n_layer: 2, tokens: 30000}}]", model.n_layer=2]
+overrides: [data.cache_dir={cache}, train.threads=1, train.checkpoint_every_tokens=2048, "curriculum.stages=[{{n_layer: 2, tokens: 15000}}]", model.n_layer=2]
 seeds: [0]
 arms:
   a: {{overrides: [model.norm=post]}}

@@ -109,3 +109,26 @@ def test_a_binary_file_as_config_is_one_line(tmp_path):
     blob.write_bytes(bytes(range(256)) * 4)
     refused(cli("run", blob, "-o", tmp_path / "out", check=False), "not a text (UTF-8) file")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_teacher_shorter_than_the_sequence_is_one_line(tiny_cache, tmp_path):
+    import shutil
+
+    from normgrow.teacher import default_teacher_dir
+
+    short = tmp_path / "short-teacher"
+    shutil.copytree(default_teacher_dir(tiny_cfg(tiny_cache)), short)
+    cfg = json.loads((short / "config.json").read_text())
+    cfg["max_position_embeddings"] = 16  # the tiny runs use sequences of 32
+    (short / "config.json").write_text(json.dumps(cfg))
+    refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", f"teacher.path={short}", "-o", tmp_path / "out",
+                "--no-progress", check=False), "data.seq_len: 32 is longer than the teacher's max_position_embeddings 16")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_cache_path_without_a_cache_is_one_line(tiny_cache, tmp_path):
+    empty = tmp_path / "not-a-cache"
+    empty.mkdir()
+    refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", f"teacher.cache_path={empty}", "-o", tmp_path / "out",
+                "--no-progress", check=False), f"teacher.cache_path: {empty} holds no teacher cache")
+    assert not (tmp_path / "out").exists()
