@@ -31,7 +31,7 @@ from normgrow.diagnostics import diagnose, make_probe, max_difference
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
 from normgrow.hardware import fast_dtype
-from normgrow.rundir import check_same_run, read_jsonl
+from normgrow.rundir import check_same_run, read_jsonl, read_summary
 from normgrow.teacher import (
     NO_TEACHER,
     TeacherError,
@@ -136,7 +136,7 @@ def build_cache(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path
 # ----------------------------------------------------------------------------- runs
 
 
-def finished_summary(cfg: RunConfig, out: Path) -> Optional[dict]:
+def finished_summary(cfg: RunConfig, out: Path, log: Log = print) -> Optional[dict]:
     """The summary of a finished run of this config in `out` (None if not finished; an error if `out`
     holds a different run)."""
     if not ((out / "summary.json").is_file() and (out / "config.yaml").is_file()):
@@ -144,7 +144,10 @@ def finished_summary(cfg: RunConfig, out: Path) -> Optional[dict]:
     saved = load_config(str(out / "config.yaml"))  # resolved: compare with this config resolved the same way
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=saved.model.vocab_size))
     check_same_run(out, match_budget(cfg)[0])
-    return json.loads((out / "summary.json").read_text())
+    summary = read_summary(out)
+    if summary is None:  # damaged since it was written (writes are atomic): rebuilt by resuming the final checkpoint
+        log(f"{out}/summary.json is unreadable; rebuilding it from the run's last checkpoint")
+    return summary
 
 
 def run(cfg: RunConfig, out_dir: str | Path, log: Log = print, progress: bool = True) -> dict:
@@ -153,7 +156,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Log = print, progress: bool = 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     out = Path(out_dir)
-    done = finished_summary(cfg, out)
+    done = finished_summary(cfg, out, log if info.is_main else quiet)
     if done is not None:
         (log if info.is_main else quiet)(f"{out}: already finished")
         return done

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from normgrow.config import RunConfig, load_config, save_config, to_dict
-from normgrow.errors import ConfigError
+from normgrow.errors import ConfigError, NormgrowError
 
 # Keys allowed to differ when resuming a run directory (they do not change what is computed).
 RESUME_MAY_DIFFER = ("train.device", "train.threads")
@@ -68,10 +68,13 @@ def open_run_dir(out: Path, cfg: RunConfig) -> bool:
 
 
 def truncate_jsonl(path: Path, n_lines: int) -> None:
-    """Keep the first `n_lines` events: those written before the checkpoint being resumed."""
-    if not path.is_file():
-        return
-    kept = path.read_text().splitlines()[:n_lines]
+    """Keep the first `n_lines` events: those written before the checkpoint being resumed. Fewer than that
+    (the file deleted or cut since) is an error: resuming would silently lose the missing events."""
+    lines = path.read_text().splitlines() if path.is_file() else []
+    if len(lines) < n_lines:
+        raise NormgrowError(f"{path}: holds {len(lines)} events but the checkpoint being resumed was taken after "
+                            f"{n_lines}; it was cut or deleted — restore it, or start the run over in a new directory")
+    kept = lines[:n_lines]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("".join(line + "\n" for line in kept))
     os.replace(tmp, path)
@@ -169,5 +172,14 @@ def read_summary(run_dir: Path) -> dict | None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The events of a metrics.jsonl / diagnostics.jsonl (empty if there is none)."""
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    """The events of a metrics.jsonl / diagnostics.jsonl (empty if there is none); a line that is not JSON
+    (a cut or edited file) is a one-line error naming the file and line."""
+    if not path.is_file():
+        return []
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            raise NormgrowError(f"{path}: line {i} is not valid JSON (cut or edited?)") from None
+    return rows

@@ -146,3 +146,30 @@ def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
     second = cli(*args, check=False)
     assert second.returncode == 2 and f"in use by another run process (pid {first.pid} on" in second.stderr
     assert first.wait(timeout=300) == 0 and no_repeated_steps(out)
+
+
+def test_a_cut_summary_is_rebuilt_and_cut_or_missing_event_logs_are_refused(tiny_cache, tmp_path):
+    out = tmp_path / "run"
+    args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "-o", out, "--no-progress", "--no-plots",
+            "curriculum.stages=[{n_layer: 3, tokens: 4096}]"]
+    cli(*args)
+    whole = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text((out / "summary.json").read_text()[:100])
+    proc = cli(*args)  # rebuilt from the final checkpoint, with the same numbers
+    assert "summary.json is unreadable; rebuilding it" in proc.stdout + proc.stderr
+    again = json.loads((out / "summary.json").read_text())
+    assert again["final"] == whole["final"] and again["compute"] == whole["compute"]
+
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    (out / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2] + "\n")
+    bad = cli("report", out, "-o", tmp_path / "plots", check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert f"{out / 'metrics.jsonl'}: line {len(lines)} is not valid JSON" in bad.stderr.strip().splitlines()[-1]
+
+    (out / "metrics.jsonl").unlink()  # deleted, then the run resumed: its early events would be lost
+    (out / "summary.json").unlink()
+    before = sorted(p.name for p in (out / "checkpoints").iterdir())
+    gone = cli(*args, check=False)
+    assert gone.returncode == 2 and "Traceback" not in gone.stderr
+    assert "metrics.jsonl: holds 0 events but the checkpoint being resumed was taken after" in gone.stderr
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == before
