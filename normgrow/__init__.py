@@ -11,6 +11,17 @@ the calls that add more (see registry.py):
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+import sys as _sys  # noqa: E402
+
+# torch's CPU threads (OpenMP) spin while they wait unless told otherwise, and OpenMP reads its wait policy
+# once, when torch loads. Spinning threads make a run that shares the CPU lose an order of magnitude: two
+# 2-thread runs on 2 cores kept 8% of their throughput each, 47% with passive waiting (docs/LOG.md). So
+# normgrow's processes wait passively unless the environment already says otherwise (OMP_WAIT_POLICY=ACTIVE
+# buys back ≈ 14% on a machine nobody else uses). No effect if torch was imported before normgrow.
+if "torch" not in _sys.modules:
+    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.launch import register_launcher  # noqa: E402

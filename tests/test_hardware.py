@@ -1,6 +1,7 @@
 """`auto` dtypes: bfloat16 only where the CPU has native bfloat16 and a timed probe confirms it."""
 
 import json
+import os
 
 import torch
 
@@ -58,3 +59,22 @@ def test_resolved_config_names_a_concrete_dtype(tmp_path):
     assert (pinned.train.dtype, pinned.teacher.dtype) == ("float32", "float32")
     explicit = resolve_dtypes(load_config("default", ["train.dtype=float32", "teacher.dtype=bfloat16"]), torch.device("cpu"))
     assert (explicit.train.dtype, explicit.teacher.dtype) == ("float32", "bfloat16")
+
+
+def test_normgrow_processes_wait_passively_unless_told_otherwise():
+    """OpenMP reads OMP_WAIT_POLICY when torch loads: importing normgrow first sets it to PASSIVE (a run sharing
+    the CPU keeps its share, docs/LOG.md); a value in the environment wins; after torch it changes nothing."""
+    import subprocess
+    import sys
+
+    def policy(code, env_value=None):
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        if env_value:
+            env["OMP_WAIT_POLICY"] = env_value
+        out = subprocess.run([sys.executable, "-c", code + "; import os; print(os.environ.get('OMP_WAIT_POLICY'))"],
+                             capture_output=True, text=True, env=env, check=True)
+        return out.stdout.strip()
+
+    assert policy("import normgrow") == "PASSIVE"
+    assert policy("import normgrow", "ACTIVE") == "ACTIVE"
+    assert policy("import torch, normgrow") == "None"
