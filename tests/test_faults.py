@@ -14,7 +14,7 @@ import pytest
 from conftest import assert_same_run, cli, events, kill_and_resume
 from normgrow import checkpoint
 
-ARGS = ["curriculum.stages=[{n_layer: 3, tokens: 40000}]", "train.checkpoint_every_tokens=4096",
+ARGS = ["curriculum.stages=[{n_layer: 3, tokens: 16384}]", "train.checkpoint_every_tokens=4096",
         "train.eval_every_tokens=8192", "train.threads=1", "--no-progress"]
 
 
@@ -139,7 +139,7 @@ def test_killing_a_study_ends_its_runs_and_the_rerun_finishes_them(tiny_cache, t
 def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
     out = tmp_path / "run"
     args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "-o", str(out), "train.threads=1", "--no-progress",
-            "curriculum.stages=[{n_layer: 3, tokens: 30000}]"]
+            "curriculum.stages=[{n_layer: 3, tokens: 12288}]"]
     first = subprocess.Popen([sys.executable, "-m", "normgrow.cli", *args], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     wait_for(lambda: (out / "metrics.jsonl").is_file() and events(out, "train"))
