@@ -39,6 +39,7 @@ import torch
 from tqdm import tqdm
 
 from normgrow import dist
+from normgrow.checkpoint import sha256_file
 from normgrow.config import RunConfig
 from normgrow.data import Prepared, cache_root, n_sequences, tokenizer_hash
 from normgrow.errors import NormgrowError
@@ -68,7 +69,7 @@ def teacher_identity(path: str, memo: Optional[Path] = None) -> dict:
         st = f.stat()
         key = f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns}"
         if key not in known:
-            known[key] = _file_sha256(f)
+            known[key] = sha256_file(f)
         h.update(f"{f.name}:{st.st_size}".encode())
         h.update(known[key].encode())
     if memo is not None:
@@ -77,14 +78,6 @@ def teacher_identity(path: str, memo: Optional[Path] = None) -> dict:
         tmp.write_text(json.dumps(known))
         os.replace(tmp, memo)
     return {"path": str(root.resolve()), "weights_sha256": h.hexdigest()}
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
@@ -177,7 +170,7 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
     del maps
     dist.barrier()
     if info.is_main:
-        meta["sha256"] = {name: _file_sha256(out / name) for name in FILES}
+        meta["sha256"] = {name: sha256_file(out / name) for name in FILES}
         meta["bytes_per_token"] = sum((out / n).stat().st_size for n in FILES) / meta["n_tokens"]
         meta["mean_tail_mass"] = mean_tail_mass(out / "tail.bin", meta["n_tokens"])
         tmp = out / "meta.json.tmp"
@@ -252,7 +245,7 @@ def open_cache_dir(path: Path, want: Optional[dict], verify_checksums: bool = Tr
         actual = (path / name).stat().st_size if (path / name).is_file() else -1
         if actual != size:
             raise CacheError(f"teacher cache {path}: {name} has {actual} bytes, expected {size} (truncated?)")
-        if verify_checksums and _file_sha256(path / name) != meta["sha256"][name]:
+        if verify_checksums and sha256_file(path / name) != meta["sha256"][name]:
             raise CacheError(f"teacher cache {path}: {name} fails its sha256 check (corrupted)")
     maps = {name: np.memmap(path / name, dtype=dtype, mode="r", shape=shape) for name, (shape, dtype) in _shapes(meta).items()}
     return TeacherCache(path, meta, maps["logp.bin"], maps["ids.bin"], maps["tail.bin"])
