@@ -76,6 +76,8 @@ def make_probe(rows: torch.Tensor, token_classes: np.ndarray, teacher=None, devi
     masks["first"] = first
     counts = {name: int(m.sum()) for name, m in masks.items()}
     chunks = teacher.chunks(x) if teacher is not None else None
+    if chunks is not None:
+        chunks.keep = chunks.fits()  # the probe is scored at every diagnosis: keep its teacher log-probs
     return Probe(x, y, masks, chunks, counts)
 
 

@@ -34,7 +34,7 @@ The teacher side is also given as final hidden states and LM-head rows, and proj
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -43,15 +43,39 @@ import torch.nn.functional as F
 LOSSES = ("ce", "kl", "reverse_kl", "jsd")
 
 
+# Evaluation sets (the validation set, the diagnostics probe) are scored against the same teacher again at
+# every evaluation. Their teacher log-probabilities are kept after the first one when the whole distribution
+# fits this many bytes per set (the default study's 16,384 validation tokens × 4,096 ids: 256 MiB): the
+# teacher's forward and softmax then run once per run instead of once per evaluation, with identical numbers.
+KEEP_TEACHER_BYTES = 512 * 2**20
+
+
 @dataclass
 class TeacherChunks:
-    """The teacher's distribution, projected chunk by chunk: logits = hidden @ weight.T (rows trimmed to V)."""
+    """The teacher's distribution, projected chunk by chunk: logits = hidden @ weight.T (rows trimmed to V).
+    With `keep`, log_probs remembers each chunk it computed (an evaluation set scored again and again)."""
 
     hidden: torch.Tensor  # (N, C_T)
     weight: torch.Tensor  # (V, C_T): the teacher's LM-head rows for the student's vocabulary
+    keep: bool = False
+    _kept: dict = field(default_factory=dict, repr=False)
 
     def logits(self, sl: slice) -> torch.Tensor:
         return (self.hidden[sl] @ self.weight.T).float()  # (n, V)
+
+    def log_probs(self, sl: slice) -> torch.Tensor:
+        """log p_T at temperature 1 of rows sl (n, V), float32."""
+        key = (sl.start, sl.stop)
+        if key in self._kept:
+            return self._kept[key]
+        out = F.log_softmax(self.logits(sl), dim=-1)
+        if self.keep:
+            self._kept[key] = out
+        return out
+
+    def fits(self, budget: int = KEEP_TEACHER_BYTES) -> bool:
+        """Would the whole distribution (N × V float32) fit `budget` bytes?"""
+        return self.hidden.shape[0] * self.weight.shape[0] * 4 <= budget
 
 
 def _scale_and_add_nll(loss: torch.Tensor, s_logits: torch.Tensor, targets: torch.Tensor, tau: float,
@@ -201,7 +225,7 @@ def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: Optional[Teac
         sums["nll"] += F.nll_loss(s_logp, targets[sl], reduction="sum").double().item()
         sums["tokens"] += s_logp.shape[0]
         if teacher is not None:
-            t_logp = F.log_softmax(teacher.logits(sl), dim=-1)
+            t_logp = teacher.log_probs(sl)
             t_p = t_logp.exp()
             # each term computed directly (not kl = ce − H), so the identity is a real check
             sums["ce"] += (-(t_p * s_logp).sum(-1)).double().sum().item()

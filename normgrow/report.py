@@ -16,15 +16,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from normgrow.config import load_config
+from normgrow.rundir import read_jsonl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+COLORS = [f"C{i}" for i in range(10)]  # matplotlib's default colour cycle, by reference
 
-from normgrow.config import load_config  # noqa: E402
-from normgrow.rundir import read_jsonl  # noqa: E402
 
-COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+def _pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, imported when a figure is drawn: the processes that
+    draw none (a study's runs, `--no-plots`) never pay its import."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 LINE_STYLES = ["-", "--", ":", "-."]
 
 
@@ -50,12 +56,12 @@ def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
 def plot_val_ce(runs: list[Path], out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+    fig, ax = _pyplot().subplots(figsize=(6.4, 4))
     key = None
     for i, run in enumerate(runs):
         m = read_jsonl(run / "metrics.jsonl")
@@ -83,7 +89,7 @@ def _boundaries(run: Path) -> list[int]:
 
 
 def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4), sharey=False)
     for i, run in enumerate(runs):
         diag = read_jsonl(run / "diagnostics.jsonl")
         if not diag:
@@ -113,7 +119,7 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
 
 
 def plot_struct_content(runs: list[Path], out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+    fig, ax = _pyplot().subplots(figsize=(6.4, 4))
     for i, run in enumerate(runs):
         diag = read_jsonl(run / "diagnostics.jsonl")
         for j, b in enumerate(_boundaries(run)):
@@ -131,7 +137,7 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
 
 
 def plot_identity(runs: list[Path], out: Path) -> Path:
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    fig, axes = _pyplot().subplots(1, 3, figsize=(13, 4))
     for i, run in enumerate(runs):
         ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end"]
         for j, r in enumerate(ends):
@@ -154,7 +160,7 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
 def plot_collapse(runs: list[Path], out: Path) -> Path:
     """Collapse of the residual stream at the end of training: the energy share of the direction all tokens
     share, and the mean cosine between positions, per residual index (position 0 excluded)."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
     for i, run in enumerate(runs):
         ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end" and "collapse_share" in r]
         if not ends:
@@ -191,7 +197,7 @@ def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
 
 def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
     """val/ce against active-layer tokens for every arm (first finished seed), stage boundaries marked."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = _pyplot().subplots(figsize=(7.5, 4.5))
     norms = sorted({r["norm"] for r in rows})  # one line style per placement, one colour per arm
     for i, arm in enumerate(study.arms):
         ok = _finished(rows, arm)
@@ -215,7 +221,7 @@ def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
 
 def plot_phase_gap(phase: dict, out: Path) -> Path:
     """b − a at every stage boundary, with 95% intervals when there are several seeds."""
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+    fig, ax = _pyplot().subplots(figsize=(6.4, 4))
     rows = phase["rows"]
     labels = [f"s{r['stage']} ({r['n_layer']}b)\n{r['point']}" for r in rows]
     means = [r["diff"]["mean"] for r in rows]

@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from scipy.stats import t as student_t
-
 
 def t95(df: int) -> float:
     """Two-sided 95% Student-t quantile with `df` degrees of freedom (exact: scipy)."""
+    from scipy.stats import t as student_t  # imported here: run processes never need scipy
+
     return float(student_t.ppf(0.975, df))
 
 

@@ -48,7 +48,7 @@ from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_se
 from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
 from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
-from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss, eval_sums
+from normgrow.losses import KEEP_TEACHER_BYTES, SparseTeacher, TeacherChunks, distill_loss, eval_sums
 from normgrow.model import Student
 from normgrow.rundir import (
     MetricsWriter,
@@ -230,18 +230,26 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
 
 @torch.no_grad()
 def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg: RunConfig,
-             info: dist.DistInfo) -> dict[str, float]:
-    """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set."""
+             info: dist.DistInfo, kept: Optional[dict] = None) -> dict[str, float]:
+    """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
+    (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
+    micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit)."""
     was_training = model.training
     model.eval()
     rows = val[info.rank :: info.world_size]
     totals = torch.zeros(5, dtype=torch.float64)
-    for batch in rows.split(micro_batch_size(cfg, info) or 1):
+    for i, batch in enumerate(rows.split(micro_batch_size(cfg, info) or 1)):
         x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
         with autocast(cfg, info.device):
             h = model.hidden(x)
-        s = eval_sums(h.reshape(-1, h.shape[-1]), model.lm_head.weight,
-                      teacher.chunks(x) if teacher is not None else None, y.reshape(-1), cfg.distill.chunk_tokens)
+        view = None
+        if teacher is not None:
+            view = kept.get(i) if kept is not None else None
+            if view is None:
+                view = teacher.chunks(x)
+                if kept is not None:
+                    view.keep, kept[i] = True, view
+        s = eval_sums(h.reshape(-1, h.shape[-1]), model.lm_head.weight, view, y.reshape(-1), cfg.distill.chunk_tokens)
         totals += torch.tensor([s["ce"], s["kl"], s["teacher_entropy"], s["nll"], s["tokens"]], dtype=torch.float64)
     dist.all_reduce_sum(totals)
     model.train(was_training)
@@ -304,6 +312,7 @@ class Run:
     state: RunState
     say: Callable[[str], None]
     select: Optional[torch.Tensor] = None  # the model-selection sequences (data.select_tokens), if any
+    val_kept: Optional[dict] = None  # the teacher's log-probs on val, kept across evaluations when they fit
     t_start: float = 0.0
     lock: Optional[DirLock] = None  # held by rank 0 while the run is open
 
@@ -332,8 +341,9 @@ class Run:
     def evaluate(self, sequences: Optional[torch.Tensor] = None) -> dict[str, float]:
         """Evaluation on the validation set (or on `sequences`, e.g. the model-selection set)."""
         with self.timed("eval"):
-            return evaluate(self.model, self.inputs.teacher, self.val if sequences is None else sequences, self.cfg,
-                            self.inputs.info)
+            if sequences is not None:  # evaluated once: nothing to keep
+                return evaluate(self.model, self.inputs.teacher, sequences, self.cfg, self.inputs.info)
+            return evaluate(self.model, self.inputs.teacher, self.val, self.cfg, self.inputs.info, self.val_kept)
 
     def diagnose(self, event: str) -> None:
         """Diagnostics on the probe batch (rank 0), appended to diagnostics.jsonl."""
@@ -435,6 +445,11 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
     writer = MetricsWriter(out, cfg, info.is_main)
     run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, val,
               probe, writer, state, say, select)
+    teacher = inputs.teacher
+    if teacher is not None:
+        rows = len(val[info.rank :: info.world_size])
+        if rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
+            run.val_kept = {}
     run.t_start = time.perf_counter() - state.wall_time_s
     return run
 

@@ -90,8 +90,9 @@ def kill_and_resume(tmp_path, args: list, killed_when, after_kill=None, timeout:
     the real process is SIGKILLed as soon as `killed_when(run_dir)` holds, then started again to finish.
     `after_kill(run_dir)` may tamper with what the killed attempt left. Returns (full, killed)."""
     full, killed = tmp_path / "full", tmp_path / "killed"
-    cli("run", "-o", full, *args)
-    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "-o", str(killed), *map(str, args)],
+    cli("run", "--no-plots", "-o", full, *args)  # figures are tested elsewhere; here they only cost time
+    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "--no-plots", "-o", str(killed),
+                             *map(str, args)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None and not killed_when(killed):
@@ -102,7 +103,7 @@ def kill_and_resume(tmp_path, args: list, killed_when, after_kill=None, timeout:
     assert not (killed / "summary.json").exists()
     if after_kill is not None:
         after_kill(killed)
-    cli("run", "-o", killed, *args)
+    cli("run", "--no-plots", "-o", killed, *args)
     return full, killed
 
 

@@ -124,7 +124,8 @@ def test_killing_a_study_ends_its_runs_and_the_rerun_finishes_them(tiny_cache, t
     spec, out = long_study(tmp_path, tiny_cache), tmp_path / "study"
     study = start_study(spec, out)
     run_dir = out / "runs" / "a-s0"
-    wait_for(lambda: (run_dir / "metrics.jsonl").is_file() and events(run_dir, "train"))
+    ckpts = run_dir / "checkpoints"
+    wait_for(lambda: ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir()))
     trainer = int((run_dir / ".lock").read_text().split()[0])  # the run's lock names its process
     assert trainer != study.pid and alive(trainer)
     os.kill(study.pid, signal.SIGKILL)  # only the study process: its run must not train on as an orphan
@@ -132,6 +133,7 @@ def test_killing_a_study_ends_its_runs_and_the_rerun_finishes_them(tiny_cache, t
     wait_for(lambda: not alive(trainer), timeout=30)
     assert not (run_dir / "summary.json").exists()
     cli("study", spec, "-o", out, "--no-progress")
+    assert "resuming" in (out / "logs" / "a-s0.log").read_text()  # from its checkpoint, not from scratch
     assert (out / "results.csv").read_text().count(",ok,") == 1
     assert no_repeated_steps(run_dir)
 

@@ -220,6 +220,44 @@ def test_eval_is_exact_full_vocabulary(tiny_cache, tmp_path):
     assert math.isfinite(summary["val/kl"]) and summary["val/kl"] > 0
 
 
+def test_kept_teacher_log_probs_give_the_same_evaluation_bit_for_bit(tiny_cache):
+    """A run keeps the teacher's log-probs on its validation set (and the probe) after the first evaluation:
+    later evaluations skip the teacher and give exactly the numbers a fresh teacher pass gives."""
+    import dataclasses
+
+    from normgrow.curriculum import plan_stages
+    from normgrow.data import val_sequences
+    from normgrow.diagnostics import diagnose, make_probe
+    from normgrow.dist import DistInfo
+    from normgrow.pipeline import build_inputs
+    from normgrow.train import build_student, evaluate
+
+    info = DistInfo(0, 1, 0, torch.device("cpu"))
+    inputs = build_inputs(tiny_cfg(tiny_cache), info, log=lambda *_: None)
+    cfg, teacher = inputs.cfg, inputs.teacher
+    model = build_student(inputs, plan_stages(cfg)[0])
+    val = val_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens)
+    calls = []
+    real = teacher.chunks
+    teacher.chunks = lambda x: calls.append(1) or real(x)  # counts the real teacher's passes
+    kept: dict = {}
+    assert evaluate(model, teacher, val, cfg, info, kept) == evaluate(model, teacher, val, cfg, info)
+    first_calls = len(calls)
+    assert kept and first_calls == 2 * len(kept)
+    rows = val[:2].clone()
+    probe, fresh = make_probe(rows, inputs.prep.token_classes, teacher), make_probe(rows, inputs.prep.token_classes, teacher)
+    fresh.teacher.keep = False
+    diagnose(model, probe, cfg.diagnostics)  # the first diagnosis fills the probe's store
+    with torch.no_grad():  # the student moves (as in training); the teacher's part must not be stale
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    assert evaluate(model, teacher, val, cfg, info, kept) == evaluate(model, teacher, val, cfg, info)
+    assert len(calls) == first_calls + 2 + len(kept)  # the kept pass skipped the teacher; the fresh one did not
+    settings = dataclasses.replace(cfg.diagnostics, include=["skip_ce"])
+    assert probe.teacher._kept and not fresh.teacher._kept
+    assert diagnose(model, probe, settings) == diagnose(model, fresh, settings)
+
+
 def test_bfloat16_autocast_trains_with_float32_master_weights(tiny_cache, tmp_path):
     fp32 = run(tiny_cfg(tiny_cache), tmp_path / "fp32", log=lambda *_: None, progress=False)
     bf16 = run(tiny_cfg(tiny_cache, "train.dtype=bfloat16"), tmp_path / "bf16", log=lambda *_: None, progress=False)
