@@ -54,10 +54,26 @@ class CacheError(NormgrowError):
     """A teacher cache is missing, incomplete, corrupted or does not match the run."""
 
 
+def sample_sha256(path: Path, size: int, block: int = 1 << 16, blocks: int = 64) -> str:
+    """sha256 of `blocks` evenly spaced `block`-byte pieces of a file (the whole file when it is smaller):
+    a few MiB read whatever the file's size."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        if size <= block * blocks:
+            h.update(f.read())
+        else:
+            for i in range(blocks):
+                f.seek((size - block) * i // (blocks - 1))
+                h.update(f.read(block))
+    return h.hexdigest()[:16]
+
+
 def teacher_identity(path: str, memo: Optional[Path] = None) -> dict:
     """What identifies a teacher: its config.json and the sha256 of its weight files. Hashes are
-    remembered in `memo` (a JSON file in the cache root) by path, size and modification time, so a
-    16 GB teacher is hashed once, not at every run start."""
+    remembered in `memo` (a JSON file in the cache root) by path, size, modification and change times
+    and a hash of samples of the content (`sample_sha256`), so a 16 GB teacher is hashed once, not at
+    every run start, while a file rewritten in place — even with its size and mtime restored — is
+    hashed again (the change time cannot be set back; the samples catch copies that keep it)."""
     root = Path(path)
     if not root.is_dir():
         return {"path": path, "weights_sha256": None, "note": "hub id: identified by name only"}
@@ -67,7 +83,7 @@ def teacher_identity(path: str, memo: Optional[Path] = None) -> dict:
     known = json.loads(memo.read_text()) if memo is not None and memo.is_file() else {}
     for f in files:
         st = f.stat()
-        key = f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        key = f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{sample_sha256(f, st.st_size)}"
         if key not in known:
             known[key] = sha256_file(f)
         h.update(f"{f.name}:{st.st_size}".encode())

@@ -26,6 +26,8 @@ from typing import Callable, Optional
 import torch
 from safetensors.torch import load_file, save_file
 
+from normgrow.errors import disk_full, no_space
+
 FILES = ("model.safetensors", "optimizer.pt", "rng.pt")
 
 
@@ -70,6 +72,26 @@ def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, 
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
+    try:
+        _write(tmp, model_state, optimizer_state, state)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        need = _tensor_bytes(model_state) + _tensor_bytes(optimizer_state)
+        # torch.save reports a full disk as a stream error ("unexpected pos"), not ENOSPC: compare with free space
+        if no_space(e) or shutil.disk_usage(root).free < need:
+            raise disk_full(final, need) from None
+        raise
+    if final.exists():  # a rerun reached the same step: replace it
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _fsync_dir(root)
+    for old in list_checkpoints(root)[:-keep]:
+        if int(old.name.split("_")[1]) not in protected:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write(tmp: Path, model_state: dict, optimizer_state: dict, state: dict) -> None:
     tmp.mkdir()
     # safetensors refuses shared storage (tied embeddings): store each distinct tensor contiguously
     save_file({k: v.detach().contiguous().clone() for k, v in model_state.items()}, str(tmp / "model.safetensors"))
@@ -81,14 +103,17 @@ def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, 
     sums = {name: sha256_file(tmp / name) for name in FILES}
     (tmp / "state.json").write_text(json.dumps({**state, "sha256": sums}, indent=1))
     _fsync_dir(tmp)
-    if final.exists():  # a rerun reached the same step: replace it
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    _fsync_dir(root)
-    for old in list_checkpoints(root)[:-keep]:
-        if int(old.name.split("_")[1]) not in protected:
-            shutil.rmtree(old, ignore_errors=True)
-    return final
+
+
+def _tensor_bytes(obj) -> int:
+    """Bytes of every tensor in a (nested) state dict."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 def _fsync_dir(path: Path) -> None:

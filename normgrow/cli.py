@@ -26,7 +26,7 @@ from pathlib import Path
 
 from normgrow import __version__
 from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
-from normgrow.errors import NormgrowError
+from normgrow.errors import NormgrowError, disk_full, no_space
 from normgrow.export import export_student
 from normgrow.launch import die_with_parent
 from normgrow.model import Student, count_parameters
@@ -247,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except NormgrowError as e:
         print(f"normgrow: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a full disk where no write site named its file: still one line
+        if not no_space(e):
+            raise
+        where = disk_full(e.filename) if e.filename else f"no space left on the device ({e})"
+        print(f"normgrow: error: {where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("normgrow: interrupted", file=sys.stderr)

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import sysconfig
 import tempfile
@@ -68,6 +69,11 @@ def iter_documents(d: DataConfig) -> Iterator[tuple[str, str]]:
         n += 1
         yield doc
     if n == 0:
+        if _source(d) == "files":
+            files = [p for p, _ in _corpus_files(d.corpus) if p.suffix not in (".jsonl", ".parquet")]
+            if files and all(_read_text(p) is None for p in files):
+                raise DataError(f"data.corpus: {d.corpus}: its {len(files)} file(s) are binary, not text "
+                                "(a NUL byte in the first 8 KiB); give a folder of text, .jsonl or .parquet files")
         raise DataError(f"data.corpus: {d.corpus}: holds no non-empty documents")
 
 
@@ -278,6 +284,36 @@ def scan_corpus(d: DataConfig) -> CorpusScan:
     return CorpusScan(h.hexdigest(), n, n_val, n_chars, fallback)
 
 
+_SCANS: dict[str, str] = {}
+
+
+def _files_fingerprint(d: DataConfig) -> Optional[list]:
+    """Path, size, modification and change time of every file a local corpus reads (None for datasets,
+    which are scanned every time)."""
+    source = _source(d)
+    if source == "stdlib":
+        root = Path(sysconfig.get_paths()["stdlib"])
+        files = [p for p, _ in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS)]
+    elif source == "files":
+        files = [p for p, _ in _corpus_files(d.corpus)]
+    else:
+        return None
+    return [(str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns) for p in files for st in (p.stat(),)]
+
+
+def corpus_sha256(d: DataConfig) -> str:
+    """The content hash of the corpus `d` reads — scan_corpus's, remembered in this process while none of
+    a local corpus's files changes (their sizes and times are compared at every call)."""
+    fingerprint = _files_fingerprint(d)
+    if fingerprint is None:
+        return scan_corpus(d).sha256
+    key = hashlib.sha256(json.dumps([d.corpus, d.format, d.text_field, d.max_documents, d.val_fraction,
+                                     fingerprint]).encode()).hexdigest()
+    if key not in _SCANS:
+        _SCANS[key] = scan_corpus(d).sha256
+    return _SCANS[key]
+
+
 def split_documents(d: DataConfig, scan: CorpusScan, split: str) -> Iterator[str]:
     """Texts of one split's documents, in corpus order."""
     return (text for doc_id, text in iter_documents(d) if scan.split_of(doc_id, d.val_fraction) == split)
@@ -333,6 +369,27 @@ def load_tokenizer(d: DataConfig, teacher_path: str, cache: Path, *, scan: Optio
     return _auto_tokenizer(d.tokenizer, "data.tokenizer")
 
 
+# BPE training counts every pre-tokenized "word" and merges inside it: a word of n characters costs O(n²),
+# so one 20 MB line without whitespace kept `prepare` busy for many minutes. Runs of non-space (or space)
+# characters longer than this are cut into pieces of this length for *training* only; encoding is unchanged
+# (the Python standard library has no such run, so its tokenizer is the same with or without the cut).
+BPE_TRAIN_RUN = 256
+_LONG_RUN = re.compile(r"\S{%d,}|\s{%d,}" % (BPE_TRAIN_RUN + 1, BPE_TRAIN_RUN + 1))
+
+
+def _bounded_runs(texts: Iterator[str]) -> Iterator[str]:
+    """The texts, with every overlong run yielded as BPE_TRAIN_RUN-character pieces of its own."""
+    for text in texts:
+        pos = 0
+        for m in _LONG_RUN.finditer(text):
+            if m.start() > pos:
+                yield text[pos:m.start()]
+            yield from (m.group()[i:i + BPE_TRAIN_RUN] for i in range(0, len(m.group()), BPE_TRAIN_RUN))
+            pos = m.end()
+        if pos < len(text):
+            yield text[pos:] if pos else text
+
+
 def _train_bpe(texts: Iterator[str], vocab_size: int, n_texts: int) -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE())
     # Byte level: every string is encodable and decode(encode(text)) == text.
@@ -340,7 +397,7 @@ def _train_bpe(texts: Iterator[str], vocab_size: int, n_texts: int) -> PreTraine
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|bos|>", "<|eos|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer, length=n_texts)
+    tok.train_from_iterator(_bounded_runs(texts), trainer, length=n_texts)
     # No clean-up of spaces before punctuation: it would break the exact round trip of source code.
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
                                    pad_token="<|eos|>", clean_up_tokenization_spaces=False)
@@ -471,12 +528,14 @@ def _write_shards(d: DataConfig, scan: CorpusScan, tok: PreTrainedTokenizerFast,
                 files[split].write(np.array([bos, *enc.ids], dtype=dtype).tobytes())
                 n_tokens[split] += 1 + len(enc.ids)
 
-        chunk, chars = [], 0
+        chunk, chars, done = [], 0, 0
         for doc_id, text in iter_documents(d):
             chunk.append((scan.split_of(doc_id, d.val_fraction), text))
             chars += len(text)
             if chars >= 4_000_000 or len(chunk) >= 4096:
                 flush(chunk)
+                done += chars
+                log(f"tokenizing: {done / 1e6:.1f}M of {scan.n_chars / 1e6:.1f}M characters ({time.time() - t0:.0f} s)")
                 chunk, chars = [], 0
         if chunk:
             flush(chunk)

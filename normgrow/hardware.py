@@ -108,3 +108,20 @@ def fast_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
         tmp.write_text(json.dumps(record, indent=1))
         os.replace(tmp, path)  # atomic: concurrent runs of a study write the same verdict
     return record["choice"], record
+
+
+def available_memory(device: torch.device) -> Optional[int]:
+    """Bytes free for a run on `device`: CUDA's free memory, or the kernel's MemAvailable on Linux (the
+    physical memory elsewhere); None when unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -357,6 +357,12 @@ def block_parameters(cfg: ModelConfig, index: int) -> int:
         return sum(p.numel() for p in make_block(cfg, index).parameters())
 
 
+def parameters_of(cfg: ModelConfig) -> int:
+    """Parameters of the full-depth student (embedding, blocks, final norm, head), counted without building it."""
+    head = 0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model
+    return cfg.vocab_size * cfg.d_model + sum(block_parameters(cfg, i) for i in range(cfg.n_layer)) + cfg.d_model + head
+
+
 # ----------------------------------------------------------------------------- Hugging Face mapping
 
 

@@ -22,15 +22,17 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import torch
+from transformers import AutoTokenizer
 
 from normgrow import cache, checkpoint, dist
 from normgrow.config import RunConfig, load_config
 from normgrow.curriculum import match_budget, student_at_stage
-from normgrow.data import Prepared, cache_root, prepare, probe_batch
+from normgrow.data import Prepared, cache_root, corpus_sha256, prepare, probe_batch, tokenizer_hash
 from normgrow.diagnostics import diagnose, make_probe, max_difference
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
-from normgrow.hardware import fast_dtype
+from normgrow.hardware import available_memory, fast_dtype
+from normgrow.model import parameters_of
 from normgrow.rundir import check_same_run, read_jsonl, read_summary
 from normgrow.teacher import (
     NO_TEACHER,
@@ -39,6 +41,7 @@ from normgrow.teacher import (
     default_teacher_dir,
     load_teacher,
     resolve_teacher_path,
+    teacher_shape,
     unigram_nll,
 )
 from normgrow.train import RunInputs, train
@@ -100,11 +103,14 @@ def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log 
     dist.barrier()
     if not info.is_main:
         path, prep = prepare_data(cfg, log=say, build_teacher=False)
+    if cfg.teacher.path == "default" and path is not None:
+        check_default_teacher_tokenizer(Path(path), prep)
     cfg = resolve_config(cfg, prep)
     cfg, budget = match_budget(cfg)
     if budget is not None:
         say(f"budget matched by {budget['by']} to {budget['source']}: target {budget['target']:,.0f}, "
             f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})")
+    check_memory(cfg, info.device)
     teacher = None
     if path is not None:
         teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size,
@@ -113,6 +119,37 @@ def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log 
     if open_cache and (cfg.teacher.cache or cfg.teacher.cache_path):  # training reads it; validation stays online
         inputs.cache = teacher_cache(inputs, path, log=say, progress=progress)
     return inputs
+
+
+def check_memory(cfg: RunConfig, device: torch.device) -> None:
+    """Refuse, before allocating anything, a student (and teacher) whose weights and optimizer state alone —
+    float32 weights, gradients and AdamW's two moments, 16 bytes a parameter, plus the teacher's weights —
+    exceed the memory free on the device: a lower bound, so no run that fits is refused."""
+    free = available_memory(device)
+    if free is None:
+        return
+    student = parameters_of(cfg.model)
+    need = 16 * student
+    shape = teacher_shape(cfg)
+    if shape is not None:
+        need += parameters_of(shape) * (2 if cfg.teacher.dtype in ("bfloat16", "float16") else 4)
+    if need > free:
+        m = cfg.model
+        raise ConfigError(f"model: a student of {student:,} parameters (model.d_model={m.d_model}, "
+                          f"model.n_layer={m.n_layer}, vocabulary {m.vocab_size:,}) needs at least {need / 2**30:,.1f} "
+                          f"GiB for its weights, gradients and optimizer state, and {device.type} has "
+                          f"{free / 2**30:,.1f} GiB free")
+
+
+def check_default_teacher_tokenizer(teacher_dir: Path, prep: Prepared) -> None:
+    """The default teacher predicts ids of the tokenizer it was trained with: a run whose tokenizer differs
+    (a cache edited by hand, a teacher copied between corpora) would score it on the wrong ids."""
+    info = json.loads((teacher_dir / "normgrow_teacher.json").read_text())
+    want, have = info.get("tokenizer_sha256"), tokenizer_hash(prep.tokenizer)
+    if want is not None and want != have:
+        raise TeacherError(f"teacher.path: the default teacher {teacher_dir} was trained with tokenizer "
+                           f"{want[:12]}, but this run's tokenizer is {have[:12]} (data.tokenizer: use 'teacher', "
+                           "or delete that teacher so that it is rebuilt for this corpus)")
 
 
 def teacher_cache(inputs: RunInputs, path: str, log: Log = print, progress: bool = True) -> cache.TeacherCache:
@@ -183,6 +220,7 @@ def build_default_teacher(cfg: RunConfig, log: Log = print, progress: bool = Tru
     export_student(run_dir, tmp, tokenizer=prep.tokenizer)
     info = {
         "val/nll": summary["val/nll"], "unigram_val_nll": unigram,
+        "corpus_sha256": corpus_sha256(tcfg.data), "tokenizer_sha256": tokenizer_hash(AutoTokenizer.from_pretrained(str(tmp))),
         "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
         "config": dataclasses.asdict(tcfg),
     }

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from normgrow.config import RunConfig, load_config, save_config, to_dict
-from normgrow.errors import ConfigError, NormgrowError
+from normgrow.errors import ConfigError, NormgrowError, disk_full, no_space
 
 # Keys allowed to differ when resuming a run directory (they do not change what is computed).
 RESUME_MAY_DIFFER = ("train.device", "train.threads")
@@ -88,8 +88,14 @@ def write_json(path: Path, obj) -> None:
 
 
 def append_jsonl(path: Path, record: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
+    line = json.dumps(record) + "\n"
+    try:
+        with open(path, "a") as f:
+            f.write(line)
+    except OSError as e:
+        if no_space(e):
+            raise disk_full(path, len(line)) from None
+        raise
 
 
 LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}

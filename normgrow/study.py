@@ -230,6 +230,10 @@ def plan_jobs(study: StudyConfig, out: Path) -> list[Job]:
                 except ConfigError as e:
                     raise ConfigError(f"arms.{arm}: {e}") from None
                 cfg = scale_budget(cfg, study.budget_scale)
+                nproc = study.launcher.torchrun_nproc
+                if cfg.train.batch_size % nproc:  # caught here: under torchrun each rank would fail, then torchrun
+                    raise ConfigError(f"arms.{arm}: train.batch_size: {cfg.train.batch_size} is not divisible by "
+                                      f"launcher.torchrun_nproc={nproc}")
                 if a.match is not None:
                     # matched to the reference job's config (same seed; any of its swept rates: the budget does not
                     # depend on the rate): its planned totals are exactly what it consumes (budgets are whole

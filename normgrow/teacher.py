@@ -36,7 +36,7 @@ from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from normgrow.config import ModelConfig, RunConfig, load_config, to_dict
-from normgrow.data import cache_root
+from normgrow.data import cache_root, corpus_sha256
 from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
 from normgrow.hardware import fast_dtype
@@ -126,8 +126,11 @@ def default_teacher_key(cfg: RunConfig) -> str:
 
 
 def default_teacher_dir(cfg: RunConfig) -> Path:
-    """Where the default teacher of this data config is cached (built by pipeline.build_default_teacher)."""
-    return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}"
+    """Where the default teacher of this recipe and corpus is cached (built by pipeline.build_default_teacher):
+    named by the recipe's key and the corpus's content hash, so a corpus edited in place gets a teacher of
+    its own instead of the one trained on the old text."""
+    corpus = corpus_sha256(default_teacher_config(cfg).data)
+    return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}-{corpus[:12]}"
 
 
 def resolve_teacher_path(cfg: RunConfig) -> Optional[str]:

@@ -175,3 +175,27 @@ def test_a_cut_summary_is_rebuilt_and_cut_or_missing_event_logs_are_refused(tiny
     assert gone.returncode == 2 and "Traceback" not in gone.stderr
     assert "metrics.jsonl: holds 0 events but the checkpoint being resumed was taken after" in gone.stderr
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == before
+
+
+def _small_disk(path: Path, size: str) -> bool:
+    path.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_full_disk_is_one_line_naming_the_checkpoint_and_leaves_no_partial_one(tiny_cache, tmp_path):
+    """Before: a traceback naming neither disk nor file. The run's directory sits on a 512 KiB file system
+    (tmpfs; needs root to mount) that its first checkpoint (≈ 0.7 MB) does not fit."""
+    small = tmp_path / "small"
+    if not _small_disk(small, "512k"):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        proc = cli("run", "tiny", f"data.cache_dir={tiny_cache}", "-o", small / "run", "--no-progress", "--no-plots",
+                   check=False)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert f"{small / 'run' / 'checkpoints'}/step_" in lines[0] and "no space left on the device" in lines[0]
+        assert "bytes needed" in lines[0] and "bytes free" in lines[0]
+        assert not [p for p in (small / "run" / "checkpoints").iterdir() if p.name.startswith(".tmp-")]
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)

@@ -132,3 +132,121 @@ def test_a_cache_path_without_a_cache_is_one_line(tiny_cache, tmp_path):
     refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", f"teacher.cache_path={empty}", "-o", tmp_path / "out",
                 "--no-progress", check=False), f"teacher.cache_path: {empty} holds no teacher cache")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_corpus_edited_in_place_gets_its_own_default_teacher(tiny_cache, tmp_path):
+    """The default teacher is named by the corpus's content: editing a corpus file (even with its size and
+    modification time put back) leads the next run to a new teacher instead of the one trained on the old text."""
+    import sysconfig
+
+    from normgrow.teacher import default_teacher_dir
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for name in ("textwrap.py", "colorsys.py", "bisect.py", "fnmatch.py", "glob.py", "shlex.py"):
+        (corpus / f"{name}.txt").write_text((stdlib / name).read_text())
+    cfg = tiny_cfg(tiny_cache, f"data.corpus={corpus}", "data.val_fraction=0.3")
+    before = default_teacher_dir(cfg)
+    assert default_teacher_dir(cfg) == before  # stable while nothing changes
+    target = corpus / "glob.py.txt"
+    st = target.stat()
+    text = target.read_text()
+    target.write_text(text[:-4] + "Q" * 4)  # same size …
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # … and the old modification time
+    after = default_teacher_dir(cfg)
+    assert after != before and after.parent == before.parent
+
+
+def test_a_default_teacher_with_another_tokenizer_is_one_line(tiny_cache, tmp_path):
+    """A default teacher whose tokenizer is not the run's (here: copied by hand into the place of another
+    vocabulary's teacher) is refused, naming both tokenizers' hashes."""
+    import shutil
+
+    from normgrow.teacher import default_teacher_dir
+
+    tiny = default_teacher_dir(tiny_cfg(tiny_cache))
+    recorded = json.loads((tiny / "normgrow_teacher.json").read_text())["tokenizer_sha256"]
+    other = tiny_cfg(tiny_cache, "data.tokenizer=bpe", "data.vocab_size=600")
+    target = default_teacher_dir(other)
+    assert target != tiny and not target.exists()
+    shutil.copytree(tiny, target)
+    try:
+        proc = cli("run", "tiny", f"data.cache_dir={tiny_cache}", "data.tokenizer=bpe", "data.vocab_size=600",
+                   "-o", tmp_path / "out", "--no-progress", check=False)
+    finally:
+        shutil.rmtree(target)
+    refused(proc, f"was trained with tokenizer {recorded[:12]}, but this run's tokenizer is ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_teacher_rewritten_in_place_is_hashed_again(tmp_path):
+    """The memo of teacher weight hashes (a 16 GB teacher is hashed once) must not vouch for a file rewritten
+    in place with its size and modification time put back."""
+    from normgrow.cache import teacher_identity
+
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    (teacher / "config.json").write_text("{}")
+    weights = teacher / "model.safetensors"
+    weights.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    memo = tmp_path / "memo.json"
+    first = teacher_identity(str(teacher), memo)["weights_sha256"]
+    assert teacher_identity(str(teacher), memo)["weights_sha256"] == first
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[123_457] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert weights.stat().st_size == st.st_size and weights.stat().st_mtime_ns == st.st_mtime_ns
+    assert teacher_identity(str(teacher), memo)["weights_sha256"] != first
+
+
+def test_a_corpus_with_a_huge_word_prepares(tmp_path):
+    """One 2 MB 'word' (no whitespace) used to make BPE training quadratic (minutes for 20 MB, no output):
+    training now sees it in 256-character pieces; the shards still hold all of it."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "blob.txt").write_text("ab" * 1_000_000)
+    for i in range(12):
+        (corpus / f"doc{i}.txt").write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
+    args = ["prepare", "tiny", f"data.corpus={corpus}", "data.tokenizer=bpe", "teacher.path=none",
+            "data.max_documents=null", "data.val_fraction=0.3", f"data.cache_dir={tmp_path / 'cache'}"]
+    proc = subprocess.run([sys.executable, "-m", "normgrow.cli", *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "trained a byte-level BPE" in proc.stdout + proc.stderr
+    meta = json.loads(next((tmp_path / "cache" / "shards").glob("*/meta.json")).read_text())
+    assert sum(meta["n_tokens"].values()) > 2_000_000 / 256  # the blob is tokenized, not dropped
+
+
+def test_a_student_too_large_for_the_machine_is_one_line(tiny_cache, tmp_path):
+    """Before: an allocator traceback after 22 s. Now the weights and optimizer state are estimated from the
+    config (a lower bound) and compared with the free memory before anything is allocated or written."""
+    proc = cli("run", "tiny", f"data.cache_dir={tiny_cache}", "model.d_model=1000000", "-o", tmp_path / "out",
+               "--no-progress", check=False)
+    refused(proc, "model.d_model=1000000")
+    assert "GiB for its weights, gradients and optimizer state" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_batch_that_torchrun_cannot_split_is_one_line_before_anything_starts(tmp_path):
+    """Under raw torchrun each rank prints the right line and torchrun then adds its own traceback; a study
+    that would launch such runs is refused before it starts any."""
+    proc = cli("study", "tiny", "-o", tmp_path / "s", "launcher.torchrun_nproc=2", "train.batch_size=7", check=False)
+    refused(proc, "train.batch_size: 7 is not divisible by launcher.torchrun_nproc=2")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_corpus_of_binary_files_says_so(tmp_path):
+    """Before: 'holds no non-empty documents' for a folder of binary files."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(3):
+        (corpus / f"blob{i}.bin").write_bytes(b"\x00\x01\x02" * 100)
+    before = tree_hash(corpus)
+    refused(cli("prepare", "tiny", f"data.corpus={corpus}", "data.tokenizer=bpe", "teacher.path=none",
+                f"data.cache_dir={tmp_path / 'cache'}", check=False), "its 3 file(s) are binary, not text")
+    assert tree_hash(corpus) == before
