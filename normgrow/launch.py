@@ -34,6 +34,7 @@ from normgrow.config import RunConfig
 from normgrow.curriculum import forward_flops_per_token, plan_stages, step_cost, tokens_per_step
 from normgrow.pipeline import quiet, run
 from normgrow.registry import Registry
+from normgrow.rundir import read_summary
 from normgrow.teacher import teacher_shape
 
 
@@ -71,7 +72,8 @@ class Job:
 
     @property
     def finished(self) -> bool:
-        return (self.run_dir / "summary.json").is_file()
+        """Has the run written a readable summary? (A cut one is rebuilt when the run is started again.)"""
+        return read_summary(self.run_dir) is not None
 
 
 def job_name(arm: str, seed: int, lr: Optional[float] = None) -> str:

@@ -317,6 +317,9 @@ def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list
                        select_ce=(s.get("select") or {}).get("select/ce", ""), match_scale=match.get("scale", ""),
                        wall_time_s=round(s["wall_time_s"], 1), **{k: s["compute"][k] for k in COMPUTE},
                        steps=s["compute"]["step"])
+        elif (job.run_dir / "summary.json").is_file():  # present but cut or edited: say so, not "not run"
+            row.update(status="failed", error=f"{job.run_dir / 'summary.json'} is unreadable (cut?); rerun the "
+                       "study to rebuild it from the run's final checkpoint")
         else:
             row.update(status="failed" if st and st != "ok" else "missing", error=st or "not run")
         rows.append(row)

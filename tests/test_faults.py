@@ -199,3 +199,29 @@ def test_a_full_disk_is_one_line_naming_the_checkpoint_and_leaves_no_partial_one
         assert not [p for p in (small / "run" / "checkpoints").iterdir() if p.name.startswith(".tmp-")]
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_cut_summary_in_a_study_is_reported_then_rebuilt_by_the_rerun(tiny_cache, tmp_path):
+    """Before: `normgrow report` listed the run as 'not run', and a rerun skipped it as finished."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"""name: cut
+base: tiny
+overrides: [data.cache_dir={tiny_cache}, "curriculum.stages=[{{n_layer: 2, tokens: 2048}}]", model.n_layer=2]
+seeds: [0]
+arms:
+  a: {{overrides: [model.norm=post]}}
+launcher: {{kind: inline}}
+""")
+    out = tmp_path / "study"
+    cli("study", spec, "-o", out, "--no-progress")
+    ok = (out / "results.csv").read_text()
+    summary = out / "runs" / "a-s0" / "summary.json"
+    whole = json.loads(summary.read_text())
+    summary.write_text(summary.read_text()[:60])
+    cli("report", out)
+    assert f"{summary} is unreadable (cut?)" in (out / "report.md").read_text()
+    again = cli("study", spec, "-o", out, "--no-progress")
+    assert "already finished" not in again.stdout + again.stderr  # not skipped as finished …
+    rebuilt = json.loads(summary.read_text())  # … but rebuilt from the run's final checkpoint
+    assert rebuilt["final"] == whole["final"] and rebuilt["compute"] == whole["compute"]
+    assert (out / "results.csv").read_text() == ok
