@@ -96,12 +96,10 @@ def _all_documents(d: DataConfig) -> Iterator[tuple[str, str]]:
     is read by its suffix: .jsonl and .parquet hold one document per row, anything else is one text document."""
     source = _source(d)
     if source == "stdlib":
-        root = Path(sysconfig.get_paths()["stdlib"])
-        for path, rel in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS):
-            if path.suffix == ".py" and not path.name.startswith("test_"):
-                text = _read_text(path)
-                if text:
-                    yield rel, text
+        for path, rel in _stdlib_files():
+            text = _read_text(path)
+            if text:
+                yield rel, text
     elif source in ("hub", "saved"):
         yield from _dataset_documents(d, source)
     else:
@@ -119,6 +117,13 @@ def _all_documents(d: DataConfig) -> Iterator[tuple[str, str]]:
                 text = _read_text(path)
                 if text:
                     yield rel, text
+
+
+def _stdlib_files() -> list[tuple[Path, str]]:
+    """The stdlib corpus's files: this interpreter's standard-library modules, tests left out."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return [(p, rel) for p, rel in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS)
+            if p.suffix == ".py" and not p.name.startswith("test_")]
 
 
 def _walk(root: Path, skip_dir: Callable[[str], bool]) -> list[tuple[Path, str]]:
@@ -288,12 +293,11 @@ _SCANS: dict[str, str] = {}
 
 
 def _files_fingerprint(d: DataConfig) -> Optional[list]:
-    """Path, size, modification and change time of every file a local corpus reads (None for datasets,
-    which are scanned every time)."""
+    """Path, size, modification and change time of every file a local corpus reads; None for a `datasets`
+    corpus (hub datasets are fixed by name and revision)."""
     source = _source(d)
     if source == "stdlib":
-        root = Path(sysconfig.get_paths()["stdlib"])
-        files = [p for p, _ in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS)]
+        files = [p for p, _ in _stdlib_files()]
     elif source == "files":
         files = [p for p, _ in _corpus_files(d.corpus)]
     else:
@@ -302,13 +306,11 @@ def _files_fingerprint(d: DataConfig) -> Optional[list]:
 
 
 def corpus_sha256(d: DataConfig) -> str:
-    """The content hash of the corpus `d` reads — scan_corpus's, remembered in this process while none of
-    a local corpus's files changes (their sizes and times are compared at every call)."""
-    fingerprint = _files_fingerprint(d)
-    if fingerprint is None:
-        return scan_corpus(d).sha256
-    key = hashlib.sha256(json.dumps([d.corpus, d.format, d.text_field, d.max_documents, d.val_fraction,
-                                     fingerprint]).encode()).hexdigest()
+    """The content hash of the corpus `d` reads — scan_corpus's, remembered in this process: for local files
+    while none of them changes (their sizes and times are compared at every call), for a `datasets` corpus
+    for the life of the process (a full scan of a large dataset at every call would be the slow part)."""
+    key = hashlib.sha256(json.dumps([d.corpus, d.format, d.text_field, d.dataset_config, d.dataset_split,
+                                     d.max_documents, d.val_fraction, _files_fingerprint(d)]).encode()).hexdigest()
     if key not in _SCANS:
         _SCANS[key] = scan_corpus(d).sha256
     return _SCANS[key]
