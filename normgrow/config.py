@@ -36,11 +36,14 @@ from omegaconf.errors import OmegaConfBaseException
 from normgrow import registry
 from normgrow.errors import ConfigError
 
+# Placement names that are rules over positions rather than one block class (model.placement_of resolves them).
+PLACEMENT_RULES = ("mixln",)
+
 
 @dataclass
 class ModelConfig:
     norm: str = "pre"
-    """Normalization placement of every block: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h))) | a registered one."""
+    """Normalization placement of every block: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h))) | deepnorm N(α·h+F(h)) | a registered one; or the rule mixln (post in the first floor(mixln_ratio·n_layer) blocks, pre above)."""
     block_norms: list[str] = field(default_factory=list)
     """Per-block placements, one per block of the full-depth student (block i at index i); empty = model.norm everywhere."""
     n_layer: int = 9
@@ -74,7 +77,9 @@ class ModelConfig:
     init_embeddings: Literal["random", "teacher"] = "random"
     """Token embeddings and LM head: random, or copied from the teacher (needs equal widths)."""
     init_depth: Optional[int] = None
-    """Depth D in the std/sqrt(2D) init of residual output projections; null = model.n_layer."""
+    """Depth D in the std/sqrt(2D) init of residual output projections (and DeepNorm's α, β); null = model.n_layer."""
+    mixln_ratio: float = 0.25
+    """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm."""
 
 
 @dataclass
@@ -428,7 +433,9 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
     need(m.embed_init_std is None or m.embed_init_std > 0, "model.embed_init_std",
          f"must be positive, got {m.embed_init_std}")
     need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
-    registry.check("model.norm", m.norm)
+    if m.norm not in PLACEMENT_RULES:
+        registry.check("model.norm", m.norm)
+    need(0.0 <= m.mixln_ratio <= 1.0, "model.mixln_ratio", f"must be in [0, 1], got {m.mixln_ratio}")
     need(not m.block_norms or len(m.block_norms) == m.n_layer, "model.block_norms",
          f"needs one placement per block of the full-depth student ({m.n_layer}), got {len(m.block_norms)}")
     for i, name in enumerate(m.block_norms):
@@ -468,7 +475,12 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
 
 def _validate_curriculum(cfg: RunConfig) -> None:
     registry.check("curriculum.growth", cfg.curriculum.growth)
+    operator = registry.BY_FIELD["curriculum.growth"][cfg.curriculum.growth] if "curriculum.growth" in registry.BY_FIELD else None
+    inits = getattr(operator, "inits", None)
     stages = cfg.curriculum.stages
+    need(inits is None or len(stages) < 2 or cfg.curriculum.growth_init in inits, "curriculum.growth_init",
+         f"'{cfg.curriculum.growth_init}' does not apply to growth operator '{cfg.curriculum.growth}' (it takes: "
+         f"{', '.join(inits or ())})")
     need(len(stages) > 0, "curriculum.stages", "needs at least one stage")
     prev = 0
     for i, s in enumerate(stages):

@@ -3,9 +3,18 @@
 A curriculum is a list of stages (`curriculum.stages`), each a span of training at fixed depth.
 Joint training is one stage at full depth; a growth curriculum inserts blocks between stages
 (3 → 6 → 9 in the `grow` preset). Where the new blocks go is the **growth operator**
-(`curriculum.growth`, a registry user code can add to): `append`, the paper's, inserts them above
-the trained prefix and below the final norm / LM head, so the first new block receives the
-prefix's output (the *boundary* representation). One `GrowthOperator` object answers every
+(`curriculum.growth`, a registry user code can add to):
+    append      (the paper's) new blocks above the trained prefix, below the final norm / LM head, so
+                the first new block receives the prefix's output (the *boundary* representation);
+    stack       (G_stack-style) new blocks above the prefix as copies of the prefix's blocks in order,
+                bottom first (3 → 6: blocks 3, 4, 5 copy 0, 1, 2; 6 → 9: 6, 7, 8 copy 0, 1, 2), so a
+                grown model repeats its prefix; `copy` init only (random or zero would be `append`);
+    interleave  each new block inserted right after the block it copies, the k new blocks spread
+                evenly over the p old ones (new block i follows old block ⌈(i+1)·p/k⌉ − 1: 3 → 6
+                gives 0 0' 1 1' 2 2'); every insertion point is a boundary.
+Blocks are placed by their position in the *full-depth* student (model.placement_of): under an
+operator that inserts below the top, a block's index changes as the model grows, so `plan_stages`
+follows every block through the growth events to its final index. One `GrowthOperator` object answers every
 question about a growth event — which blocks are new (the freeze rule `train: new`), which
 residual indices are boundaries (diagnostics, report), which block a `copy` init copies — and
 performs it (`apply`), for a fresh run and for the replay on resume alike.
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -35,7 +45,7 @@ import torch
 
 from normgrow.config import ModelConfig, RunConfig, load_config, parse_train_blocks, resolved_head_dim
 from normgrow.errors import ConfigError
-from normgrow.model import Block, Student, block_parameters, init_block, make_block, placement_of
+from normgrow.model import PLACEMENTS, Block, Student, block_parameters, init_block, placement_of
 from normgrow.registry import Registry
 
 # ----------------------------------------------------------------------------- growth operators
@@ -70,8 +80,11 @@ class GrowthOperator:
       copy    a copy of the weights of block `copy_source` of the model before growth.
     The random numbers of a new block come from a generator seeded by (seed, position), drawn inside
     a forked RNG, so growth neither depends on nor disturbs the global RNG, and a resumed run
-    replays it identically.
+    replays it identically. `inits` lists the inits that mean something for the operator (config
+    validation refuses the others).
     """
+
+    inits: tuple[str, ...] = ("random", "zero", "copy")
 
     def new_blocks(self, prefix: int, depth: int) -> list[int]:
         raise NotImplementedError
@@ -95,14 +108,17 @@ class GrowthOperator:
                              f"positions in 0..{depth - 1}")
         return GrowthEvent(prefix, depth, new, tuple(self.boundaries(prefix, depth)))
 
-    def apply(self, model: Student, depth: int, init: str, seed: int) -> GrowthEvent:
-        """Insert the new blocks into `model.layers` (in place) and return the event."""
+    def apply(self, model: Student, depth: int, init: str, seed: int,
+              placements: Optional[tuple[str, ...]] = None) -> GrowthEvent:
+        """Insert the new blocks into `model.layers` (in place) and return the event. `placements` are those
+        of the grown model's blocks (a StagePlan's; default: model.placement_of each position)."""
         ev = self.event(model.depth, depth)
         old = list(model.layers)
         ref = next(model.parameters())
         for position in ev.new_blocks:  # ascending, so each insertion lands at its final index
-            source = old[self.copy_source(ev.prefix, depth, position)]
-            block = new_block(model.cfg, position, init, seed, source)
+            source = self.copy_source(ev.prefix, depth, position)
+            placement = placements[position] if placements else placement_of(model.cfg, position)
+            block = new_block(model.cfg, position, init, seed, old[source], placement, source)
             model.layers.insert(position, block.to(device=ref.device, dtype=ref.dtype))
         return ev
 
@@ -115,12 +131,49 @@ class Append(GrowthOperator):
         return list(range(prefix, depth))
 
 
-def new_block(cfg: ModelConfig, position: int, init: str, seed: int, source: Block) -> Block:
-    """A block for `position`, initialized per `init` (see GrowthOperator)."""
+class Stack(Append):
+    """stack (G_stack-style): new blocks on top of the prefix, each a copy of a prefix block, bottom
+    first and cycling (position prefix + j copies block j mod prefix), so the grown model repeats the
+    trained prefix. Boundary: the prefix's output, as for append. `copy` init only."""
+
+    inits = ("copy",)
+
+    def copy_source(self, prefix: int, depth: int, position: int) -> int:
+        return (position - prefix) % prefix
+
+
+class Interleave(GrowthOperator):
+    """interleave: each new block inserted directly after the old block it copies (or, with random /
+    zero init, is placed after). The k = depth − prefix new blocks follow the old blocks
+    ⌈(i+1)·prefix/k⌉ − 1 for i = 0 … k−1, i.e. spread evenly (3 → 6: after 0, 1, 2; 6 → 9: after 1, 3, 5;
+    more new than old blocks: several after one). Every insertion point is a boundary."""
+
+    def followed(self, prefix: int, depth: int) -> list[int]:
+        """For each new block, bottom first, the old block it follows."""
+        k = depth - prefix
+        return [math.ceil((i + 1) * prefix / k) - 1 for i in range(k)]
+
+    def new_blocks(self, prefix: int, depth: int) -> list[int]:
+        after = self.followed(prefix, depth)
+        positions, inserted = [], 0
+        for old in range(prefix):
+            for _ in range(after.count(old)):
+                inserted += 1
+                positions.append(old + inserted)
+        return positions
+
+
+def new_block(cfg: ModelConfig, position: int, init: str, seed: int, source: Block, placement: str,
+              source_index: int = 0) -> Block:
+    """A block of `placement` for `position`, initialized per `init` (see GrowthOperator)."""
     with torch.random.fork_rng(devices=[]):
-        block = make_block(cfg, position)  # its construction draws are overwritten below
+        block = PLACEMENTS[placement](cfg)  # its construction draws are overwritten below
         if init == "copy":
-            block.load_state_dict(source.state_dict())
+            theirs, mine = source.state_dict(), block.state_dict()
+            if theirs.keys() != mine.keys():
+                raise ConfigError(f"curriculum.growth_init: copy: the new {placement} block at {position} cannot copy "
+                                  f"block {source_index} ({type(source).__name__}): their parameters differ")
+            block.load_state_dict(theirs)
         else:
             g = torch.Generator().manual_seed(seed * 7919 + position)
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
@@ -141,11 +194,14 @@ def register_growth(name: str, operator: GrowthOperator, replace: bool = False) 
 
 
 register_growth("append", Append())
+register_growth("stack", Stack())
+register_growth("interleave", Interleave())
 
 
-def grow(model: Student, depth: int, cfg: RunConfig) -> GrowthEvent:
-    """The run's growth event to `depth`: its operator, init and seed."""
-    return GROWTH[cfg.curriculum.growth].apply(model, depth, cfg.curriculum.growth_init, cfg.seed)
+def grow(model: Student, plan: "StagePlan", cfg: RunConfig) -> GrowthEvent:
+    """The run's growth event into stage `plan`: its operator, init, seed and the stage's placements."""
+    return GROWTH[cfg.curriculum.growth].apply(model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed,
+                                               plan.placements)
 
 
 # ----------------------------------------------------------------------------- stages
@@ -175,36 +231,53 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
     """
     per_step = tokens_per_step(cfg)
     op = GROWTH[cfg.curriculum.growth]
+    stages = cfg.curriculum.stages
+    events: list[Optional[GrowthEvent]] = [None] + [op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:])]
+    blocks = block_identities(stages[0].n_layer, events)  # each stage's blocks, bottom to top, as identities
+    final = {b: i for i, b in enumerate(blocks[-1])}  # identity → index in the last stage's model
+    verb = "appended" if cfg.curriculum.growth == "append" else f"inserted ({cfg.curriculum.growth})"
     plans: list[StagePlan] = []
-    for i, s in enumerate(cfg.curriculum.stages):
+    for i, (s, event, ids) in enumerate(zip(stages, events, blocks)):
         budget = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
         steps = max(1, round(budget / per_step))
-        if i == 0:
-            event, placements = None, [placement_of(cfg.model, b) for b in range(s.n_layer)]
+        placements = tuple(placement_of(cfg.model, final[b]) for b in ids)
+        if event is None:
             provenance, new = ["initial"] * s.n_layer, range(s.n_layer)
         else:
-            event, placements = op.event(plans[-1].n_layer, s.n_layer), list(plans[-1].placements)
             provenance = list(plans[-1].provenance)
             for position in event.new_blocks:
-                placements.insert(position, placement_of(cfg.model, position))
-                provenance.insert(position, f"appended at stage {i} ({cfg.curriculum.growth_init} init)")
+                provenance.insert(position, f"{verb} at stage {i} ({cfg.curriculum.growth_init} init)")
             new = event.new_blocks
         plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, tuple(parse_train_blocks(s.train, s.n_layer, new)),
-                               tuple(placements), event, tuple(provenance)))
+                               placements, event, tuple(provenance)))
     return plans
+
+
+def block_identities(first: int, events: list[Optional[GrowthEvent]]) -> list[list[int]]:
+    """Each stage's blocks as identities (0, 1, … in order of creation), bottom to top: a block keeps its
+    identity while growth events insert others around it."""
+    ids, out, fresh = list(range(first)), [], first
+    for event in events:
+        if event is not None:
+            ids = list(ids)
+            for position in event.new_blocks:  # ascending: each lands at its index in the grown model
+                ids.insert(position, fresh)
+                fresh += 1
+        out.append(ids)
+    return out
 
 
 def replay_growth(model: Student, plans: list[StagePlan], stage: int, cfg: RunConfig) -> None:
     """Apply the growth events of stages 1 … `stage` to a first-stage student: its structure at that stage
     (resuming a run, loading a checkpoint). The same `grow` a running curriculum calls."""
     for plan in plans[1 : stage + 1]:
-        grow(model, plan.n_layer, cfg)
+        grow(model, plan, cfg)
 
 
 def student_at_stage(cfg: RunConfig, stage: int) -> Student:
     """A student with the block structure of `stage` of this run (on the CPU), to load weights into."""
     plans = plan_stages(cfg)
-    model = Student(cfg.model, depth=plans[0].n_layer, max_seq_len=cfg.data.seq_len)
+    model = Student(cfg.model, depth=plans[0].n_layer, max_seq_len=cfg.data.seq_len, placements=list(plans[0].placements))
     replay_growth(model, plans, stage, cfg)
     return model
 

@@ -12,6 +12,9 @@ Architecture (DESIGN.md §3), read top to bottom:
       pre       h = h + F(N(h))          (Qwen3, Llama, GPT-2)
       post      h = N(h + F(h))          (original Transformer, BERT)
       sandwich  h = h + N2(F(N1(h)))     (peri-norm; Gemma 2/3, OLMo 2 use variants)
+      deepnorm  h = N(α·h + F(h))        (DeepNet; α, β from the depth: DeepNormBlock)
+  and one placement *rule*: `mixln` (Mix-LN) = post in the first floor(model.mixln_ratio · n_layer)
+  blocks of the full-depth student, pre above (`placement_of`).
 - Token embedding, optional final RMSNorm, LM head (optionally tied). A pre-norm student with
   `final_norm: true` is exactly `transformers`' Qwen3ForCausalLM (tests/test_model.py checks logits);
   `hf_config()` / `to_hf_state_dict()` give the mapping.
@@ -22,7 +25,9 @@ Initialization (every constant and the depth it uses is in `init_record()`):
   with D = `model.init_depth`, default `model.n_layer` — the *final* depth, so a block gets the
   same init whether it is trained jointly or appended later, and no constant depends on the
   current (growing) depth: under growth "the depth" is ambiguous, so the one used is recorded;
-- all norm gains 1.
+- all norm gains 1;
+- a placement may define its own (DeepNormBlock: β-scaled weights, no 1/√(2D)) by overriding
+  `Block.init_weights`; its constants are in `init_record()["placements"]`.
 
 The model holds the blocks of its current depth (`Student.depth`, logged as `n_layer`); growth
 operators (curriculum.py) insert blocks into `layers`. The forward pass can return the residual
@@ -150,6 +155,25 @@ class Block(nn.Module):
         """(B, H, T, T) attention probabilities of this block on input h (diagnostics only)."""
         return self.self_attn(self.attention_input(h), cos, sin, return_weights=True)[1]
 
+    def init_weights(self, cfg: ModelConfig) -> None:
+        """Initialize in place, by parameter name: gains of every `*norm` 1, residual-branch outputs (o_proj,
+        down_proj) ~ N(0, (init_std/√(2D))²) with D = model.init_depth or n_layer, every other weight
+        ~ N(0, init_std²). A placement with its own scheme overrides this (and `init_constants`)."""
+        depth = init_depth(cfg)
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                nn.init.ones_(p)
+            elif name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=cfg.init_std / math.sqrt(2 * depth))
+            else:
+                nn.init.normal_(p, mean=0.0, std=cfg.init_std)
+
+    @classmethod
+    def init_constants(cls, cfg: ModelConfig) -> dict:
+        """The constants this placement's init and forward use (recorded in the run summary)."""
+        depth = init_depth(cfg)
+        return {"residual_out_std": cfg.init_std / math.sqrt(2 * depth), "depth": depth}
+
     def zero_branch_outputs(self) -> None:
         """Zero the residual branches' output projections (`zero` growth init): the branches output 0.
         Norm gains are left alone: zeroing them would kill their gradients."""
@@ -209,6 +233,66 @@ class SandwichBlock(Block):
         return self.input_layernorm(h)
 
 
+class DeepNormBlock(Block):
+    """deepnorm (DeepNet, Wang et al. 2022): post-norm with an up-weighted residual, per sublayer
+
+        h = N(α·h + F(h))          α = (2D)^(1/4)
+        h ─┬── ×α ────(+)─ N ─►
+           └─ F ──────┘
+
+    and, at initialization, the weights of the value and output projections and of the whole MLP
+    ~ N(0, (β·init_std)²) with β = (8D)^(-1/4); query and key projections ~ N(0, init_std²); norm
+    gains 1 (the decoder-only constants of the paper, whose Xavier init is replaced by the run's
+    normal init_std; RMSNorm in place of LayerNorm, as in every normgrow block). β replaces the
+    1/√(2D) scaling of the other placements.
+
+    D is the depth of the *full-depth* student (model.init_depth, else model.n_layer), not the depth
+    held now: under growth every block — trained from the start or appended later — has the same α
+    and was initialized with the same β, and no constant changes at a growth event. A zero-initialized
+    appended block computes N(α·N(α·h)) = N(h) up to ε: like post-norm, the function is preserved only
+    where the block's input is already normalized (any block after the first), which is always the case
+    for blocks appended on top of a DeepNorm prefix.
+    """
+
+    BETA_SCALED = ("self_attn.v_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                   "mlp.down_proj.weight")
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.alpha = deepnorm_constants(init_depth(cfg))[0]
+
+    def forward(self, h, cos, sin):
+        h = self.input_layernorm(self.alpha * h + self.self_attn(h, cos, sin)[0])
+        return self.post_attention_layernorm(self.alpha * h + self.mlp(h))
+
+    def attention_input(self, h):
+        return h
+
+    def init_weights(self, cfg: ModelConfig) -> None:
+        beta = deepnorm_constants(init_depth(cfg))[1]
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                nn.init.ones_(p)
+            else:
+                nn.init.normal_(p, mean=0.0, std=cfg.init_std * (beta if name in self.BETA_SCALED else 1.0))
+
+    @classmethod
+    def init_constants(cls, cfg: ModelConfig) -> dict:
+        depth = init_depth(cfg)
+        alpha, beta = deepnorm_constants(depth)
+        return {"alpha": alpha, "beta": beta, "beta_scaled_std": cfg.init_std * beta, "depth": depth}
+
+
+def deepnorm_constants(depth: int) -> tuple[float, float]:
+    """DeepNet's decoder-only α = (2D)^(1/4) and β = (8D)^(-1/4) for a D-block model."""
+    return (2 * depth) ** 0.25, (8 * depth) ** -0.25
+
+
+def init_depth(cfg: ModelConfig) -> int:
+    """The depth D init constants use: model.init_depth, else the full depth model.n_layer."""
+    return cfg.init_depth or cfg.n_layer
+
+
 PLACEMENTS: Registry[type[Block]] = Registry("placement", field="model.norm")
 
 
@@ -222,11 +306,23 @@ def register_placement(name: str, block_class: type[Block], replace: bool = Fals
 register_placement("pre", PreNormBlock)
 register_placement("post", PostNormBlock)
 register_placement("sandwich", SandwichBlock)
+register_placement("deepnorm", DeepNormBlock)
+
+
+def mixln_post_blocks(cfg: ModelConfig) -> int:
+    """Mix-LN (Li et al. 2024): how many of the full-depth student's first blocks are post-norm,
+    floor(model.mixln_ratio · n_layer); the blocks above are pre-norm."""
+    return math.floor(cfg.mixln_ratio * cfg.n_layer + 1e-9)
 
 
 def placement_of(cfg: ModelConfig, index: int) -> str:
-    """Placement of block `index` (its position in the full-depth student)."""
-    return cfg.block_norms[index] if cfg.block_norms else cfg.norm
+    """Placement of block `index` (its position in the full-depth student): model.block_norms[index] if
+    given, else model.norm, where the rule `mixln` is post below mixln_post_blocks and pre from there up."""
+    if cfg.block_norms:
+        return cfg.block_norms[index]
+    if cfg.norm == "mixln":
+        return "post" if index < mixln_post_blocks(cfg) else "pre"
+    return cfg.norm
 
 
 def make_block(cfg: ModelConfig, index: int) -> Block:
@@ -238,15 +334,21 @@ def make_block(cfg: ModelConfig, index: int) -> Block:
 
 
 class Student(nn.Module):
-    def __init__(self, cfg: ModelConfig, depth: Optional[int] = None, max_seq_len: int = 2048):
+    def __init__(self, cfg: ModelConfig, depth: Optional[int] = None, max_seq_len: int = 2048,
+                 placements: Optional[list[str]] = None):
         """A student holding `depth` blocks (default cfg.n_layer, the full depth; a growth curriculum
-        starts shallower and inserts blocks). cfg.vocab_size must be resolved."""
+        starts shallower and inserts blocks) of the given `placements` (default: placement_of each
+        index; a curriculum passes its first stage's, curriculum.StagePlan). cfg.vocab_size must be resolved."""
         super().__init__()
         if cfg.vocab_size is None:
             raise ValueError("model.vocab_size must be resolved (from the tokenizer) before building the student")
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(make_block(cfg, i) for i in range(cfg.n_layer if depth is None else depth))
+        depth = cfg.n_layer if depth is None else depth
+        placements = placements or [placement_of(cfg, i) for i in range(depth)]
+        if len(placements) != depth:
+            raise ValueError(f"{len(placements)} placements for {depth} blocks")
+        self.layers = nn.ModuleList(PLACEMENTS[name](cfg) for name in placements)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.final_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # Rotary tables are computed on first use per (length, device) and kept out of the state dict:
@@ -300,7 +402,8 @@ class Student(nn.Module):
 
     def init_record(self) -> dict:
         """Every initialization constant and the depth it used (saved in the run summary)."""
-        depth = self.cfg.init_depth or self.cfg.n_layer
+        depth = init_depth(self.cfg)
+        classes = {type(b).__name__: type(b) for b in self.layers}
         return {
             "init_std": self.cfg.init_std,
             "embed_init_std": embed_std(self.cfg),
@@ -308,6 +411,7 @@ class Student(nn.Module):
             "residual_out_depth": depth,
             "residual_out_depth_source": "model.init_depth" if self.cfg.init_depth else "model.n_layer (final depth)",
             "norm_gain": 1.0,
+            "placements": {name: c.init_constants(self.cfg) for name, c in sorted(classes.items())},
         }
 
 
@@ -317,17 +421,9 @@ def embed_std(cfg: ModelConfig) -> float:
 
 
 def init_block(block: Block, cfg: ModelConfig) -> None:
-    """Initialize one block in place (at construction and for blocks inserted by growth), by parameter
-    name: gains of every `*norm` 1, residual-branch outputs (o_proj, down_proj) at the depth-scaled std,
-    every other weight at init_std."""
-    depth = cfg.init_depth or cfg.n_layer
-    for name, p in block.named_parameters():
-        if name.endswith("norm.weight"):
-            nn.init.ones_(p)
-        elif name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
-            nn.init.normal_(p, mean=0.0, std=cfg.init_std / math.sqrt(2 * depth))
-        else:
-            nn.init.normal_(p, mean=0.0, std=cfg.init_std)
+    """Initialize one block in place (at construction and for blocks inserted by growth): its
+    placement's `init_weights` (Block.init_weights for the built-in scheme)."""
+    block.init_weights(cfg)
 
 
 def count_parameters(model: Student) -> dict[str, int]:

@@ -97,7 +97,8 @@ _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
 
 # Fields added to the config after default teachers were first keyed. While at their default (which is the
 # behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
-_KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None, ("data", "select_tokens"): 0,
+_KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None,
+                    ("model", "mixln_ratio"): 0.25, ("data", "select_tokens"): 0,
                     ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
 
 

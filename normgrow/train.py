@@ -381,7 +381,8 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     """The student at the first stage's depth, initialized from the run's seed."""
     cfg = inputs.cfg
     torch.manual_seed(cfg.seed)
-    model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len).to(inputs.info.device)
+    model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
+                    placements=list(plan.placements)).to(inputs.info.device)
     if cfg.model.init_embeddings == "teacher":
         copy_embeddings(model, inputs.teacher)
     return model
@@ -523,7 +524,7 @@ def grow_and_measure(model: Student, plan: StagePlan, cfg: RunConfig, probe_x: t
     was_training = model.training
     model.eval()
     before = model(probe_x).float()  # (b, T, V)
-    event = grow(model, plan.n_layer, cfg)
+    event = grow(model, plan, cfg)
     assert event == plan.growth, (event, plan.growth)  # the operator did what the plan says
     after = model(probe_x).float()
     model.train(was_training)
