@@ -1,7 +1,8 @@
 """normgrow: controlled distillation studies of normalization placement under curriculum depth growth.
 
-Importing the package fills the four extension registries with their built-in entries and exposes
-the calls that add more (see registry.py):
+Importing the package fills the four extension registries with their built-in entries, registers the
+exported model classes with transformers' Auto classes (export.py), and exposes the calls that add
+more (see registry.py):
 
     normgrow.register_placement(name, BlockSubclass)          model.norm / model.block_norms
     normgrow.register_growth(name, GrowthOperatorInstance)    curriculum.growth
@@ -22,6 +23,9 @@ import sys as _sys  # noqa: E402
 if "torch" not in _sys.modules:
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Registers NormgrowConfig / NormgrowForCausalLM with transformers' Auto classes, so that after a plain
+# `import normgrow` AutoModelForCausalLM.from_pretrained loads any export (normgrow/modeling_normgrow.py).
+import normgrow.export  # noqa: E402, F401
 from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.launch import register_launcher  # noqa: E402

@@ -2,10 +2,14 @@
 
 - A pre-norm student with a final norm *is* a Qwen3: it is written as `Qwen3ForCausalLM`
   (config.json + model.safetensors), which stock `transformers` loads and `generate()`s with.
-- Any other student (post-norm, sandwich, no final norm) is written with `model_type: normgrow`.
-  `import normgrow.export` registers `NormgrowConfig` / `NormgrowForCausalLM` with the Auto
-  classes, after which `AutoModelForCausalLM.from_pretrained(dir)` loads it with the same logits as
-  the student — no remote code is executed.
+- Any other student (post-norm, sandwich, deepnorm, Mix-LN, a per-block mixture, no final norm) is
+  written with `model_type: normgrow` (normgrow/modeling_normgrow.py). `import normgrow` registers
+  `NormgrowConfig` / `NormgrowForCausalLM` with the Auto classes, after which
+  `AutoModelForCausalLM.from_pretrained(dir)` loads it with the same logits as the student, no
+  remote code executed. The export also carries modeling_normgrow.py and blocks.py (torch and
+  transformers only) and an `auto_map`, so `from_pretrained(dir, trust_remote_code=True)` loads it
+  on a machine without normgrow — for built-in placements; a student with a user-registered one is
+  exported without them (normgrow_export.json says so) and needs normgrow and that code.
 
 Weights are safetensors only; nothing is unpickled.
 """
@@ -20,75 +24,30 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationMixin,
-    PretrainedConfig,
-    PreTrainedModel,
-    Qwen3ForCausalLM,
-)
-from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
 from normgrow import checkpoint
+from normgrow import modeling_normgrow as modeling
+from normgrow.blocks import BUILTIN_PLACEMENTS
 from normgrow.config import ModelConfig, RunConfig, load_config
 from normgrow.curriculum import plan_stages
 from normgrow.errors import NormgrowError
-from normgrow.model import Student, hf_config, placement_of, to_hf_state_dict
+from normgrow.model import PLACEMENTS, Student, hf_config, placement_of, to_hf_state_dict
 
 
-class NormgrowConfig(PretrainedConfig):
-    model_type = "normgrow"
+class NormgrowForCausalLM(modeling.NormgrowForCausalLM):
+    """The export class with normgrow installed: builds every registered placement (user ones too)."""
 
-    def __init__(self, normgrow_model: Optional[dict] = None, **kwargs):
-        self.normgrow_model = normgrow_model or {}
-        super().__init__(**kwargs)
-
-
-class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
-    """A normgrow Student behind the transformers interface (logits only; no KV cache)."""
-
-    config_class = NormgrowConfig
-    base_model_prefix = "student"
-    _tied_weights_keys: dict = {}
-
-    def __init__(self, config: NormgrowConfig):
-        super().__init__(config)
-        self.student = Student(ModelConfig(**config.normgrow_model))
-        self.post_init()
-
-    def _init_weights(self, module):  # weights come from the checkpoint; keep Student's own init
-        pass
-
-    def get_input_embeddings(self):
-        return self.student.embed_tokens
-
-    def get_output_embeddings(self):
-        return self.student.lm_head
-
-    def get_decoder(self):
-        return _Decoder(self.student)
-
-    def forward(self, input_ids: torch.LongTensor, labels: Optional[torch.LongTensor] = None, **kwargs):
-        logits = self.student(input_ids)
-        loss = None
-        if labels is not None:
-            loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten())
-        return CausalLMOutput(loss=loss, logits=logits)
+    @classmethod
+    def block_class(cls, name: str):
+        return PLACEMENTS[name]
 
 
-class _Decoder(torch.nn.Module):
-    """`get_decoder()` view of a Student: final hidden states, as teacher.py projects them."""
-
-    def __init__(self, student: Student):
-        super().__init__()
-        self.student = student
-
-    def forward(self, input_ids, **kwargs):
-        return BaseModelOutput(last_hidden_state=self.student.hidden(input_ids))
+NormgrowConfig = modeling.NormgrowConfig
+# what an export carries so that trust_remote_code=True loads it without normgrow
+REMOTE_CODE = ("modeling_normgrow.py", "blocks.py")
+AUTO_MAP = {"AutoConfig": "modeling_normgrow.NormgrowConfig", "AutoModelForCausalLM": "modeling_normgrow.NormgrowForCausalLM"}
 
 
 hf_logging.disable_progress_bar()
@@ -107,8 +66,10 @@ def exported_model_config(cfg: RunConfig, stage: int) -> ModelConfig:
     they agree, else the per-block list)."""
     placements = plan_stages(cfg)[stage].placements
     uniform = len(set(placements)) == 1
+    # init_depth pins the depth-derived constants (DeepNorm's α) to the run's full depth at any stage
     return dataclasses.replace(cfg.model, n_layer=len(placements), norm=placements[0] if uniform else cfg.model.norm,
-                               block_norms=[] if uniform else list(placements))
+                               block_norms=[] if uniform else list(placements),
+                               init_depth=cfg.model.init_depth or cfg.model.n_layer)
 
 
 def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> None:
@@ -150,6 +111,8 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
     student = Student(m)
     student.load_state_dict(weights)
     n_layer = student.depth
+    placements = [placement_of(m, i) for i in range(n_layer)]
+    remote = not is_qwen3(student) and all(p in BUILTIN_PLACEMENTS for p in placements)
     if tokenizer is None:
         tokenizer = _run_tokenizer(run_dir)
 
@@ -160,18 +123,27 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
             hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
             hf.load_state_dict(to_hf_state_dict(student))
         else:
-            hf = NormgrowForCausalLM(NormgrowConfig(normgrow_model=dataclasses.asdict(m), vocab_size=m.vocab_size,
-                                                    bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer),
-                                                    tie_word_embeddings=m.tie_embeddings))
+            hf_cfg = NormgrowConfig(normgrow_model=dataclasses.asdict(m), vocab_size=m.vocab_size,
+                                    bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer),
+                                    tie_word_embeddings=m.tie_embeddings)
+            if remote:
+                hf_cfg.auto_map = dict(AUTO_MAP)
+            hf = NormgrowForCausalLM(hf_cfg)
             hf.student.load_state_dict(student.state_dict())
         hf.save_pretrained(str(tmp), safe_serialization=True)
+        if remote:
+            for name in REMOTE_CODE:
+                shutil.copyfile(Path(modeling.__file__).with_name(name), tmp / name)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
         (tmp / "normgrow_export.json").write_text(json.dumps({
             "run_dir": str(run_dir.resolve()), "checkpoint": ckpt.name, "step": state["step"],
             "tokens": state["tokens"], "n_layer": n_layer, "norm": m.norm,
-            "placements": [placement_of(m, i) for i in range(n_layer)],
-            "format": "Qwen3ForCausalLM" if is_qwen3(student) else "NormgrowForCausalLM (import normgrow.export)",
+            "placements": placements,
+            "format": "Qwen3ForCausalLM" if is_qwen3(student) else "NormgrowForCausalLM",
+            "loads_with": ("transformers" if is_qwen3(student) else
+                           "import normgrow, or trust_remote_code=True" if remote else
+                           "import normgrow and the code registering its placements (not built into the export)"),
         }, indent=1))
         old = None
         if out_dir.exists():  # moved aside, not deleted, until the new export is in place

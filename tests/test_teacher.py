@@ -1,6 +1,7 @@
 """Teacher and export: HF round trips, vocabulary reconciliation, the default teacher, init from the teacher."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -57,17 +58,54 @@ print(type(m).__name__, repr(tok.decode(out[0])))
     torch.testing.assert_close(torch.load(tmp_path / "logits.pt", weights_only=True), ours, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("norm", ["post", "sandwich"])
-def test_other_placements_export_and_load_through_auto_classes(tiny_cache, tmp_path, norm):
-    import normgrow.export  # noqa: F401  registers model_type "normgrow" with the Auto classes
+NON_QWEN3 = {"post": ["model.norm=post"], "sandwich": ["model.norm=sandwich"],
+             "deepnorm": ["model.norm=deepnorm", "curriculum.growth=interleave",
+                          "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 3, tokens: 2560}]"],
+             "mixln": ["model.norm=mixln", "model.mixln_ratio=0.34"]}
 
-    run(tiny_cfg(tiny_cache, f"model.norm={norm}"), tmp_path / "run", **QUIET)
-    cli("export", tmp_path / "run", "-o", tmp_path / "hf")
-    assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "normgrow"
-    hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
-    idx = torch.randint(0, 512, (2, 20))
+LOAD_ALL = """
+import sys, torch
+{prelude}
+from transformers import AutoModelForCausalLM
+idx = torch.load({idx!r}, weights_only=True)
+for name in {names!r}:
+    m = AutoModelForCausalLM.from_pretrained({root!r} + '/hf-' + name, {kwargs}).eval()
     with torch.no_grad():
-        torch.testing.assert_close(hf(input_ids=idx).logits, trained_student(tmp_path / "run")(idx), atol=0, rtol=0)
+        torch.save(m(input_ids=idx).logits, {root!r} + '/logits-' + name + '.pt')
+    print(name, type(m).__module__)
+"""
+
+
+def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without_normgrow(tiny_cache, tmp_path):
+    """Students that are not a stock Qwen3 load through AutoModelForCausalLM with the student's exact logits:
+    in an interpreter that only ran `import normgrow`, and, with trust_remote_code=True, in one where normgrow
+    cannot be imported at all (the export's own modeling_normgrow.py and blocks.py)."""
+    idx = torch.randint(0, 512, (2, 20), generator=torch.Generator().manual_seed(1))
+    torch.save(idx, tmp_path / "idx.pt")
+    expected = {}
+    for name, overrides in NON_QWEN3.items():
+        run(tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", *overrides),
+            tmp_path / f"run-{name}", **QUIET)
+        cli("export", tmp_path / f"run-{name}", "-o", tmp_path / f"hf-{name}")
+        config = json.loads((tmp_path / f"hf-{name}" / "config.json").read_text())
+        assert config["model_type"] == "normgrow" and "AutoModelForCausalLM" in config["auto_map"]
+        assert (tmp_path / f"hf-{name}" / "modeling_normgrow.py").is_file()
+        with torch.no_grad():
+            expected[name] = trained_student(tmp_path / f"run-{name}")(idx)
+    assert json.loads((tmp_path / "hf-mixln" / "normgrow_export.json").read_text())["placements"] == ["post", "pre", "pre"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for prelude, kwargs, module in (("import normgrow", "", "normgrow.export"),
+                                    ("sys.modules['normgrow'] = None  # as if not installed", "trust_remote_code=True",
+                                     "transformers_modules")):
+        script = LOAD_ALL.format(prelude=prelude, idx=str(tmp_path / "idx.pt"), names=list(NON_QWEN3),
+                                 root=str(tmp_path), kwargs=kwargs)
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                              cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert all(line.split()[1].startswith(module) for line in proc.stdout.strip().splitlines()), proc.stdout
+        for name in NON_QWEN3:
+            got = torch.load(tmp_path / f"logits-{name}.pt", weights_only=True)
+            torch.testing.assert_close(got, expected[name], atol=0, rtol=0, msg=f"{name} ({prelude})")
 
 
 def test_export_errors_are_one_line(tmp_path):
