@@ -65,10 +65,12 @@ class Job:
     run_dir: Path
     log_path: Path
     lr: Optional[float] = None  # set for the jobs of an arm's learning-rate sweep
+    point: str = ""  # the sweep point's label, for the jobs of a sweep study
 
     @property
     def name(self) -> str:
-        return job_name(self.arm, self.seed, self.lr)
+        name = job_name(self.arm, self.seed, self.lr)
+        return f"{self.point}/{name}" if self.point else name
 
     @property
     def finished(self) -> bool:

@@ -44,6 +44,16 @@ from normgrow.rundir import read_jsonl, read_summary
 from normgrow.stats import COMPUTE, aggregate
 from normgrow.stats import paired as stats_paired
 from normgrow.study_report import collapsed_arms, headline, write_report
+from normgrow.sweep import (
+    SweepConfig,
+    budget_factor,
+    plot_contrast,
+    point_study,
+    points,
+    sentences,
+    sweep_report_lines,
+    validate_sweep,
+)
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -92,6 +102,8 @@ class StudyConfig:
     """The report warns when a run's residual stream puts more than this share of its energy in the direction
     all tokens share (diagnostics `collapse_share`, any block, end of training)."""
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    """Sweep axes: the arms and seeds run at every point (sweep.py); none = a plain study."""
     """How jobs run."""
 
 
@@ -172,6 +184,7 @@ def validate_study(s: StudyConfig) -> None:
     need(s.claims.margin > 0, "claims.margin", f"must be positive, got {s.claims.margin}")
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
+    validate_sweep(s.sweep, RUN_SECTIONS)
     for name, arm in s.arms.items():
         need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
              f"need distinct positive learning rates, got {arm.lrs}")
@@ -215,9 +228,9 @@ def arm_order(study: StudyConfig) -> list[str]:
     return order
 
 
-def plan_jobs(study: StudyConfig, out: Path) -> list[Job]:
+def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
     """Resolve every arm × seed (× learning rate, for a sweep) into a run config (validated now, so a bad arm
-    fails before anything runs)."""
+    fails before anything runs). `point` labels the jobs of one point of a sweep study."""
     jobs = []
     for arm in arm_order(study):
         a = study.arms[arm]
@@ -243,8 +256,26 @@ def plan_jobs(study: StudyConfig, out: Path) -> list[Job]:
                     cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref)))
                 name = job_name(arm, seed, lr)
                 jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name,
-                                out / "logs" / f"{name}.log", lr))
+                                out / "logs" / f"{name}.log", lr, point))
     return jobs
+
+
+def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:
+    """A sweep study's points: each one's study (the point's overrides and budget), directory and jobs."""
+    plan, reference = [], None
+    for p in points(study.sweep):
+        try:
+            cfg = load_config(study.base, [*study.overrides, *p.overrides])
+        except ConfigError as e:
+            raise ConfigError(f"sweep point {p.label}: {e}") from None
+        reference = reference or cfg
+        sub = point_study(study, p, budget_factor(study.sweep, cfg, reference))
+        try:
+            jobs = plan_jobs(sub, out / "points" / p.label, point=p.label)
+        except ConfigError as e:
+            raise ConfigError(f"sweep point {p.label}: {e}") from None
+        plan.append((sub, out / "points" / p.label, jobs))
+    return plan
 
 
 def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
@@ -424,6 +455,8 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         if not (d / "study.yaml").is_file() or not (d / "results.csv").is_file():
             raise NormgrowError(f"{d}: not a finished study directory (no study.yaml or results.csv)")
         studies[d] = (load_study(str(d / "study.yaml")), read_results(d / "results.csv"))
+        if studies[d][0].sweep.axes:
+            raise NormgrowError(f"{d}: is a sweep study; compare two of its points instead (DIR/points/<label>)")
     (a, rows_a), (b, rows_b) = studies[base_dir], studies[other_dir]
     L = [f"Contrasts (b − a of val/ce, mean ± 95% half-width) in `{base_dir}` (budget scale {a.budget_scale}) and "
          f"`{other_dir}` (budget scale {b.budget_scale}):", "",
@@ -451,10 +484,85 @@ def _hw(c: dict) -> str:
 
 def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
+    if study.sweep.axes:
+        plan = sweep_plan(study, out)
+        with DirLock(out, "study"):
+            return _run_sweep_locked(study, plan, out, log, progress)
     jobs = plan_jobs(study, out)
     with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
         return _run_locked(study, jobs, out, log, progress)
 
+
+def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool) -> Path:
+    """Every point's jobs launched together (one queue, so `launcher.parallel` spans points), then each point's
+    report and the sweep's."""
+    _write_sweep_yaml(study, out)
+    for sub, sub_dir, jobs in plan:
+        write_study_dir(sub, jobs, sub_dir)
+    jobs = [j for _, _, js in plan for j in js]
+    log(f"sweep study {study.name}: {len(plan)} points × {len(study.arms)} arms × {len(study.seeds)} seeds = "
+        f"{len(jobs)} runs → {out}")
+    prepare_shared(jobs, log, progress=progress)
+    status = launch(jobs, study.launcher, out, log, progress=progress)
+    for name, err in status.items():
+        if err != "ok":
+            log(f"run {name} failed: {err}")
+    return summarize_sweep(study, plan, {j.name: status.get(j.name) for j in jobs}, out, log)
+
+
+def _write_sweep_yaml(study: StudyConfig, out: Path) -> None:
+    saved = out / "study.yaml"
+    if saved.is_file():
+        old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
+        differ = [f.name for f in dataclasses.fields(StudyConfig)
+                  if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"]
+        if differ:
+            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{out}: cannot write the study directory ({e.strerror})") from None
+    tmp = saved.with_name("study.yaml.tmp")
+    tmp.write_text(study_yaml(study))
+    os.replace(tmp, saved)
+
+
+def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Callable[[str], None] = print,
+                    plots: bool = True) -> Path:
+    """Each point's results.csv and report.md, the sweep's results.csv (every run, with its point and axis values),
+    its report.md and one figure per contrast. Returns the sweep report's path."""
+    table: dict[str, list] = {name: [] for name in study.contrasts}
+    all_rows = []
+    axis_keys = [ax.key for ax in study.sweep.axes]
+    for (sub, sub_dir, jobs), p in zip(plan, points(study.sweep)):
+        summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir)
+        rows = read_results(sub_dir / "results.csv")
+        kept = [r for r in rows if r["selected"] != "no"]
+        for name, (a, b) in study.contrasts.items():
+            table[name].append((p, stats_paired(kept, a, b)))
+        for r in rows:
+            all_rows.append({"point": p.label, **dict(zip(axis_keys, p.coords)), **r,
+                             "run_dir": f"points/{p.label}/{r['run_dir']}"})
+    tmp = out / "results.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["point", *axis_keys, *FIELDS])
+        w.writeheader()
+        w.writerows(all_rows)
+    os.replace(tmp, out / "results.csv")
+    figures = {}
+    if plots:
+        for name, entries in table.items():
+            if any(c["mean"] is not None for _, c in entries):
+                plot_contrast(study, name, entries, out / "plots" / f"sweep_{name}.png")
+                figures[name] = f"plots/sweep_{name}.png"
+    lines = sweep_report_lines(study, table, figures)
+    tmp = out / "report.md.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, out / "report.md")
+    for name, entries in table.items():
+        for line in sentences(study, name, entries):
+            log(line)
+    return out / "report.md"
 
 def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool) -> Path:
     write_study_dir(study, jobs, out)
@@ -473,6 +581,16 @@ def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[s
 def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
     """`normgrow report STUDY_DIR`: results.csv, report.md and plots from what is on disk."""
     study = load_study(str(study_dir / "study.yaml"))
+    if study.sweep.axes:
+        plan = sweep_plan(study, study_dir)
+        status = {}
+        for _, sub_dir, jobs in plan:
+            if (sub_dir / "results.csv").is_file():
+                failed = {r["arm"] + "-s" + r["seed"]: r["error"] for r in read_results(sub_dir / "results.csv")
+                          if r["status"] == "failed"}
+                status.update({j.name: failed[j.name.split("/", 1)[1]] for j in jobs
+                               if j.name.split("/", 1)[1] in failed})
+        return summarize_sweep(study, plan, status, study_dir, log)
     jobs = plan_jobs(study, study_dir)
     previous = {}
     if (study_dir / "results.csv").is_file():

@@ -1,0 +1,243 @@
+"""Sweep studies: a study's arms and seeds run at every point of one or two sweep axes.
+
+A study file may add
+
+    sweep:
+      axes:
+        - key: model.d_model            # any run-config key
+          values: [32, 64, 128]
+          also: {model.d_ff: [96, 192, 384]}   # keys that move with it, one value per point (optional)
+        - key: curriculum.growth        # an optional second axis: the grid of both
+          values: [append, interleave]
+      budget_rule: params               # optional: every stage budget × (N / N_ref)^budget_exponent
+      budget_exponent: 1.0
+
+Every point is a complete study of its own (`points/<label>/`: study.yaml, configs, runs, logs,
+results.csv, report.md — `normgrow report points/<label>` works on it), with the study's overrides
+plus the point's. The budget rule `params` scales the study's budgets by the point's non-embedding
+parameters (the blocks of the full-depth student, counted on blocks built on the meta device) over
+those of the first point (which keeps the study's budget as written): tokens ∝ parameters at
+exponent 1 (the compute-optimal rule of thumb), a fixed budget without a rule.
+
+The sweep's own report.md has, per contrast, a table and a figure of the contrast (b − a of val/ce,
+paired over seeds) against the first axis with 95% intervals (one line per value of the second axis),
+and a sentence generated from those numbers: where the sign is resolved (the interval excludes 0),
+where it is not, and between which points it changes, if anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from normgrow.config import ModelConfig, RunConfig
+from normgrow.errors import ConfigError
+from normgrow.model import block_parameters
+from normgrow.report import _pyplot
+
+
+@dataclass
+class SweepAxis:
+    key: str = ""
+    """A run-config key (model.d_model, curriculum.growth, …) set to each value in turn."""
+    values: list[Any] = field(default_factory=list)
+    """The axis' values, in the order the report plots them."""
+    also: dict[str, list[Any]] = field(default_factory=dict)
+    """Keys that move with this axis: one value per entry of `values` (e.g. model.d_ff with model.d_model)."""
+
+
+@dataclass
+class SweepConfig:
+    axes: list[SweepAxis] = field(default_factory=list)
+    """One or two axes (none: not a sweep). Two make a grid."""
+    budget_rule: Optional[str] = None
+    """null: every point trains the study's budget; `params`: budgets × (N / N_first point)^budget_exponent, N the
+    full-depth student's non-embedding parameters."""
+    budget_exponent: float = 1.0
+    """Exponent of the budget rule."""
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str  # directory name under points/, e.g. "d_model@64" or "d_model@64+growth@interleave" (no "=": the
+    # command line reads key=value arguments as overrides)
+    coords: tuple  # the axis values, in axis order
+    overrides: tuple[str, ...]  # run overrides of this point (axis keys and their `also` keys)
+
+
+def validate_sweep(s: SweepConfig, run_sections: tuple[str, ...]) -> None:
+    def need(ok: bool, key: str, msg: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {msg}")
+
+    need(len(s.axes) <= 2, "sweep.axes", f"one or two axes, got {len(s.axes)}")
+    for i, ax in enumerate(s.axes):
+        key = f"sweep.axes.{i}"
+        need(ax.key.startswith(run_sections), f"{key}.key", f"'{ax.key}' is not a run-config key "
+             f"({', '.join(k.rstrip('.') for k in run_sections)})")
+        need(len(ax.values) > 0, f"{key}.values", "needs at least one value")
+        need(len({str(v) for v in ax.values}) == len(ax.values), f"{key}.values", f"values must differ, got {ax.values}")
+        for other, values in ax.also.items():
+            need(other.startswith(run_sections), f"{key}.also.{other}", "is not a run-config key")
+            need(len(values) == len(ax.values), f"{key}.also.{other}",
+                 f"needs one value per value of {ax.key} ({len(ax.values)}), got {len(values)}")
+    need(len({ax.key for ax in s.axes}) == len(s.axes), "sweep.axes", "two axes on the same key")
+    need(s.budget_rule in (None, "params"), "sweep.budget_rule", f"null or 'params', got '{s.budget_rule}'")
+    need(s.budget_exponent > 0, "sweep.budget_exponent", f"must be positive, got {s.budget_exponent}")
+
+
+def short(key: str) -> str:
+    """The last part of a dotted key (model.d_model → d_model), for labels."""
+    return key.rsplit(".", 1)[-1]
+
+
+def points(s: SweepConfig) -> list[Point]:
+    """Every point of the grid, first axis outermost."""
+    out = []
+    for idx in itertools.product(*(range(len(ax.values)) for ax in s.axes)):
+        over, label, coords = [], [], []
+        for ax, i in zip(s.axes, idx):
+            v = ax.values[i]
+            over.append(f"{ax.key}={v}")
+            over.extend(f"{k}={vals[i]}" for k, vals in ax.also.items())
+            label.append(f"{short(ax.key)}@{v}")
+            coords.append(v)
+        out.append(Point("+".join(label).replace("/", "_").replace("=", "_"), tuple(coords), tuple(over)))
+    return out
+
+
+def non_embedding_params(m: ModelConfig) -> int:
+    """Parameters of the full-depth student's blocks (what the budget rule scales by)."""
+    return sum(block_parameters(m, i) for i in range(m.n_layer))
+
+
+def budget_factor(s: SweepConfig, cfg: RunConfig, reference: RunConfig) -> float:
+    """How much the point with config `cfg` multiplies the study's budgets (1 without a rule)."""
+    if s.budget_rule is None:
+        return 1.0
+    return (non_embedding_params(cfg.model) / non_embedding_params(reference.model)) ** s.budget_exponent
+
+
+# ----------------------------------------------------------------------------- the sweep's report
+
+
+def sign_of(c: dict) -> Optional[str]:
+    """'-' or '+' when the 95% interval excludes 0, None when it does not (or there is no interval)."""
+    if c.get("mean") is None or c.get("ci95") is None:
+        return None
+    if c["mean"] + c["ci95"] < 0:
+        return "-"
+    if c["mean"] - c["ci95"] > 0:
+        return "+"
+    return None
+
+
+def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, dict]], where: str = "") -> str:
+    """One sentence, from the numbers, on the sign of contrast `name` (b − a) along an axis: where it is
+    resolved, where not, and between which resolved points it changes."""
+    signs = [(v, sign_of(c)) for v, c in series]
+    word = {"-": f"negative ({b} better)", "+": f"positive ({a} better)"}
+    resolved = [(v, s) for v, s in signs if s is not None]
+    open_ = [str(v) for v, s in signs if s is None]
+    head = f"{name} ({b} − {a}){where}"
+    if not resolved:
+        return f"{head}: the sign is undetermined at every {axis} swept (each 95% interval contains 0 or has one seed)."
+    changes = [(v1, v2) for (v1, s1), (v2, s2) in zip(resolved, resolved[1:]) if s1 != s2]
+    parts = []
+    for s in ("-", "+"):
+        at = [str(v) for v, t in resolved if t == s]
+        if at:
+            parts.append(f"{word[s]} at {axis} {', '.join(at)}")
+    text = f"{head}: " + "; ".join(parts)
+    if open_:
+        text += f"; undetermined at {', '.join(open_)}"
+    if changes:
+        text += ". The sign changes " + " and ".join(f"between {axis} {v1} and {v2}" for v1, v2 in changes) + \
+            " (both intervals exclude 0)."
+    else:
+        text += ". No sign change is resolved along the axis."
+    return text
+
+
+def sweep_report_lines(study, table: dict[str, list[tuple[Point, dict]]], figures: dict[str, str]) -> list[str]:
+    """report.md of a sweep: per contrast a table over the points, the figure and the generated sentences."""
+    s = study.sweep
+    ax0 = s.axes[0]
+    L = [f"# Sweep study `{study.name}`", "",
+         f"{len(study.arms)} arms × {len(study.seeds)} seeds at each of {len(points(s))} points "
+         f"({' × '.join(f'{a.key} ∈ {a.values}' for a in s.axes)}); base preset `{study.base}`, budget scale "
+         f"{study.budget_scale}" + (f", budgets × (N/N_first)^{s.budget_exponent} with N the non-embedding parameters"
+                                    if s.budget_rule == "params" else "") +
+         ". Each point is a study of its own: `points/<label>/report.md`. Contrasts are b − a of the final val/ce, "
+         "paired over seeds, with 95% t-intervals; a sign is *resolved* where the interval excludes 0.", ""]
+    for name, entries in table.items():
+        a, b = study.contrasts[name]
+        L += [f"## {name} ({b} − {a})", "", "| point | b − a (mean ± 95% CI) | seeds | sign |", "|---|---|---|---|"]
+        for p, c in entries:
+            if c["mean"] is None:
+                L.append(f"| {p.label} | — | 0 | — |")
+                continue
+            hw = f" ± {c['ci95']:.4f}" if c["ci95"] is not None else ""
+            L.append(f"| {p.label} | {c['mean']:+.4f}{hw} | {c['n']} | {sign_of(c) or 'undetermined'} |")
+        L.append("")
+        for line in sentences(study, name, entries):
+            L.append(line)
+            L.append("")
+        if name in figures:
+            L += [f"![{name} against {ax0.key}]({figures[name]})", ""]
+    return L
+
+
+def sentences(study, name: str, entries: list[tuple[Point, dict]]) -> list[str]:
+    """The sign sentences of one contrast: along the first axis, once per value of the second."""
+    a, b = study.contrasts[name]
+    axes = study.sweep.axes
+    if len(axes) == 1:
+        return [sign_sentence(name, a, b, short(axes[0].key), [(p.coords[0], c) for p, c in entries])]
+    out = []
+    for v in axes[1].values:
+        series = [(p.coords[0], c) for p, c in entries if p.coords[1] == v]
+        out.append(sign_sentence(name, a, b, short(axes[0].key), series, where=f" at {short(axes[1].key)}={v}"))
+    return out
+
+
+def plot_contrast(study, name: str, entries: list[tuple[Point, dict]], path: Path) -> None:
+    """The contrast against the first axis with 95% intervals, one line per value of the second axis."""
+    plt = _pyplot()
+    axes = study.sweep.axes
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    groups = [None] if len(axes) == 1 else list(axes[1].values)
+    numeric = all(isinstance(v, (int, float)) for v in axes[0].values)
+    for g in groups:
+        sel = [(p, c) for p, c in entries if (g is None or p.coords[1] == g) and c["mean"] is not None]
+        xs = [p.coords[0] if numeric else axes[0].values.index(p.coords[0]) for p, _ in sel]
+        ys = [c["mean"] for _, c in sel]
+        err = [c["ci95"] or 0.0 for _, c in sel]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3,
+                    label=None if g is None else f"{short(axes[1].key)}={g}")
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    if numeric:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(axes[0].values), [str(v) for v in axes[0].values])
+    else:
+        ax.set_xticks(range(len(axes[0].values)), [str(v) for v in axes[0].values])
+    a, b = study.contrasts[name]
+    ax.set_xlabel(axes[0].key)
+    ax.set_ylabel(f"{b} − {a}  (val/ce, nats)")
+    ax.set_title(name)
+    if len(groups) > 1:
+        ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def point_study(study, p: Point, factor: float):
+    """The study one point runs: the sweep's arms and seeds with the point's overrides and budget."""
+    return dataclasses.replace(study, name=f"{study.name}@{p.label}", sweep=SweepConfig(),
+                               overrides=list(study.overrides) + list(p.overrides),
+                               budget_scale=study.budget_scale * factor)

@@ -1,0 +1,98 @@
+"""Sweep studies: points, the budget rule, per-point contrasts in the report against our own arithmetic, and
+the generated sign sentences."""
+
+import pytest
+from test_study import T95_DF1, results
+
+from conftest import cli, cli_process
+from normgrow.config import load_config
+from normgrow.errors import ConfigError
+from normgrow.study import load_study
+from normgrow.sweep import SweepAxis, SweepConfig, points, sign_sentence
+
+
+def test_points_form_the_grid_with_the_keys_that_move_along():
+    s = SweepConfig(axes=[SweepAxis("model.d_model", [32, 64], {"model.d_ff": [96, 192]}),
+                          SweepAxis("curriculum.growth", ["append", "interleave"])])
+    got = [(p.label, p.overrides) for p in points(s)]
+    assert got == [
+        ("d_model@32+growth@append", ("model.d_model=32", "model.d_ff=96", "curriculum.growth=append")),
+        ("d_model@32+growth@interleave", ("model.d_model=32", "model.d_ff=96", "curriculum.growth=interleave")),
+        ("d_model@64+growth@append", ("model.d_model=64", "model.d_ff=192", "curriculum.growth=append")),
+        ("d_model@64+growth@interleave", ("model.d_model=64", "model.d_ff=192", "curriculum.growth=interleave")),
+    ]
+
+
+def test_sign_sentences_say_where_the_sign_is_resolved_and_where_it_changes():
+    series = [(32, {"mean": -0.20, "ci95": 0.10}), (64, {"mean": -0.05, "ci95": 0.20}),
+              (128, {"mean": 0.30, "ci95": 0.10}), (256, {"mean": 0.40, "ci95": None})]
+    assert sign_sentence("grow_gap", "pre-grow", "post-grow", "d_model", series) == (
+        "grow_gap (post-grow − pre-grow): negative (post-grow better) at d_model 32; positive (pre-grow better) at "
+        "d_model 128; undetermined at 64, 256. The sign changes between d_model 32 and 128 (both intervals exclude 0).")
+    flat = [(32, {"mean": -0.2, "ci95": 0.1}), (64, {"mean": -0.3, "ci95": 0.1})]
+    assert sign_sentence("g", "a", "b", "d_model", flat).endswith("No sign change is resolved along the axis.")
+    none = [(32, {"mean": 0.1, "ci95": 0.2})]
+    assert "undetermined at every d_model" in sign_sentence("g", "a", "b", "d_model", none)
+
+
+@pytest.mark.parametrize("sweep,needle", [
+    ("{axes: [{key: seeds, values: [1]}]}", "sweep.axes.0.key"),
+    ("{axes: [{key: model.d_model, values: [32, 32]}]}", "sweep.axes.0.values"),
+    ("{axes: [{key: model.d_model, values: [32, 64], also: {model.d_ff: [64]}}]}", "sweep.axes.0.also.model.d_ff"),
+    ("{axes: [{key: model.d_model, values: [32]}], budget_rule: flops}", "sweep.budget_rule"),
+])
+def test_bad_sweeps_name_their_field(tmp_path, sweep, needle):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: bad\nbase: tiny\narms: {{a: {{}}}}\nsweep: {sweep}\n")
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+        load_study(str(path))
+
+
+def block_params(d: int, d_ff: int = 64, n_head: int = 4, n_kv: int = 2) -> int:
+    """Parameters of one tiny block, by hand: q, o (d × d), k, v (d × n_kv·hd), the SwiGLU MLP, two norms, q/k norms."""
+    hd = d // n_head
+    return 2 * d * d + 2 * d * n_kv * hd + 3 * d * d_ff + 2 * d + 2 * hd
+
+
+def test_a_micro_sweep_reports_each_points_contrast_from_its_runs(tiny_cache, tmp_path):
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(f"""name: micro-sweep
+base: tiny
+overrides: [data.cache_dir={tiny_cache}, "curriculum.stages=[{{n_layer: 2, tokens: 2560}}]", model.n_layer=2]
+seeds: [0, 1]
+arms:
+  pre: {{overrides: [model.norm=pre]}}
+  post: {{overrides: [model.norm=post]}}
+contrasts: {{gap: [pre, post]}}
+sweep:
+  axes: [{{key: model.d_model, values: [32, 48]}}]
+  budget_rule: params
+launcher: {{kind: local, parallel: 2}}
+""")
+    out = tmp_path / "sweep"
+    proc = cli_process("study", spec, "-o", out, "--no-progress")
+    rows = results(out)
+    assert sorted((r["point"], r["arm"], r["seed"]) for r in rows) == sorted(
+        (p, a, s) for p in ("d_model@32", "d_model@48") for a in ("pre", "post") for s in ("0", "1"))
+    assert all(r["status"] == "ok" for r in rows)
+    # the budget rule: tokens ∝ non-embedding parameters, the first point keeps the study's budget
+    tokens = {p: load_config(str(out / "points" / p / "configs" / "pre-s0.yaml")).curriculum.stages[0].tokens
+              for p in ("d_model@32", "d_model@48")}
+    assert tokens["d_model@32"] == 2560
+    assert tokens["d_model@48"] == round(2560 * block_params(48) / block_params(32))
+    report = (out / "report.md").read_text()
+    for p in ("d_model@32", "d_model@48"):
+        ce = {(r["arm"], r["seed"]): float(r["val_ce"]) for r in rows if r["point"] == p}
+        d = [ce[("post", s)] - ce[("pre", s)] for s in ("0", "1")]
+        md = sum(d) / 2
+        hd = T95_DF1 * abs(d[0] - d[1]) / 2  # sd of two values / √2, times t(1)
+        sign = "-" if md + hd < 0 else "+" if md - hd > 0 else "undetermined"
+        assert f"| {p} | {md:+.4f} ± {hd:.4f} | 2 | {sign} |" in report
+        assert (out / "points" / p / "report.md").is_file()
+    assert "gap (post − pre):" in report and "plots/sweep_gap.png" in report
+    assert (out / "plots" / "sweep_gap.png").is_file()
+    assert "gap (post − pre):" in proc.stdout  # the sentence ends the study's output too
+    # the report is rebuilt from disk alone
+    (out / "report.md").unlink()
+    cli("report", out)
+    assert (out / "report.md").read_text() == report
