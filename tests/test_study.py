@@ -14,7 +14,7 @@ import pytest
 
 from conftest import cli, cli_process
 from normgrow.config import load_config
-from normgrow.study import load_study, study_preset_names
+from normgrow.study import load_study, plan_jobs, study_preset_names, sweep_plan
 
 T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
 
@@ -148,12 +148,16 @@ def test_submitit_local_executor_runs_a_study(tiny_cache, tmp_path):
     assert any((out / "submitit").iterdir())
 
 
-def test_every_study_preset_loads_and_validates():
+def test_every_study_preset_loads_and_validates(tmp_path):
     names = study_preset_names()
-    assert {"default", "paper", "tiny", "cpu3"} <= set(names)
+    assert {"default", "paper", "tiny", "cpu3", "variants", "cpu-width", "paper-width"} <= set(names)
     for name in names:
         s = load_study(name)
         assert s.arms
+        # every arm's run config resolves and validates, at every sweep point (one seed; nothing is written)
+        s = dataclasses.replace(s, seeds=s.seeds[:1])
+        jobs = [j for _, _, js in sweep_plan(s, tmp_path / name) for j in js] if s.sweep.axes else plan_jobs(s, tmp_path)
+        assert len(jobs) >= len(s.arms) and not (tmp_path / name).exists()
     default = load_study("default")
     claims_arms = {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-grow-matched"}
     assert set(default.arms) == claims_arms and len(default.seeds) == 3  # the claims' arms, with intervals
@@ -215,11 +219,11 @@ def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
     from normgrow.study import plan_jobs
 
     study = load_study("default")
-    assert study.budget_scale == 0.25
+    assert study.budget_scale == 0.5
     jobs = {j.arm: j.cfg for j in plan_jobs(study, tmp_path) if j.seed == 0}
-    assert [s.tokens for s in jobs["pre-grow"].curriculum.stages] == [32768, 32768, 32768]
-    assert [s.tokens for s in jobs["pre-joint"].curriculum.stages] == [98304]
-    assert jobs["pre-joint"].train.warmup_tokens == 10000  # 40,000 × 0.25
+    assert [s.tokens for s in jobs["pre-grow"].curriculum.stages] == [65536, 65536, 65536]
+    assert [s.tokens for s in jobs["pre-joint"].curriculum.stages] == [196608]
+    assert jobs["pre-joint"].train.warmup_tokens == 20000  # 40,000 × 0.5
     assert jobs["post-grow-matched"].curriculum.match_budget == str(tmp_path / "configs" / "post-joint-s0.yaml")
 
 
@@ -238,7 +242,7 @@ def test_progress_weighs_each_step_by_its_student_and_teacher_flops(tmp_path):
     # every step carries the default teacher's forward: 2 FLOPs per weight of its matmuls (all but the
     # embedding table; its norm gains are noise here) plus causal attention, counted on a real teacher model
     cfg = jobs["pre-grow"].cfg
-    tm = load_config("teacher").model
+    tm = load_config(cfg.teacher.default_preset).model
     with torch.device("meta"):
         counts = count_parameters(Student(dataclasses.replace(tm, vocab_size=cfg.data.vocab_size)))
     T = cfg.data.seq_len
