@@ -15,6 +15,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 def head_dim_of(cfg) -> int:
@@ -311,6 +312,7 @@ class Decoder(nn.Module):
         # a model materialized from meta tensors (transformers' from_pretrained) gets correct ones.
         self._rotary: dict = {}
         self.max_seq_len = max_seq_len
+        self.activation_checkpointing = False  # set by the trainer (train.activation_checkpointing)
         if cfg.tie_embeddings and tie:
             self.lm_head.weight = self.embed_tokens.weight
 
@@ -339,8 +341,12 @@ class Decoder(nn.Module):
         h = self.embed_tokens(idx)  # (B, T, C)
         if residuals is not None:
             residuals.append(h)
+        recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.layers:
-            h = block(h, cos, sin)
+            if recompute:  # keep only the block's input; its activations are recomputed in the backward pass
+                h = torch.utils.checkpoint.checkpoint(block, h, cos, sin, use_reentrant=False)
+            else:
+                h = block(h, cos, sin)
             if residuals is not None:
                 residuals.append(h)
         return self.norm(h)

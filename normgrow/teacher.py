@@ -89,7 +89,7 @@ def teacher_shape(cfg: RunConfig) -> Optional[ModelConfig]:
 # one of them (or its default) does not retrain the teacher. The full config is still saved with the teacher.
 _KEY_FREE = {
     "data": ("cache_dir", "val_tokens", "probe_sequences", "select_tokens"),
-    "train": ("device", "threads", "compile", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
+    "train": ("device", "threads", "compile", "activation_checkpointing", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
               "keep_checkpoints", "loggers"),
 }
 _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
@@ -98,7 +98,8 @@ _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
 # Fields added to the config after default teachers were first keyed. While at their default (which is the
 # behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
 _KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None,
-                    ("model", "mixln_ratio"): 0.25, ("data", "select_tokens"): 0,
+                    ("model", "mixln_ratio"): 0.25, ("train", "activation_checkpointing"): False,
+                    ("data", "select_tokens"): 0,
                     ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
 
 

@@ -383,6 +383,7 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     torch.manual_seed(cfg.seed)
     model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
                     placements=list(plan.placements)).to(inputs.info.device)
+    model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
         copy_embeddings(model, inputs.teacher)
     return model

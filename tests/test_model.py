@@ -185,3 +185,29 @@ def test_block_parameter_counts_used_for_flops_are_the_built_blocks(norms):
         assert type(block) is classes[name]
         assert block_parameters(cfg, i) == sum(p.numel() for p in block.parameters())
     assert count_parameters(model)["blocks"] == sum(block_parameters(cfg, i) for i in range(3))
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "deepnorm"])
+def test_activation_checkpointing_gives_identical_gradients(norm):
+    cfg = tiny(norm=norm, n_layer=3)
+    torch.manual_seed(0)
+    model = Student(cfg).train()
+    idx = torch.randint(0, cfg.vocab_size, (2, 13))
+
+    calls = []
+    forward = model.layers[1].forward  # counted by a wrapper: module hooks do not fire on the recomputation
+    model.layers[1].forward = lambda *a: (calls.append(1), forward(*a))[1]
+
+    def grads(checkpointing: bool) -> dict:
+        model.zero_grad()
+        calls.clear()
+        model.activation_checkpointing = checkpointing
+        logits = model(idx)
+        F.cross_entropy(logits[:, :-1].flatten(0, 1), idx[:, 1:].flatten()).backward()
+        assert len(calls) == (2 if checkpointing else 1)  # recomputed in the backward pass, or not
+        return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    plain, recomputed = grads(False), grads(True)
+    assert plain.keys() == recomputed.keys()
+    for name in plain:
+        torch.testing.assert_close(recomputed[name], plain[name], rtol=0, atol=0, msg=name)
