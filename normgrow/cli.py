@@ -26,11 +26,13 @@ from pathlib import Path
 
 from normgrow import __version__
 from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
+from normgrow.curriculum import match_budget
 from normgrow.errors import NormgrowError, disk_full, no_space
 from normgrow.export import export_student
 from normgrow.launch import die_with_parent
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
+from normgrow.plan import describe, is_study, job_plan, rate_of, study_plan, vocab_of
 from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
 from normgrow.study import compare_studies, load_study, rebuild_report, run_study
@@ -157,6 +159,22 @@ def cmd_report(args: argparse.Namespace) -> None:
         print(f)
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    config, overrides = _split_config_and_overrides(args)
+    rate = rate_of(args.tokens_per_hour, args.peak_tflops, args.mfu)
+    if config is not None and is_study(config):
+        study = load_study(config, overrides)
+        jobs, cfgs = study_plan(study, args.world_size, args.fsdp)
+        title = f"plan of study {study.name}: {len(jobs)} runs"
+    else:
+        cfg = load_config(config, overrides)
+        cfgs = [match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))))[0]]
+        jobs = [job_plan(cfg.name or "run", cfgs[0], args.world_size or 1, args.fsdp)]
+        title = f"plan of run {cfg.name or config}"
+    for line in describe(jobs, cfgs, rate, title):
+        print(line)
+
+
 def cmd_teacher_train(args: argparse.Namespace) -> None:
     out = build_default_teacher(_load(args), progress=not args.no_progress)
     print(f"default teacher: {out}")
@@ -225,6 +243,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("model", help="print the student's shapes and parameter counts")
     _add_config_args(p)
     p.set_defaults(func=cmd_model)
+
+    p = sub.add_parser("plan", help="memory per device and device-hours of a study or run, before running it")
+    p.add_argument("config", nargs="?", default=None, help="study preset or YAML (or a run preset / YAML)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
+    p.add_argument("--world-size", type=int, default=None,
+                   help="data-parallel ranks per run (default: the study's launcher.torchrun_nproc, or 1)")
+    p.add_argument("--fsdp", action="store_true", help="the student's weights and optimizer state sharded over the ranks")
+    p.add_argument("--tokens-per-hour", type=float, default=None,
+                   help="measured training tokens per device-hour (benchmarks/gpu_smoke.sh); else from FLOPs")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)")
+    p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("config", help="print the fully resolved config")
     _add_config_args(p)

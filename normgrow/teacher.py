@@ -66,12 +66,20 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
     return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
 
 
+# Shapes of hub teachers the presets name, for cost estimates without the hub (their published config.json).
+KNOWN_SHAPES = {"Qwen/Qwen3-8B": dict(n_layer=36, d_model=4096, n_head=32, n_kv_head=8, head_dim=128, d_ff=12288,
+                                      vocab_size=151936)}
+
+
 def teacher_shape(cfg: RunConfig) -> Optional[ModelConfig]:
-    """The teacher's shape, for cost estimates before it is loaded: the default teacher's preset, or the
-    config.json of a local checkpoint (Qwen3/Llama-style keys); None when unknown (no teacher, a hub id)."""
+    """The teacher's shape, for cost estimates before it is loaded: the default teacher's preset, the
+    config.json of a local checkpoint (Qwen3/Llama-style keys), or a known hub model's (KNOWN_SHAPES);
+    None when unknown (no teacher, another hub id)."""
     vocab = cfg.model.vocab_size or cfg.data.vocab_size
     if cfg.teacher.path == DEFAULT_TEACHER:
         return dataclasses.replace(load_config(cfg.teacher.default_preset).model, vocab_size=vocab)
+    if cfg.teacher.path in KNOWN_SHAPES and not Path(cfg.teacher.path).exists():
+        return ModelConfig(**KNOWN_SHAPES[cfg.teacher.path])
     try:
         hf = json.loads((Path(cfg.teacher.path) / "config.json").read_text())
         return ModelConfig(n_layer=int(hf["num_hidden_layers"]), d_model=int(hf["hidden_size"]),

@@ -1,0 +1,175 @@
+"""`normgrow plan STUDY|CONFIG`: memory per device and device-hours of a study (or one run), computed from
+its configs before anything runs — no model is built, no data is read, no teacher is loaded.
+
+Memory per device of one job (bytes; every term printed with the formula behind it):
+    student weights, gradients, AdamW moments    4 + 4 + 8 bytes per parameter (float32 master weights);
+                                                 divided by the data-parallel ranks under FSDP sharding
+    activations of one micro-batch               per block and token, the tensors autograd keeps:
+                                                 4·d + 3·H·hd + 2·Hkv·hd + 4·d_ff elements (norm outputs, q,
+                                                 k, v, attention output, MLP gate/up/activation/product), at
+                                                 2 bytes under bf16 autocast (4 in float32); with activation
+                                                 checkpointing only each block's input (d) plus one block's set
+    distillation loss chunk                      ≈ 6 float32 (chunk_tokens × V) temporaries (docs/LOG.md)
+    teacher weights                              its parameters at teacher.dtype (no gradients, no optimizer)
+Device-hours: each job's FLOPs — the student's training FLOPs (curriculum.flops_per_token, 6·N per token
+plus attention, per stage) and the teacher's forward (2·N_teacher per token plus attention) — divided by
+a throughput: `--tokens-per-hour` measured by the GPU smoke check (benchmarks/gpu_smoke.sh) when given,
+else peak FLOP/s × an assumed utilization (`--peak-tflops`, `--mfu`; both printed as assumptions).
+With the teacher cache (`teacher.cache=true`) the teacher runs once over the tokens the runs read (the
+largest run's tokens, a lower bound on the training split the cache covers), and every run reads its
+top-k logits instead: 2·k·(2 + id bytes) + 2 bytes per token on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from normgrow.config import ModelConfig, RunConfig, read_yaml, resolved_head_dim
+from normgrow.curriculum import forward_flops_per_token, match_budget, plan_stages, planned_totals
+from normgrow.model import parameters_of
+from normgrow.study import plan_jobs, study_preset_names, sweep_plan, write_study_dir
+from normgrow.teacher import teacher_shape
+
+GIB = 2**30
+
+
+@dataclass
+class JobPlan:
+    name: str
+    world: int  # data-parallel ranks of the job
+    tokens: int
+    student_flops: float
+    teacher_flops: float
+    memory: dict  # term → bytes per device
+
+
+def vocab_of(cfg: RunConfig) -> int:
+    """The student's vocabulary: set, or the teacher's (data.tokenizer=teacher), or the BPE size to train."""
+    if cfg.model.vocab_size:
+        return cfg.model.vocab_size
+    t = teacher_shape(cfg) if cfg.data.tokenizer == "teacher" and cfg.teacher.path != "default" else None
+    return t.vocab_size if t is not None else cfg.data.vocab_size
+
+
+def activation_elements(m: ModelConfig) -> int:
+    """Elements autograd keeps per token and block (see the module docstring)."""
+    hd = resolved_head_dim(m)
+    return 4 * m.d_model + 3 * m.n_head * hd + 2 * m.n_kv_head * hd + 4 * m.d_ff
+
+
+def job_memory(cfg: RunConfig, world: int, fsdp: bool = False) -> dict:
+    """Bytes per device of one job, term by term."""
+    m = dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))
+    n = parameters_of(m)
+    shard = world if fsdp else 1
+    micro = cfg.train.micro_batch_size or max(1, cfg.train.batch_size // world)
+    act_bytes = 2 if cfg.train.dtype in ("bfloat16", "auto") else 4
+    per_token_block = activation_elements(m)
+    tokens = micro * cfg.data.seq_len
+    if cfg.train.activation_checkpointing:
+        acts = tokens * (m.n_layer * m.d_model + per_token_block) * act_bytes
+    else:
+        acts = tokens * m.n_layer * per_token_block * act_bytes
+    t = teacher_shape(cfg)
+    t_bytes = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}[cfg.teacher.dtype]
+    teacher = 0 if t is None or cfg.teacher.cache else parameters_of(t) * t_bytes
+    return {"student weights (fp32)": 4 * n / shard, "gradients (fp32)": 4 * n / shard,
+            "AdamW moments (fp32)": 8 * n / shard, f"activations ({micro} × {cfg.data.seq_len} tokens)": acts,
+            "loss chunk": 6 * min(cfg.distill.chunk_tokens, tokens) * m.vocab_size * 4,
+            "teacher weights": teacher}
+
+
+def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False) -> JobPlan:
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg)))
+    totals = planned_totals(cfg, plan_stages(cfg))
+    t = teacher_shape(cfg)
+    teacher = 0.0 if t is None else forward_flops_per_token(t, cfg.data.seq_len) * totals["tokens"]
+    return JobPlan(name, world, int(totals["tokens"]), totals["flops"], teacher, job_memory(cfg, world, fsdp))
+
+
+def cache_bytes_per_token(cfg: RunConfig) -> int:
+    k = cfg.teacher.cache_k
+    return 2 * k + (2 if vocab_of(cfg) <= 65536 else 4) * k + 2
+
+
+def flop_rate(jobs: list[JobPlan], rate: dict) -> float:
+    """FLOP/s per device: the assumed peak × utilization, or what the measured tokens per device-hour of a
+    distillation step (student and teacher together) imply at the study's FLOPs per token."""
+    if rate.get("tokens_per_hour"):
+        per_token = sum(j.student_flops + j.teacher_flops for j in jobs) / sum(j.tokens for j in jobs)
+        return per_token * rate["tokens_per_hour"] / 3600
+    return rate["peak_tflops"] * 1e12 * rate["mfu"]
+
+
+def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str) -> list[str]:
+    """The plan as lines: memory of the largest job per device, device-hours online and with the teacher cache."""
+    L = [title, ""]
+    big = max(jobs, key=lambda j: sum(j.memory.values()))
+    L.append(f"memory per device of the largest job ({big.name}, {big.world} data-parallel rank(s)):")
+    for term, b in big.memory.items():
+        L.append(f"  {term:40s} {b / GIB:9.2f} GiB")
+    L.append(f"  {'total (lower bound: no allocator slack)':40s} {sum(big.memory.values()) / GIB:9.2f} GiB")
+    L.append("")
+    if rate.get("tokens_per_hour"):
+        L.append(f"throughput: {rate['tokens_per_hour']:,.0f} tokens per device-hour (measured)")
+    else:
+        L.append(f"throughput: assumed {rate['mfu']:.0%} of {rate['peak_tflops']:g} TFLOP/s per device "
+                 "(not measured; pass --tokens-per-hour from benchmarks/gpu_smoke.sh)")
+    per_hour = flop_rate(jobs, rate) * 3600
+    online = sum(j.student_flops + j.teacher_flops for j in jobs) / per_hour
+    student_only = sum(j.student_flops for j in jobs) / per_hour
+    biggest = max(jobs, key=lambda j: j.tokens)
+    cache_tokens, teacher_once = biggest.tokens, biggest.teacher_flops
+    with_cache = student_only + teacher_once / per_hour
+    tokens = sum(j.tokens for j in jobs)
+    L.append(f"{len(jobs)} run(s), {tokens:,} training tokens in all")
+    L.append(f"device-hours, teacher online in every run: {online:,.1f}")
+    if teacher_once:
+        L.append(f"device-hours with the teacher cache (one teacher pass over {cache_tokens:,} tokens, then the "
+                 f"students alone): {with_cache:,.1f}")
+        L.append(f"teacher cache on disk: {cache_bytes_per_token(cfgs[0]) * cache_tokens / GIB:,.1f} GiB "
+                 f"(k = {cfgs[0].teacher.cache_k}, {cache_bytes_per_token(cfgs[0])} bytes per token)")
+    L.append("(device-hours are FLOPs over the rate above" + (", the measured step split between student and teacher "
+             "by their FLOPs" if rate.get("tokens_per_hour") else "") + "; the teacher's forward counts 2 FLOPs per weight)")
+    return L
+
+
+def rate_of(tokens_per_hour: Optional[float], peak_tflops: float, mfu: float) -> dict:
+    return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu}
+
+
+
+def study_plan(study, world: Optional[int], fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
+    """Every job of a study (every point of a sweep), budgets matched as the runs will match them."""
+    world = world or study.launcher.torchrun_nproc
+    plans, cfgs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        if study.sweep.axes:
+            groups = sweep_plan(study, Path(tmp))
+            for sub, sub_dir, jobs in groups:
+                write_study_dir(sub, jobs, sub_dir)
+            jobs = [j for _, _, js in groups for j in js]
+        else:
+            jobs = plan_jobs(study, Path(tmp))
+            write_study_dir(study, jobs, Path(tmp))
+        for job in jobs:
+            cfg = dataclasses.replace(job.cfg, model=dataclasses.replace(job.cfg.model, vocab_size=vocab_of(job.cfg)))
+            cfg = match_budget(cfg)[0]
+            plans.append(job_plan(job.name, cfg, world, fsdp))
+            cfgs.append(cfg)
+    return plans, cfgs
+
+
+def is_study(name: str) -> bool:
+    """A study preset name (these take precedence over run presets of the same name) or a study YAML (has `arms`)."""
+    if name in study_preset_names():
+        return True
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        data = read_yaml(path)
+        return isinstance(data, dict) and "arms" in data
+    return False

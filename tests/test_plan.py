@@ -1,0 +1,57 @@
+"""`normgrow plan`: memory terms and device-hours against arithmetic done here by hand."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import normgrow
+from conftest import cli
+from normgrow.config import load_config
+from normgrow.plan import job_memory, job_plan
+
+
+def tiny_block(d=32, d_ff=64, n_head=4, n_kv=2) -> int:
+    hd = d // n_head
+    return 2 * d * d + 2 * d * n_kv * hd + 3 * d * d_ff + 2 * d + 2 * hd
+
+
+def test_memory_terms_of_a_tiny_run_by_hand():
+    cfg = load_config("tiny", ["model.vocab_size=512"])
+    n = 512 * 32 * 2 + 32 + 3 * tiny_block()  # embedding, head, final norm, three blocks
+    mem = job_memory(cfg, world=1)
+    assert mem["student weights (fp32)"] == 4 * n and mem["gradients (fp32)"] == 4 * n
+    assert mem["AdamW moments (fp32)"] == 8 * n
+    per_token_block = 4 * 32 + 3 * 4 * 8 + 2 * 2 * 8 + 4 * 64  # norms, q, k, v, attention out, MLP
+    tokens = 8 * 32  # micro-batch 8 sequences of 32 (float32: 4 bytes)
+    assert mem["activations (8 × 32 tokens)"] == tokens * 3 * per_token_block * 4
+    ckpt = job_memory(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, activation_checkpointing=True)), 1)
+    assert ckpt["activations (8 × 32 tokens)"] == tokens * (3 * 32 + per_token_block) * 4
+    sharded = job_memory(cfg, world=4, fsdp=True)
+    assert sharded["AdamW moments (fp32)"] == 8 * n / 4
+    assert mem["loss chunk"] == 6 * 256 * 512 * 4  # chunk_tokens 256 ≤ the micro-batch's 256 tokens
+
+
+def test_device_hours_from_measured_throughput():
+    cfg = load_config("tiny", ["model.vocab_size=512"])
+    plan = job_plan("tiny", cfg, world=1)
+    assert plan.tokens == 78 * 8 * 32  # 20,000 tokens in whole steps of 8 × 32
+    tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"  # a run preset (`tiny` names a study)
+    out = cli("plan", tiny_yaml, "model.vocab_size=512", "--tokens-per-hour", str(78 * 8 * 32)).stdout
+    assert "1 run(s), 19,968 training tokens" in out
+    assert "device-hours, teacher online in every run: 1.0" in out
+    # from the cache, the step's teacher share is spent once (one run: the same tokens), so the total is the same
+    assert "then the students alone): 1.0" in out
+
+
+def test_plan_of_the_paper_study_offline():
+    """The paper preset names a hub teacher that is unreachable here: its shape is known, so the plan runs."""
+    out = cli("plan", "paper").stdout
+    # Qwen3-8B by hand: embedding and head 151,936 × 4,096 each, 36 blocks of attention (q, o 4,096²; k, v
+    # 4,096 × 1,024) + SwiGLU 3 × 4,096 × 12,288 + norms, final norm; bf16 weights
+    block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096 + 2 * 128
+    params = 2 * 151936 * 4096 + 36 * block + 4096
+    assert re.search(rf"teacher weights\s+{params * 2 / 2**30:.2f} GiB", out), out
+    assert "36 run(s)" in out and "8 data-parallel rank(s)" in out
+    assert re.search(r"device-hours, teacher online in every run: [\d,.]+", out)
+    assert re.search(r"device-hours with the teacher cache .*: [\d,.]+", out)
+    assert "teacher cache on disk" in out
