@@ -278,9 +278,8 @@ def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, l
     return plan
 
 
-def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
-    """study.yaml and the job configs; an existing study dir must hold the same study."""
-    text = study_yaml(study)
+def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = ()) -> None:
+    """study.yaml (and the given subdirectories); an existing study dir must hold the same study."""
     saved = out / "study.yaml"
     if saved.is_file():
         old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
@@ -289,14 +288,19 @@ def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
         if differ:
             raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
     try:
-        (out / "configs").mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        for sub in subdirs:
+            (out / sub).mkdir(exist_ok=True)
     except OSError as e:
         raise ConfigError(f"{out}: cannot write the study directory ({e.strerror})") from None
-    (out / "runs").mkdir(exist_ok=True)
-    (out / "logs").mkdir(exist_ok=True)
     tmp = saved.with_name("study.yaml.tmp")
-    tmp.write_text(text)
+    tmp.write_text(study_yaml(study))
     os.replace(tmp, saved)
+
+
+def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
+    """study.yaml, the run/log directories and the job configs; an existing study dir must hold the same study."""
+    write_study_yaml(study, out, ("configs", "runs", "logs"))
     for job in jobs:
         tmp = job.config_path.with_name(job.config_path.name + ".tmp")
         tmp.write_text(to_yaml(job.cfg))
@@ -496,7 +500,7 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
 def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool) -> Path:
     """Every point's jobs launched together (one queue, so `launcher.parallel` spans points), then each point's
     report and the sweep's."""
-    _write_sweep_yaml(study, out)
+    write_study_yaml(study, out)
     for sub, sub_dir, jobs in plan:
         write_study_dir(sub, jobs, sub_dir)
     jobs = [j for _, _, js in plan for j in js]
@@ -508,23 +512,6 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
         if err != "ok":
             log(f"run {name} failed: {err}")
     return summarize_sweep(study, plan, {j.name: status.get(j.name) for j in jobs}, out, log)
-
-
-def _write_sweep_yaml(study: StudyConfig, out: Path) -> None:
-    saved = out / "study.yaml"
-    if saved.is_file():
-        old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
-        differ = [f.name for f in dataclasses.fields(StudyConfig)
-                  if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"]
-        if differ:
-            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"{out}: cannot write the study directory ({e.strerror})") from None
-    tmp = saved.with_name("study.yaml.tmp")
-    tmp.write_text(study_yaml(study))
-    os.replace(tmp, saved)
 
 
 def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Callable[[str], None] = print,

@@ -107,6 +107,16 @@ def kill_and_resume(tmp_path, args: list, killed_when, after_kill=None, timeout:
     return full, killed
 
 
+def stage_started(index: int):
+    """A kill_and_resume predicate: the run has logged the start of stage `index` (just after its growth event)."""
+
+    def started(run_dir) -> bool:
+        metrics = Path(run_dir) / "metrics.jsonl"
+        return metrics.is_file() and f'"stage": {index}, "event": "stage_start"' in metrics.read_text()
+
+    return started
+
+
 def assert_same_run(a, b) -> None:
     """Two run directories hold the same run: every event (floats compared exactly) and the final weights."""
     import torch

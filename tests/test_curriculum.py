@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from conftest import assert_same_run, cli, events, kill_and_resume, tiny_cfg
+from conftest import assert_same_run, cli, events, kill_and_resume, stage_started, tiny_cfg
 from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
 from normgrow.curriculum import GROWTH, plan_stages
@@ -192,12 +192,7 @@ def test_kill_just_after_growth_resumes_identically(tiny_cache, tmp_path):
     args = ["tiny", f"data.cache_dir={tiny_cache}", "model.norm=post",
             "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000}]",
             "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
-
-    def stage_1_started(run_dir):
-        metrics = run_dir / "metrics.jsonl"
-        return metrics.is_file() and '"stage": 1, "event": "stage_start"' in metrics.read_text()
-
-    full, killed = kill_and_resume(tmp_path, args, stage_1_started)
+    full, killed = kill_and_resume(tmp_path, args, stage_started(1))
     assert any(e["event"] == "growth" for e in events(killed))
     assert_same_run(full, killed)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_model import randomize_norms, rms, sublayers_by_hand
 
-from conftest import assert_same_run, events, kill_and_resume
+from conftest import assert_same_run, events, kill_and_resume, stage_started
 from normgrow.config import ModelConfig, load_config
 from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
@@ -186,12 +186,7 @@ def test_kill_just_after_a_growth_event_resumes_bitwise(tiny_cache, tmp_path, op
     args = ["tiny", f"data.cache_dir={tiny_cache}", f"curriculum.growth={operator}", *extra,
             "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000, train: new}]",
             "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
-
-    def stage_1_started(run_dir):
-        metrics = run_dir / "metrics.jsonl"
-        return metrics.is_file() and '"stage": 1, "event": "stage_start"' in metrics.read_text()
-
-    full, killed = kill_and_resume(tmp_path, args, stage_1_started)
+    full, killed = kill_and_resume(tmp_path, args, stage_started(1))
     growth = [e for e in events(killed) if e["event"] == "growth"]
     assert growth and growth[0]["grow/operator"] == operator and growth[0]["grow/new_blocks"] == [1, 2]
     assert growth[0]["grow/boundaries"] == [1]  # 1 → 3: both new blocks sit above the one old block
