@@ -9,6 +9,8 @@ overrides, optionally budget-matched to another arm), the seeds, the contrasts a
         runs/<arm>-s<seed>/         one run directory per job (train.py)
         logs/<arm>-s<seed>.log      the job's output (local / submitit launchers)
         results.csv  report.md  plots/*.png
+    a sweep study (sweep.py): study.yaml, points/<label>/ (each a study dir as above), and the sweep's
+        results.csv  report.md  plots/sweep_<contrast>.png
 
 Shared work (the default teacher, tokenizer, token shards) is done once, in the study process,
 before any job starts. A second invocation skips finished runs and resumes killed ones from their
