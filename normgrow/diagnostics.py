@@ -241,27 +241,32 @@ def boundary_summary(records: list[dict], stages: list[dict]) -> list[dict]:
         if k + 1 not in ends or k + 1 >= len(stages):
             continue
         growth = stages[k + 1].get("growth") or {}
+        new = growth.get("grow/new_blocks", [])
         for b in growth.get("grow/boundaries", [ends[k]["n_layer"]]):
-            entry = _boundary_entry(k + 1, b, ends[k], ends[k + 1])
+            # b indexes the grown model's residual stream; the same representation (the output of the trained
+            # block just below the inserted one) has index b − (inserted blocks below b) before growth
+            b_old = b - sum(1 for p in new if p < b)
+            entry = _boundary_entry(k + 1, b, b_old, ends[k], ends[k + 1])
             if "last_prefix_block" in entry and "provenance" in stages[k]:
-                entry["last_prefix_block"]["provenance"] = stages[k]["provenance"][b - 1]
+                entry["last_prefix_block"]["provenance"] = stages[k]["provenance"][b_old - 1]
             out.append(entry)
     return out
 
 
-def _boundary_entry(stage: int, b: int, before: dict, after: dict) -> dict:
+def _boundary_entry(stage: int, b: int, b_old: int, before: dict, after: dict) -> dict:
+    """One boundary: residual index b of the grown model, b_old of the model before growth (equal for append)."""
     def pick(r: dict, i: int) -> dict:
         return {c: r["residual_rms"][i][c] for c in ("all", "structural", "content", "bos", "first")}
 
     entry: dict = {"stage": stage, "boundary": b}
     if "residual_rms" in before:
-        entry.update(rms_at_growth=pick(before, b), rms_end_of_next_stage=pick(after, b),
-                     struct_content_ratio=[before["struct_content_ratio"][b], after["struct_content_ratio"][b]],
+        entry.update(rms_at_growth=pick(before, b_old), rms_end_of_next_stage=pick(after, b),
+                     struct_content_ratio=[before["struct_content_ratio"][b_old], after["struct_content_ratio"][b]],
                      pre_final_norm_rms=[before["residual_rms"][-1]["all"], after["residual_rms"][-1]["all"]])
     if "rel_update" in before:
-        entry["last_prefix_block"] = {"index": b - 1, "rel_update": before["rel_update"][b - 1],
-                                      "cos": before["cos"][b - 1],
-                                      "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b)[b - 1]}
+        entry["last_prefix_block"] = {"index": b_old - 1, "rel_update": before["rel_update"][b_old - 1],
+                                      "cos": before["cos"][b_old - 1],
+                                      "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b_old)[b_old - 1]}
     if "branch_update" in after:
         entry["first_new_block"] = {"index": b, "branch_update_end": after["branch_update"][b]}
     return entry

@@ -78,14 +78,34 @@ def plot_val_ce(runs: list[Path], out: Path) -> Path:
     return _save(fig, out / "val_ce.png")
 
 
-def _boundaries(run: Path) -> list[int]:
-    """Residual indices that are growth boundaries in this run, as its growth events recorded them (runs
-    written before events named their boundaries: the prefix depth, the boundary of appending)."""
-    bounds = []
-    for r in read_jsonl(run / "metrics.jsonl"):
-        if r["event"] == "growth":
-            bounds += [b for b in r.get("grow/boundaries", [r["grow/from"]]) if b not in bounds]
-    return bounds
+def _boundaries(run: Path) -> list[tuple[int, dict[int, int]]]:
+    """The run's growth boundaries, each as (its residual index in the model just grown, {stage: residual index
+    of the same representation at that stage}). The representation is the output of the trained block below
+    the inserted one: before its event it sits b − (blocks inserted below b) deep, and a later event that
+    inserts blocks below it moves it up. For append-style growth every index is b. (Runs written before
+    events named their boundaries: the prefix depth.)"""
+    events = [r for r in read_jsonl(run / "metrics.jsonl") if r["event"] == "growth"]
+    out: list[tuple[int, dict[int, int]]] = []
+    for e in events:
+        new = e.get("grow/new_blocks", list(range(e["grow/from"], e["grow/to"])))
+        for b in e.get("grow/boundaries", [e["grow/from"]]):
+            at = {e["stage"] - 1: b - sum(1 for p in new if p < b), e["stage"]: b}
+            r = b
+            for later in events:
+                if later["stage"] <= e["stage"]:
+                    continue
+                added = set(later.get("grow/new_blocks", []))
+                old_positions = [q for q in range(later["grow/to"]) if q not in added]  # where old blocks went
+                r = old_positions[r - 1] + 1 if r > 0 else 0  # the output of old block r − 1
+                at[later["stage"]] = r
+            out.append((b, at))
+    return out
+
+
+def _at(records: list[dict], at: dict[int, int], key: str) -> list[tuple[float, object]]:
+    """(active-layer tokens, record[key][index]) over the records whose stage the boundary is defined at."""
+    return [(r["active_layer_tokens"], r[key][at[r["stage"]]]) for r in records
+            if r.get("stage") in at and len(r[key]) > at[r["stage"]]]
 
 
 def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
@@ -94,8 +114,8 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
         diag = read_jsonl(run / "diagnostics.jsonl")
         if not diag:
             continue
-        for j, b in enumerate(_boundaries(run)):
-            pts = [(r["active_layer_tokens"], r["residual_rms"][b]) for r in diag if len(r["residual_rms"]) > b]
+        for j, (b, at) in enumerate(_boundaries(run)):
+            pts = _at(diag, at, "residual_rms")
             xs = [p[0] for p in pts]
             ls = ["-", ":", "-."][j % 3]
             axes[0].plot(xs, [p[1]["all"] for p in pts], ls, color=COLORS[i % 10], marker="o", ms=2,
@@ -122,9 +142,8 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
     fig, ax = _pyplot().subplots(figsize=(6.4, 4))
     for i, run in enumerate(runs):
         diag = read_jsonl(run / "diagnostics.jsonl")
-        for j, b in enumerate(_boundaries(run)):
-            pts = [(r["active_layer_tokens"], r["struct_content_ratio"][b]) for r in diag
-                   if len(r["struct_content_ratio"]) > b and r["struct_content_ratio"][b] is not None]
+        for j, (b, at) in enumerate(_boundaries(run)):
+            pts = [p for p in _at(diag, at, "struct_content_ratio") if p[1] is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ["-", ":", "-."][j % 3], marker="o", ms=2,
                     color=COLORS[i % 10], label=f"{run_label(run)} · boundary {b}")
     ax.axhline(1.0, color="grey", lw=0.8)

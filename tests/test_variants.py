@@ -3,12 +3,13 @@
 freeze masks, parameter counts, and bitwise resume after a growth event."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
 from test_model import randomize_norms, rms, sublayers_by_hand
 
-from conftest import assert_same_run, events, kill_and_resume, stage_started
+from conftest import assert_same_run, cli, events, kill_and_resume, stage_started
 from normgrow.config import ModelConfig, load_config
 from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
@@ -191,3 +192,25 @@ def test_kill_just_after_a_growth_event_resumes_bitwise(tiny_cache, tmp_path, op
     assert growth and growth[0]["grow/operator"] == operator and growth[0]["grow/new_blocks"] == [1, 2]
     assert growth[0]["grow/boundaries"] == [1]  # 1 → 3: both new blocks sit above the one old block
     assert_same_run(full, killed)
+
+
+def test_interleave_boundaries_are_read_where_each_representation_lives(tiny_cache, tmp_path):
+    """2 → 4 by interleave inserts after blocks 0 and 1: boundaries 1 and 3 of the grown model are the outputs
+    of old blocks 0 and 1 — residuals 1 and 2 before growth. The summary and the figures read them there."""
+    out = tmp_path / "run"
+    cli("run", "tiny", f"data.cache_dir={tiny_cache}", "model.n_layer=4", "curriculum.growth=interleave",
+        "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 4, tokens: 2560}]", "train.threads=1",
+        "--no-progress", "-o", out)
+    summary = json.loads((out / "summary.json").read_text())
+    before = [r for r in events_of(out / "diagnostics.jsonl") if r["event"] == "stage_end" and r["stage"] == 0][0]
+    after = [r for r in events_of(out / "diagnostics.jsonl") if r["event"] == "stage_end" and r["stage"] == 1][0]
+    got = [(e["boundary"], e["last_prefix_block"]["index"], e["first_new_block"]["index"]) for e in summary["boundaries"]]
+    assert got == [(1, 0, 1), (3, 1, 3)]
+    for e, old in zip(summary["boundaries"], (1, 2)):
+        assert e["rms_at_growth"]["all"] == before["residual_rms"][old]["all"]
+        assert e["rms_end_of_next_stage"]["all"] == after["residual_rms"][e["boundary"]]["all"]
+    assert (out / "plots" / "boundary_rms.png").is_file()
+
+
+def events_of(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
