@@ -111,6 +111,7 @@ def test_truncated_or_flipped_bytes_are_detected(tiny_cache, tmp_path):
         cache.open_cache_dir(bad, want)
 
 
+@pytest.mark.slow  # 36 s; the run-level kill-and-resume tests stay in the default suite
 def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     over = [*SMALL, "data.max_documents=40", "teacher.cache_k=16"]
     ref_cfg, path, prep, teacher, ref = setup_cache(tiny_cache, *over)
@@ -142,6 +143,7 @@ def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     assert json.loads((partial / "meta.json").read_text())["sha256"] == json.loads((ref / "meta.json").read_text())["sha256"]
 
 
+@pytest.mark.slow  # 22 s; two-rank parity of training stays in test_train.py
 def test_a_two_rank_torchrun_build_matches_the_single_process_cache(tiny_cache, tmp_path):
     over = [*SMALL, "teacher.cache_k=16"]
     cfg, path, prep, teacher, ref = setup_cache(tiny_cache, *over)

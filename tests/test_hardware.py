@@ -3,6 +3,7 @@
 import json
 import os
 
+import pytest
 import torch
 
 from normgrow.config import load_config
@@ -61,6 +62,7 @@ def test_resolved_config_names_a_concrete_dtype(tmp_path):
     assert (explicit.train.dtype, explicit.teacher.dtype) == ("float32", "bfloat16")
 
 
+@pytest.mark.slow  # 25 s; starts interpreters to read their environment
 def test_normgrow_processes_wait_passively_unless_told_otherwise():
     """OpenMP reads OMP_WAIT_POLICY when torch loads: importing normgrow first sets it to PASSIVE (a run sharing
     the CPU keeps its share, docs/LOG.md); a value in the environment wins; after torch it changes nothing."""

@@ -136,6 +136,7 @@ def test_a_killed_study_resumes_its_runs(tiny_cache, tmp_path):
     assert results(out)[0]["status"] == "ok"
 
 
+@pytest.mark.slow  # 26 s; the local launcher runs every other study test
 def test_submitit_local_executor_runs_a_study(tiny_cache, tmp_path):
     spec = write_study(tmp_path / "s.yaml", tiny_cache, {"pre": "{overrides: [model.norm=pre]}"}, seeds=(0,),
                        launcher="submitit")
