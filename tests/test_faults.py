@@ -106,27 +106,20 @@ def no_repeated_steps(run_dir):
     return steps == sorted(set(steps))
 
 
-def test_a_second_study_on_the_same_directory_is_refused(tiny_cache, tmp_path):
-    spec, out = long_study(tmp_path, tiny_cache), tmp_path / "study"
-    first = start_study(spec, out)
-    metrics = out / "runs" / "a-s0" / "metrics.jsonl"
-    wait_for(lambda: metrics.is_file() and metrics.stat().st_size > 0)
-    second = cli("study", spec, "-o", out, "--no-progress", check=False)
-    lines = second.stderr.strip().splitlines()
-    assert second.returncode == 2 and len(lines) == 1 and "Traceback" not in second.stderr
-    assert f"in use by another study process (pid {first.pid} on" in lines[0]
-    assert first.wait(timeout=300) == 0
-    assert (out / "results.csv").read_text().count(",ok,") == 1
-    assert no_repeated_steps(out / "runs" / "a-s0")
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
-def test_killing_a_study_ends_its_runs_and_the_rerun_finishes_them(tiny_cache, tmp_path):
+def test_a_second_study_is_refused_and_killing_a_study_ends_its_runs(tiny_cache, tmp_path):
+    """One live study: a second study on its directory is refused in one line; then the first is killed, its
+    run does not train on as an orphan, and the rerun resumes it to the end with no step taken twice."""
     spec, out = long_study(tmp_path, tiny_cache), tmp_path / "study"
     study = start_study(spec, out)
     run_dir = out / "runs" / "a-s0"
     ckpts = run_dir / "checkpoints"
     wait_for(lambda: ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir()))
+    second = cli("study", spec, "-o", out, "--no-progress", check=False)
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and len(lines) == 1 and "Traceback" not in second.stderr
+    assert f"in use by another study process (pid {study.pid} on" in lines[0]
+    assert study.poll() is None  # the refused study left the live one alone
     trainer = int((run_dir / ".lock").read_text().split()[0])  # the run's lock names its process
     assert trainer != study.pid and alive(trainer)
     os.kill(study.pid, signal.SIGKILL)  # only the study process: its run must not train on as an orphan

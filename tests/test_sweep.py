@@ -67,8 +67,8 @@ contrasts: {{gap: [pre, post]}}
 sweep:
   axes: [{{key: model.d_model, values: [32, 48]}}]
   budget_rule: params
-launcher: {{kind: local, parallel: 2}}
-""")
+launcher: {{kind: inline}}
+""")  # in-process runs: real processes are the micro study's to test
     out = tmp_path / "sweep"
     proc = cli_process("study", spec, "-o", out, "--no-progress")
     rows = results(out)

@@ -54,7 +54,8 @@ def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     assert sum(t.values()) == pytest.approx(summary["wall_time_s"], abs=0.05)
     # --no-plots (what a study's runs use) leaves the figures out
     bare = tmp_path / "bare"
-    cli("run", "tiny", "-o", bare, f"data.cache_dir={tiny_cache}", "--no-progress", "--no-plots")
+    cli("run", "tiny", "-o", bare, f"data.cache_dir={tiny_cache}", "--no-progress", "--no-plots",
+        "curriculum.stages=[{n_layer: 3, tokens: 512}]")
     assert (bare / "summary.json").is_file() and not (bare / "plots").exists()
 
 
@@ -74,7 +75,7 @@ def test_lr_schedule_warmup_cosine_wsd():
 
 def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
     """SIGKILL a real `normgrow run` after its first checkpoints; rerunning it ends exactly as an uninterrupted run."""
-    args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 40000}]",
+    args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 24576}]",
             "train.checkpoint_every_tokens=4096", "train.eval_every_tokens=8192", "train.threads=1", "--no-progress",
             "train.loggers=[tensorboard]"]
 

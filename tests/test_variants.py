@@ -181,8 +181,8 @@ def test_placements_follow_each_block_to_its_final_position_under_interleave():
 
 @pytest.mark.parametrize("operator,extra", [
     pytest.param("stack", ["curriculum.growth_init=copy", "model.norm=deepnorm"],
-                 marks=pytest.mark.slow),  # 28 s; append's and interleave's stay in the default suite
-    ("interleave", ["model.norm=mixln", "model.mixln_ratio=0.34"]),
+                 marks=pytest.mark.slow),  # 28 s each; append's stays in the default suite (test_curriculum.py)
+    pytest.param("interleave", ["model.norm=mixln", "model.mixln_ratio=0.34"], marks=pytest.mark.slow),
 ])
 def test_kill_just_after_a_growth_event_resumes_bitwise(tiny_cache, tmp_path, operator, extra):
     args = ["tiny", f"data.cache_dir={tiny_cache}", f"curriculum.growth={operator}", *extra,
