@@ -9,6 +9,8 @@
     normgrow prepare [CONFIG] [key=value …]   default teacher (if used) → corpus → tokenizer → token shards (cached)
     normgrow model   [CONFIG] [key=value …]   the student's shapes and parameter counts
     normgrow config  [CONFIG] [key=value …]   the fully resolved config as YAML (--fields: every field's help)
+    normgrow plan    STUDY|CONFIG [options]    memory per device and device-hours, before running
+    normgrow standin DIR                       a CPU stand-in for the paper's teacher and dataset, and its study command
 
 CONFIG is a preset name from configs/ (`tiny`, `default`) or a YAML path; with none, the built-in
 defaults. Every error a user can cause prints one line, `normgrow: error: …`, and exits with 2.
@@ -175,6 +177,17 @@ def cmd_plan(args: argparse.Namespace) -> None:
         print(line)
 
 
+def cmd_standin(args: argparse.Namespace) -> None:
+    import shlex
+
+    from normgrow.standin import make_standin, study_overrides
+
+    out = make_standin(args.dir, documents=args.documents)
+    print(f"stand-in: {out}/teacher (Qwen3-8B-shaped, padded head) and {out}/dataset (FineWeb-Edu layout)")
+    print("the paper's study on it (paths and sizes only; ≈ 30 min on 2 CPU cores):")
+    print("  normgrow study paper -o studies/paper-standin " + " ".join(map(shlex.quote, study_overrides(out))))
+
+
 def cmd_teacher_train(args: argparse.Namespace) -> None:
     out = build_default_teacher(_load(args), progress=not args.no_progress)
     print(f"default teacher: {out}")
@@ -255,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)")
     p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("standin", help="write a CPU stand-in for the paper's teacher and dataset")
+    p.add_argument("dir", help="new directory for the stand-in")
+    p.add_argument("--documents", type=int, default=600, help="documents of the embedded corpus in its dataset")
+    p.set_defaults(func=cmd_standin)
 
     p = sub.add_parser("config", help="print the fully resolved config")
     _add_config_args(p)

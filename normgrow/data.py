@@ -224,8 +224,13 @@ def _dataset_documents(d: DataConfig, source: str) -> Iterator[tuple[str, str]]:
             ds = ds[d.dataset_split]
     else:
         name = d.corpus.removeprefix("hf:")
+        # A local directory in a hub dataset's layout: `datasets` caches its Arrow copy under the directory's
+        # *base name* and configuration only, so a second directory of the same name (or this one, changed)
+        # would silently read the first one's cached copy. Each version of a local directory gets its own cache.
+        local = _local_dataset_files(d)
+        cache_dir = str(cache_root(d) / "datasets" / _key(local)) if local is not None else None
         try:
-            ds = datasets.load_dataset(name, d.dataset_config, split=d.dataset_split)
+            ds = datasets.load_dataset(name, d.dataset_config, split=d.dataset_split, cache_dir=cache_dir)
         except Exception as e:  # unknown name, config or split, no network: all the user's to fix
             raise DataError(f"data.corpus: {d.corpus}: cannot load the dataset ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if d.text_field not in ds.column_names:
@@ -292,17 +297,28 @@ def scan_corpus(d: DataConfig) -> CorpusScan:
 _SCANS: dict[str, str] = {}
 
 
+def _stat_list(files: list[Path]) -> list:
+    return [(str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns) for p in files for st in (p.stat(),)]
+
+
+def _local_dataset_files(d: DataConfig) -> Optional[list]:
+    """For an `hf:` corpus that names a local directory (a hub dataset's layout on disk): the path, size and
+    times of each of its files; None for a hub name."""
+    root = Path(d.corpus.removeprefix("hf:")).expanduser()
+    if not d.corpus.startswith("hf:") or not root.is_dir():
+        return None
+    return _stat_list(sorted(p for p in root.rglob("*") if p.is_file() and ".cache" not in p.parts))
+
+
 def _files_fingerprint(d: DataConfig) -> Optional[list]:
-    """Path, size, modification and change time of every file a local corpus reads; None for a `datasets`
-    corpus (hub datasets are fixed by name and revision)."""
+    """Path, size, modification and change time of every file a local corpus reads (a local `hf:` directory's
+    too); None for a hub `datasets` corpus (fixed by name and revision)."""
     source = _source(d)
     if source == "stdlib":
-        files = [p for p, _ in _stdlib_files()]
-    elif source == "files":
-        files = [p for p, _ in _corpus_files(d.corpus)]
-    else:
-        return None
-    return [(str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns) for p in files for st in (p.stat(),)]
+        return _stat_list([p for p, _ in _stdlib_files()])
+    if source == "files":
+        return _stat_list([p for p, _ in _corpus_files(d.corpus)])
+    return _local_dataset_files(d)
 
 
 def corpus_sha256(d: DataConfig) -> str:

@@ -43,7 +43,7 @@ class LauncherConfig:
     kind: str = "local"
     """inline: one after another in this process; local: parallel subprocesses; submitit: SLURM (or its local executor); or a registered launcher."""
     parallel: int = 1
-    """Jobs at once for the local launcher (and the submitit array parallelism)."""
+    """Jobs at once for the local launcher and for submitit's local executor (SLURM's queue decides there)."""
     threads: Optional[int] = None
     """CPU threads per job; null = the machine's cores / parallel (oversubscribed CPU threads stall torch)."""
     cluster: Optional[str] = None
@@ -271,10 +271,16 @@ def submitit_launcher(jobs: list[Job], options: LauncherConfig, out: Path, progr
         params.setdefault("timeout_min", 24 * 60)
         params.setdefault("cpus_per_task", threads_per_job(options) * options.torchrun_nproc)
     ex.update_parameters(**params)
-    futures = [(job, ex.submit(_run_command, job_command(job, options), str(job.log_path), threads_per_job(options)))
-               for job in jobs]
+    # On SLURM the queue decides what runs at once; on this machine (submitit's local executor) every submitted
+    # job starts at once, so at most `options.parallel` are submitted at a time, as the local launcher runs them.
+    at_once = options.parallel if ex.cluster in ("local", "debug") else len(jobs)
+    pending, futures = list(jobs), []
     status: dict[str, str] = {}
-    while futures:
+    while futures or pending:
+        while pending and len(futures) < at_once:
+            job = pending.pop(0)
+            futures.append((job, ex.submit(_run_command, job_command(job, options), str(job.log_path),
+                                           threads_per_job(options))))
         for job, fut in list(futures):
             if fut.done():
                 try:

@@ -126,3 +126,12 @@ def assert_same_run(a, b) -> None:
     assert sa["final"] == sb["final"] and sa["compute"] == sb["compute"]
     wa, wb = final_weights(a), final_weights(b)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture(scope="session")
+def standin(tmp_path_factory) -> Path:
+    """The paper path's CPU stand-in (normgrow/standin.py): a Qwen3-8B-shaped teacher with a padded head and
+    Qwen-style tokenizer, and a FineWeb-Edu-shaped local dataset; 150 documents for the fast tests."""
+    from normgrow.standin import make_standin
+
+    return make_standin(tmp_path_factory.mktemp("standin") / "s", documents=150, base_vocab=400)
