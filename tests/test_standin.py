@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
-from conftest import cli, cli_process
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from conftest import cli, cli_process
 from normgrow.config import load_config
 from normgrow.data import DataError, bos_id, is_val, iter_documents, prepare
 from normgrow.standin import study_overrides
