@@ -34,7 +34,7 @@ from normgrow.export import export_student
 from normgrow.launch import die_with_parent
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
-from normgrow.plan import describe, is_study, job_plan, rate_of, study_plan, vocab_of
+from normgrow.plan import describe, describe_fit, is_study, job_plan, rate_of, study_plan, vocab_of
 from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
 from normgrow.study import compare_studies, load_study, rebuild_report, run_study
@@ -173,7 +173,10 @@ def cmd_plan(args: argparse.Namespace) -> None:
         cfgs = [match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))))[0]]
         jobs = [job_plan(cfg.name or "run", cfgs[0], args.world_size or 1, args.fsdp)]
         title = f"plan of run {cfg.name or config}"
-    for line in describe(jobs, cfgs, rate, title):
+    lines = describe(jobs, cfgs, rate, title)
+    if args.device_memory:
+        lines += ["", *describe_fit(jobs, cfgs, args.fsdp, args.device_memory)]
+    for line in lines:
         print(line)
 
 
@@ -263,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, default=None,
                    help="data-parallel ranks per run (default: the study's launcher.torchrun_nproc, or 1)")
     p.add_argument("--fsdp", action="store_true", help="the student's weights and optimizer state sharded over the ranks")
+    p.add_argument("--device-memory", type=float, default=None, metavar="GIB",
+                   help="size gradient accumulation for devices of this memory: the largest micro-batch that fits")
     p.add_argument("--tokens-per-hour", type=float, default=None,
                    help="measured training tokens per device-hour (benchmarks/gpu_smoke.sh); else from FLOPs")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)")

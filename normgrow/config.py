@@ -181,7 +181,10 @@ class TrainConfig:
     batch_size: int = 16
     """Sequences per optimizer step, summed over ranks and accumulation steps."""
     micro_batch_size: Optional[int] = None
-    """Sequences per forward/backward on one rank; null = batch_size / world size (no accumulation)."""
+    """Sequences per forward/backward on one rank; null = batch_size / world size (no accumulation). Gradient
+    accumulation steps = batch_size / (world size × micro_batch_size); `normgrow plan --device-memory` sizes it."""
+    tokens_per_step: Optional[int] = None
+    """Tokens per optimizer step (all ranks and accumulation steps); when set, batch_size = tokens_per_step / data.seq_len."""
     lr: float = 1e-3
     """Peak learning rate."""
     min_lr_ratio: float = 0.1
@@ -362,6 +365,11 @@ def load_config(preset: Optional[str] = None, overrides: tuple[str, ...] | list[
     """Defaults ← preset YAML (name or path, after the presets it names with `base:`) ← dotted
     overrides, type-checked and validated."""
     cfg = load_structured(RunConfig, _preset_layers(preset) if preset is not None else [], overrides)
+    tps = cfg.train.tokens_per_step
+    if tps is not None:  # the step's size in tokens fixes its size in sequences
+        need(tps > 0 and tps % cfg.data.seq_len == 0, "train.tokens_per_step",
+             f"{tps} is not a positive multiple of data.seq_len={cfg.data.seq_len}")
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=tps // cfg.data.seq_len))
     validate(cfg)
     return cfg
 

@@ -138,6 +138,31 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     return L
 
 
+def fit_micro_batch(cfg: RunConfig, world: int, fsdp: bool, limit_bytes: float) -> Optional[int]:
+    """The largest micro-batch (a divisor of the sequences one rank holds per step) whose memory estimate fits
+    `limit_bytes` per device; None when not even one sequence fits."""
+    local = max(1, cfg.train.batch_size // world)
+    for m in sorted((d for d in range(1, local + 1) if local % d == 0), reverse=True):
+        trial = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch_size=m))
+        if sum(job_memory(trial, world, fsdp).values()) <= limit_bytes:
+            return m
+    return None
+
+
+def describe_fit(jobs: list[JobPlan], cfgs: list[RunConfig], fsdp: bool, device_gib: float) -> list[str]:
+    """Gradient accumulation sized for a device: the micro-batch that fits every job, and its steps."""
+    fits = [(fit_micro_batch(c, j.world, fsdp, device_gib * GIB), j, c) for j, c in zip(jobs, cfgs)]
+    worst = min(fits, key=lambda f: -1 if f[0] is None else f[0])
+    micro, job, cfg = worst
+    if micro is None:
+        return [f"micro-batch for {device_gib:g} GiB per device: none fits ({job.name} needs more even at one "
+                "sequence; try train.activation_checkpointing=true, --fsdp or a smaller distill.chunk_tokens)"]
+    local = cfg.train.batch_size // job.world
+    return [f"micro-batch for {device_gib:g} GiB per device: {micro} sequence(s) of {cfg.data.seq_len} tokens per "
+            f"rank (fits every job; {job.name} is the tightest) → {local // micro} accumulation step(s) per "
+            f"optimizer step of {cfg.train.batch_size * cfg.data.seq_len:,} tokens: train.micro_batch_size={micro}"]
+
+
 def rate_of(tokens_per_hour: Optional[float], peak_tflops: float, mfu: float) -> dict:
     return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu}
 

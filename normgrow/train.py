@@ -46,7 +46,7 @@ from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, step_cost, tokens_per_step
 from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_sequences, val_sequences
 from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
-from normgrow.errors import NormgrowError
+from normgrow.errors import ConfigError, NormgrowError
 from normgrow.locks import DirLock
 from normgrow.losses import KEEP_TEACHER_BYTES, SparseTeacher, TeacherChunks, distill_loss, eval_sums
 from normgrow.model import Student
@@ -173,6 +173,14 @@ def autocast(cfg: RunConfig, device: torch.device):
 
 def micro_batch_size(cfg: RunConfig, info: dist.DistInfo) -> int:
     return cfg.train.micro_batch_size or cfg.train.batch_size // info.world_size
+
+
+def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
+    """Every accumulation step of a rank the same size (the config checked that it divides the global batch)."""
+    local, mb = cfg.train.batch_size // info.world_size, micro_batch_size(cfg, info)
+    if mb < local and local % mb:
+        raise ConfigError(f"train.micro_batch_size: {mb} does not divide the {local} sequences each of the "
+                          f"{info.world_size} ranks holds per step (train.batch_size={cfg.train.batch_size})")
 
 
 # ----------------------------------------------------------------------------- the step
@@ -398,6 +406,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     set_trainable(model, plans[0])
     batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
                             info.world_size)
+    check_micro_batch(cfg, info)
     val = val_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens)
     select = (select_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens, cfg.data.select_tokens)
               if cfg.data.select_tokens else None)

@@ -68,7 +68,16 @@ BAD = [
     (["curriculum.stages=[{n_layer: 2, tokens: 5}, {n_layer: 3, tokens: 5, train: '7'}]"], "curriculum.stages.1.train"),
     (["curriculum.stages=[]"], "curriculum.stages"),
     (["train.micro_batch_size=3"], "train.micro_batch_size"),  # does not divide batch_size 8
+    (["train.tokens_per_step=500"], "train.tokens_per_step"),  # not a multiple of seq_len 32
+    (["train.tokens_per_step=512", "train.micro_batch_size=5"], "train.micro_batch_size"),  # 5 ∤ 16
 ]
+
+
+def test_tokens_per_step_sets_the_batch_in_sequences(tmp_path):
+    cfg = load_config("tiny", ["train.tokens_per_step=1024", "train.micro_batch_size=4"])
+    assert cfg.train.batch_size == 32  # 1,024 tokens / 32 per sequence: 8 accumulation steps of 4
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(str(tmp_path / "c.yaml")) == cfg
 
 
 @pytest.mark.parametrize("overrides,field", BAD, ids=[" ".join(o) for o, _ in BAD])
@@ -101,3 +110,16 @@ def test_every_field_has_a_help_line():
     missing = [key for key, _, doc in rows if not doc.strip()]
     assert not missing, missing
     assert "placement" in field_docs(type(RunConfig().model))["norm"]
+
+
+def test_a_micro_batch_that_does_not_divide_a_ranks_share_is_refused():
+    import torch
+
+    from normgrow.dist import DistInfo
+    from normgrow.train import check_micro_batch
+
+    cfg = load_config("tiny", ["train.batch_size=12", "train.micro_batch_size=4"])  # 4 divides 12 ...
+    check_micro_batch(cfg, DistInfo(0, 1, 0, torch.device("cpu")))
+    check_micro_batch(cfg, DistInfo(0, 3, 0, torch.device("cpu")))  # 4 per rank: no accumulation
+    with pytest.raises(ConfigError, match=r"train.micro_batch_size: 4 does not divide the 6 sequences each of the 2"):
+        check_micro_batch(cfg, DistInfo(0, 2, 0, torch.device("cpu")))  # ... but not the 6 each of two ranks holds

@@ -7,7 +7,7 @@ from pathlib import Path
 import normgrow
 from conftest import cli
 from normgrow.config import load_config
-from normgrow.plan import job_memory, job_plan
+from normgrow.plan import fit_micro_batch, job_memory, job_plan
 
 
 def tiny_block(d=32, d_ff=64, n_head=4, n_kv=2) -> int:
@@ -29,6 +29,24 @@ def test_memory_terms_of_a_tiny_run_by_hand():
     sharded = job_memory(cfg, world=4, fsdp=True)
     assert sharded["AdamW moments (fp32)"] == 8 * n / 4
     assert mem["loss chunk"] == 6 * 256 * 512 * 4  # chunk_tokens 256 ≤ the micro-batch's 256 tokens
+
+
+def test_the_micro_batch_that_fits_a_device_and_its_accumulation_steps(tmp_path):
+    cfg = load_config("tiny", ["model.vocab_size=512", "train.batch_size=16"])
+
+    def total(micro):
+        return sum(job_memory(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch_size=micro)), 1).values())
+
+    assert total(8) > total(4) > total(2)  # activations grow with the micro-batch
+    assert fit_micro_batch(cfg, 1, False, total(4)) == 4  # exactly enough for 4 sequences, not for 8
+    assert fit_micro_batch(cfg, 1, False, total(4) - 1) == 2
+    assert fit_micro_batch(cfg, 1, False, total(1) - 1) is None
+    assert fit_micro_batch(cfg, 2, False, 1e15) == 8  # two ranks hold 8 sequences each
+    tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"
+    out = cli("plan", tiny_yaml, "model.vocab_size=512", "train.tokens_per_step=512",
+              "--device-memory", str(total(4) / 2**30)).stdout
+    assert "4 sequence(s) of 32 tokens per rank" in out and "4 accumulation step(s)" in out
+    assert "train.micro_batch_size=4" in out
 
 
 def test_device_hours_from_measured_throughput():
