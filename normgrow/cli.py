@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import hashlib
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, 
 from normgrow.plan import describe, describe_fit, is_study, job_plan, rate_of, study_plan, vocab_of
 from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
+from normgrow.standin import make_standin, study_overrides
 from normgrow.study import compare_studies, load_study, rebuild_report, run_study
 
 
@@ -181,10 +183,6 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 
 def cmd_standin(args: argparse.Namespace) -> None:
-    import shlex
-
-    from normgrow.standin import make_standin, study_overrides
-
     out = make_standin(args.dir, documents=args.documents)
     print(f"stand-in: {out}/teacher (Qwen3-8B-shaped, padded head) and {out}/dataset (FineWeb-Edu layout)")
     print("the paper's study on it (paths and sizes only; ≈ 30 min on 2 CPU cores):")
@@ -241,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare the study's contrasts with those of another study (e.g. half the budget)")
     p.set_defaults(func=cmd_report)
 
+    _add_tool_commands(sub)
+    return parser
+
+
+def _add_tool_commands(sub) -> None:
+    """The verbs around runs: the teacher, data, model shapes, planning, the stand-in and the config."""
     p = sub.add_parser("teacher", help="the default teacher")
     tsub = p.add_subparsers(dest="teacher_command", required=True, metavar="ACTION")
     p = tsub.add_parser("train", help="train, export and cache the default teacher for a data config")
@@ -283,7 +287,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every config field with its default and help")
     p.set_defaults(func=cmd_config)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 
 from normgrow.config import DataConfig
+from normgrow.data import iter_documents
 from normgrow.errors import NormgrowError
 
 # Qwen3-8B's config.json, as published, less the sizes (filled in by `teacher_config`).
@@ -51,8 +52,6 @@ class StandInError(NormgrowError):
 
 
 def _documents(n: int) -> list[str]:
-    from normgrow.data import iter_documents
-
     return [text for _, text in itertools.islice(iter_documents(DataConfig(corpus="stdlib")), n)]
 
 
