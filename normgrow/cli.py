@@ -118,7 +118,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     cfg = _load(args)
     out = args.output or default_run_dir(cfg)
     summary = run(cfg, out, progress=not args.no_progress)
-    if _is_main_process() and not args.no_plots:
+    if not _is_main_process():
+        return
+    if not args.no_plots:
         plot_runs([out], Path(out) / "plots")
     keys = [k for k in ("val/ce", "val/kl", "val/nll") if k in summary]
     print(f"{out}: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)

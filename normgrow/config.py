@@ -207,6 +207,8 @@ class TrainConfig:
     """Autocast dtype for the student's forward; 'auto' = bfloat16 only where it is native and measured faster (CUDA with bf16; CPUs with AMX/AVX-512-BF16 after a cached probe), else float32 (hardware.py)."""
     compile: bool = False
     """torch.compile the student."""
+    sharding: Literal["ddp", "fsdp"] = "ddp"
+    """Over several ranks: 'ddp' replicates the student; 'fsdp' shards its weights, gradients and optimizer state (FSDP2, per block)."""
     activation_checkpointing: bool = False
     """Recompute each block's activations in the backward pass instead of keeping them (less memory, ≈ 1/3 more compute; same gradients)."""
     device: str = "auto"

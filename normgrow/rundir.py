@@ -23,8 +23,11 @@ from pathlib import Path
 from normgrow.config import RunConfig, load_config, save_config, to_dict
 from normgrow.errors import ConfigError, NormgrowError, disk_full, no_space
 
-# Keys allowed to differ when resuming a run directory (they do not change what is computed).
-RESUME_MAY_DIFFER = ("train.device", "train.threads")
+# Keys allowed to differ when resuming a run directory: where it runs and how a step is laid out in memory
+# (micro-batches, sharding, recomputation), none of which changes what is computed beyond summation order
+# (tests/test_train.py: split invariance; a DDP run resumed sharded). config.yaml keeps the first values.
+RESUME_MAY_DIFFER = ("train.device", "train.threads", "train.micro_batch_size", "train.sharding",
+                     "train.activation_checkpointing")
 
 
 def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:

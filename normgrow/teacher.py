@@ -97,7 +97,7 @@ def teacher_shape(cfg: RunConfig) -> Optional[ModelConfig]:
 # one of them (or its default) does not retrain the teacher. The full config is still saved with the teacher.
 _KEY_FREE = {
     "data": ("cache_dir", "val_tokens", "probe_sequences", "select_tokens"),
-    "train": ("device", "threads", "compile", "activation_checkpointing", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
+    "train": ("device", "sharding", "threads", "compile", "activation_checkpointing", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
               "keep_checkpoints", "loggers"),
 }
 _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
@@ -107,7 +107,7 @@ _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
 # behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
 _KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None,
                     ("model", "mixln_ratio"): 0.25, ("train", "activation_checkpointing"): False,
-                    ("train", "tokens_per_step"): None,
+                    ("train", "tokens_per_step"): None, ("train", "sharding"): "ddp",
                     ("data", "select_tokens"): 0,
                     ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
 

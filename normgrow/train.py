@@ -40,7 +40,7 @@ import transformers
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from normgrow import __version__, checkpoint, dist
+from normgrow import __version__, checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, step_cost, tokens_per_step
@@ -156,11 +156,16 @@ def set_trainable(model: Student, plan: StagePlan) -> None:
         model.embed_tokens.requires_grad_(True)
 
 
+def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
+    return cfg.train.sharding == "fsdp" and info.world_size > 1
+
+
 def wrap_for_training(model: Student, info: dist.DistInfo, compile: bool = False) -> torch.nn.Module:
-    """The module the training step calls: DDP across ranks, compiled if asked (re-wrapped after growth,
-    so new blocks join both; the loss's chunked head projection stays outside the compiled graph)."""
+    """The module the training step calls: DDP across ranks (a sharded model is its own wrapper), compiled if
+    asked (re-wrapped after growth, so new blocks join both; the loss's chunked head projection stays outside
+    the compiled graph)."""
     wrapped = model
-    if info.world_size > 1:
+    if info.world_size > 1 and not sharding.is_sharded(model):
         wrapped = DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
     return torch.compile(wrapped) if compile else wrapped
 
@@ -214,8 +219,12 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
     loss_sum = torch.zeros((), device=info.device)
     for i, (part, idx) in enumerate(zip(micro, index)):
         x, y = part[:, :-1].to(info.device), part[:, 1:].to(info.device)  # both (b, T)
-        # DDP reduces gradients on the last micro-batch only (no_sync on the others)
-        sync = step_fn.no_sync() if info.world_size > 1 and i < len(micro) - 1 else contextlib.nullcontext()
+        # DDP and FSDP reduce gradients on the last micro-batch only (no_sync / no gradient sync on the others)
+        sync = contextlib.nullcontext()
+        if sharding.is_sharded(model):
+            sharding.set_gradient_sync(model, i == len(micro) - 1)
+        elif info.world_size > 1 and i < len(micro) - 1:
+            sync = step_fn.no_sync()
         with sync:
             with autocast(cfg, info.device):
                 h = step_fn(x, hidden_only=True)  # (b, T, C)
@@ -229,6 +238,7 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
     train_loss = loss_sum.item() / info.world_size
     params = [p for p in model.parameters() if p.requires_grad]
     grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf"))
+    grad_norm = sharding.full_tensor(grad_norm)  # a DTensor under FSDP
     if not (math.isfinite(train_loss) and torch.isfinite(grad_norm)):
         raise NonFinite("loss" if not math.isfinite(train_loss) else "gradient norm", train_loss)
     optimizer.step()
@@ -249,7 +259,7 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     for i, batch in enumerate(rows.split(micro_batch_size(cfg, info) or 1)):
         x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
         with autocast(cfg, info.device):
-            h = model.hidden(x)
+            h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
         view = None
         if teacher is not None:
             view = kept.get(i) if kept is not None else None
@@ -355,10 +365,15 @@ class Run:
 
     def diagnose(self, event: str) -> None:
         """Diagnostics on the probe batch (rank 0), appended to diagnostics.jsonl."""
+        model = self.model
+        if sharding.is_sharded(model):  # every rank gathers; rank 0 diagnoses a plain copy
+            weights = sharding.full_weights(model, rank0_only=True)
+            if self.probe is not None:
+                model = plain_student(self.inputs, self.plans[self.state.stage], weights)
         if self.probe is None:
             return
         with self.timed("diagnostics"):
-            rec = diagnose(self.model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
+            rec = diagnose(model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
         st = self.state
         head = {"step": st.step, "tokens": st.tokens, "active_layer_tokens": st.active_layer_tokens,
                 "n_layer": self.model.depth, "stage": st.stage, "event": event}
@@ -375,9 +390,14 @@ class Run:
         st.data = self.batches.state_dict()
         st.wall_time_s = time.perf_counter() - self.t_start
         st.metrics_lines = self.writer.lines
+        if sharding.is_sharded(self.model):  # full weights and an ordinary optimizer state, as an unsharded run writes
+            weights = sharding.full_weights(self.model, rank0_only=True)
+            optim = sharding.full_optimizer_state(self.model, self.optimizer, rank0_only=True)
+        else:
+            weights, optim = self.model.state_dict(), self.optimizer.state_dict()
         if self.inputs.info.is_main:
             stage_ends = frozenset(sum(p.steps for p in self.plans[: i + 1]) for i in range(len(self.plans)))
-            checkpoint.save(self.out / "checkpoints", st.step, self.model.state_dict(), self.optimizer.state_dict(),
+            checkpoint.save(self.out / "checkpoints", st.step, weights, optim,
                             dataclasses.asdict(st), keep=self.cfg.train.keep_checkpoints, protected=stage_ends)
         dist.barrier()
 
@@ -394,6 +414,17 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
         copy_embeddings(model, inputs.teacher)
+    return model
+
+
+def plain_student(inputs: RunInputs, plan: StagePlan, weights: dict[str, torch.Tensor]) -> Student:
+    """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (its RNG draws undone)."""
+    cfg = inputs.cfg
+    with torch.random.fork_rng(devices=[]):
+        model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
+                        placements=list(plan.placements)).to(inputs.info.device)
+    model.load_state_dict(weights)
+    model.activation_checkpointing = cfg.train.activation_checkpointing
     return model
 
 
@@ -449,6 +480,8 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
         state, optimizer = resume_from(latest, model, plans, batches, inputs, out)
         say(f"resuming {out} from {latest.name} (stage {state.stage}, {state.tokens:,} tokens)")
     else:
+        if uses_fsdp(cfg, info):
+            sharding.shard(model)
         optimizer = build_optimizer(model, cfg, info.device)
         if info.is_main:
             (out / "metrics.jsonl").unlink(missing_ok=True)
@@ -476,8 +509,13 @@ def resume_from(ckpt: Path, model: Student, plans: list[StagePlan], batches: Bat
     replay_growth(model, plans, state.stage, cfg)
     model.load_state_dict(model_sd)
     set_trainable(model, plans[state.stage])
-    optimizer = build_optimizer(model, cfg, info.device)
-    optimizer.load_state_dict(optim_sd)
+    if uses_fsdp(cfg, info):
+        sharding.shard(model)
+        optimizer = build_optimizer(model, cfg, info.device)
+        sharding.load_optimizer_state(model, optimizer, optim_sd)
+    else:
+        optimizer = build_optimizer(model, cfg, info.device)
+        optimizer.load_state_dict(optim_sd)
     checkpoint.restore_rng(rng)
     batches.load_state_dict(state.data)
     if info.is_main:
@@ -514,17 +552,44 @@ def start_stage(run: Run, plan: StagePlan) -> None:
                       "start": start})
 
 
+GROWTH_PROBE_ROWS = 2  # validation rows on which a growth event's logit change is measured
+
+
 def growth_event(run: Run, plan: StagePlan) -> dict:
     """Grow the student into this stage, measuring how much its function moved on a fixed batch. The
     model just before growth is the one evaluated at the end of the previous stage, so that evaluation
     is logged again as the `pre_growth` event."""
     run.record("pre_growth", run.state.stages[-1]["end"])
     info = run.inputs.info
-    probe_x = run.val[: min(len(run.val), micro_batch_size(run.cfg, info)), :-1].to(info.device)
-    record = grow_and_measure(run.model, plan, run.cfg, probe_x)
-    set_trainable(run.model, plan)
-    run.optimizer = rebuild_optimizer(run.optimizer, run.model, run.cfg, info.device)
+    # the logit change is measured on a fixed slice of the validation split, the same whatever the micro-batch,
+    # ranks or sharding (two rows: the full logits, before and after, of a paper-scale vocabulary take ≈ 10 GB)
+    probe_x = run.val[:GROWTH_PROBE_ROWS, :-1].to(info.device)
+    if sharding.is_sharded(run.model):
+        record = grow_sharded(run, plan, probe_x)
+    else:
+        record = grow_and_measure(run.model, plan, run.cfg, probe_x)
+        set_trainable(run.model, plan)
+        run.optimizer = rebuild_optimizer(run.optimizer, run.model, run.cfg, info.device)
     run.step_fn = wrap_for_training(run.model, info, run.cfg.train.compile)
+    return record
+
+
+def grow_sharded(run: Run, plan: StagePlan, probe_x: torch.Tensor) -> dict:
+    """The growth event of a sharded student: every rank gathers it into a plain copy, grows that with the same
+    `grow` as an unsharded run, and shards the result; parameters that train on keep their AdamW state
+    (curriculum.optimizer=keep), found by name before growth and by object identity through it."""
+    cfg, info = run.cfg, run.inputs.info
+    moments = sharding.optimizer_state_by_name(run.model, run.optimizer) if cfg.curriculum.optimizer == "keep" else {}
+    plain = plain_student(run.inputs, run.plans[plan.index - 1], sharding.full_weights(run.model))
+    name_before = {id(p): n for n, p in plain.named_parameters()}
+    record = grow_and_measure(plain, plan, cfg, probe_x)
+    set_trainable(plain, plan)
+    renamed = {n: name_before[id(p)] for n, p in plain.named_parameters() if id(p) in name_before}
+    run.model = sharding.shard(plain)
+    run.optimizer = build_optimizer(run.model, cfg, info.device)
+    kept = {n: moments[renamed[n]] for n, p in run.model.named_parameters()
+            if p.requires_grad and renamed.get(n) in moments}
+    sharding.load_state_by_name(run.model, run.optimizer, kept)
     return record
 
 
