@@ -254,9 +254,11 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit)."""
     was_training = model.training
     model.eval()
-    rows = val[info.rank :: info.world_size]
+    rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
     totals = torch.zeros(5, dtype=torch.float64)
-    for i, batch in enumerate(rows.split(micro_batch_size(cfg, info) or 1)):
+    if sharding.is_sharded(model):  # every rank runs as many forwards (each gathers weights collectively)
+        _pad_forwards(model, val, -(-len(val) // info.world_size), len(rows), mb, cfg, info)
+    for i, batch in enumerate(rows.split(mb)):
         x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
         with autocast(cfg, info.device):
             h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
@@ -276,6 +278,14 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     if teacher is not None:
         out.update({"val/ce": ce / n, "val/kl": kl / n, "val/teacher_entropy": ent / n})
     return out
+
+
+def _pad_forwards(model: torch.nn.Module, val: torch.Tensor, most: int, mine: int, mb: int, cfg: RunConfig,
+                  info: dist.DistInfo) -> None:
+    """A sharded rank with fewer validation rows than another runs the forwards it lacks on one row, unused."""
+    for _ in range(-(-most // mb) - -(-mine // mb)):
+        with autocast(cfg, info.device):
+            model(val[:1, :-1].to(info.device), hidden_only=True)
 
 
 # ----------------------------------------------------------------------------- run state

@@ -161,7 +161,8 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
     their AdamW moments and step counts) and the run ends with the weights, moments and step counts of the
     uninterrupted one-process run, writing the same ordinary checkpoints."""
     args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
-            "train.checkpoint_every_tokens=512", "--no-progress", "--no-plots"]
+            "train.checkpoint_every_tokens=512", "data.val_tokens=160", "--no-progress", "--no-plots"]
+    # 5 validation rows: 3 and 2 per rank, 2 and 1 micro-batches (each forward gathers weights collectively)
     one, cut = tmp_path / "one", tmp_path / "cut"
     cli(*args, "-o", one)
     shutil.copytree(one, cut)
