@@ -124,6 +124,8 @@ class TeacherConfig:
     """Dtype the teacher is loaded in; 'auto' = the student's resolved train.dtype."""
     default_preset: str = "teacher"
     """Preset whose run trains the embedded default teacher (used when path is 'default')."""
+    sharding: Literal["none", "fsdp"] = "none"
+    """Over several ranks: 'fsdp' shards the teacher's decoder layers (each gathered for its forward) for a teacher too big for one device; 'none' keeps a full copy on every rank."""
     cache: bool = False
     """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
     cache_k: int = 64

@@ -43,7 +43,8 @@ def setup(device_pref: str = "auto") -> DistInfo:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if world > 1 and not tdist.is_initialized():
-        tdist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        # NCCL for CUDA tensors, gloo beside it for the CPU ones (evaluation totals, counts)
+        tdist.init_process_group(backend="cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo")
     return DistInfo(rank, world, local_rank, device)
 
 
@@ -57,6 +58,14 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     if tdist.is_initialized():
         tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
     return t
+
+
+def all_reduce_max(n: int) -> int:
+    """The largest of an integer over ranks (itself in a single process)."""
+    t = torch.tensor([n], dtype=torch.int64)
+    if tdist.is_initialized():
+        tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
+    return int(t.item())
 
 
 def broadcast_object(obj, src: int = 0):

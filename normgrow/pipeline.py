@@ -110,29 +110,31 @@ def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log 
     if budget is not None:
         say(f"budget matched by {budget['by']} to {budget['source']}: target {budget['target']:,.0f}, "
             f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})")
-    check_memory(cfg, info.device)
+    check_memory(cfg, info.device, info.world_size)
     teacher = None
     if path is not None:
         teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size,
-                               cfg.data.seq_len)
+                               cfg.data.seq_len, shard=cfg.teacher.sharding == "fsdp" and info.world_size > 1)
     inputs = RunInputs(cfg, info, prep, teacher, None, budget)
     if open_cache and (cfg.teacher.cache or cfg.teacher.cache_path):  # training reads it; validation stays online
         inputs.cache = teacher_cache(inputs, path, log=say, progress=progress)
     return inputs
 
 
-def check_memory(cfg: RunConfig, device: torch.device) -> None:
+def check_memory(cfg: RunConfig, device: torch.device, world: int = 1) -> None:
     """Refuse, before allocating anything, a student (and teacher) whose weights and optimizer state alone —
-    float32 weights, gradients and AdamW's two moments, 16 bytes a parameter, plus the teacher's weights —
-    exceed the memory free on the device: a lower bound, so no run that fits is refused."""
+    float32 weights, gradients and AdamW's two moments, 16 bytes a parameter, plus the teacher's weights, each
+    divided over the ranks where sharded — exceed the memory free on the device: a lower bound, so no run that
+    fits is refused."""
     free = available_memory(device)
     if free is None:
         return
     student = parameters_of(cfg.model)
-    need = 16 * student
+    need = 16 * student / (world if cfg.train.sharding == "fsdp" else 1)
     shape = teacher_shape(cfg)
     if shape is not None:
-        need += parameters_of(shape) * (2 if cfg.teacher.dtype in ("bfloat16", "float16") else 4)
+        need += (parameters_of(shape) * (2 if cfg.teacher.dtype in ("bfloat16", "float16") else 4)
+                 / (world if cfg.teacher.sharding == "fsdp" else 1))
     if need > free:
         m = cfg.model
         raise ConfigError(f"model: a student of {student:,} parameters (model.d_model={m.d_model}, "

@@ -26,7 +26,7 @@ from normgrow.errors import ConfigError, NormgrowError, disk_full, no_space
 # Keys allowed to differ when resuming a run directory: where it runs and how a step is laid out in memory
 # (micro-batches, sharding, recomputation), none of which changes what is computed beyond summation order
 # (tests/test_train.py: split invariance; a DDP run resumed sharded). config.yaml keeps the first values.
-RESUME_MAY_DIFFER = ("train.device", "train.threads", "train.micro_batch_size", "train.sharding",
+RESUME_MAY_DIFFER = ("train.device", "train.threads", "train.micro_batch_size", "train.sharding", "teacher.sharding",
                      "train.activation_checkpointing")
 
 

@@ -38,6 +38,21 @@ def shard(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def shard_layers(model: torch.nn.Module, layers: torch.nn.ModuleList, device: torch.device) -> torch.nn.Module:
+    """Shard each of `layers` (a frozen model's, e.g. a teacher's decoder layers) over the default process group,
+    each gathered only for its own forward, and move the rest of the model (embeddings, norms, head: one full
+    copy per rank) to `device`. Every rank must then run the model's forwards in step."""
+    for layer in layers:
+        fully_shard(layer)
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            if not isinstance(p, DTensor):
+                p.data = p.data.to(device)  # in place: a tied head stays tied
+        for name, b in module.named_buffers(recurse=False):
+            module._buffers[name] = b.to(device)
+    return model
+
+
 def full_tensor(t: torch.Tensor) -> torch.Tensor:
     """A DTensor gathered (every rank calls it); any other tensor as it is."""
     return t.full_tensor() if isinstance(t, DTensor) else t

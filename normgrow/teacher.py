@@ -35,6 +35,7 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
+from normgrow import sharding
 from normgrow.config import ModelConfig, RunConfig, load_config, to_dict
 from normgrow.data import cache_root, corpus_sha256
 from normgrow.dist import pick_device
@@ -186,8 +187,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int,
-                 seq_len: Optional[int] = None) -> Teacher:
-    """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary."""
+                 seq_len: Optional[int] = None, shard: bool = False) -> Teacher:
+    """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary.
+    `shard` (teacher.sharding=fsdp over several ranks): its decoder layers sharded over the ranks, whose every
+    teacher forward must then happen in step (train.py and cache.py pad ranks with fewer rows)."""
     hf_logging.disable_progress_bar()
     looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
     if looks_local and not Path(path).expanduser().is_dir():
@@ -201,10 +204,17 @@ def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: in
     if seq_len is not None and isinstance(max_pos, int) and max_pos < seq_len:
         raise TeacherError(f"data.seq_len: {seq_len} is longer than the teacher's max_position_embeddings {max_pos} "
                            f"({path})")
-    model.to(device).eval().requires_grad_(False)
     head = model.get_output_embeddings()
     if head is None or model.get_decoder() is None:
         raise TeacherError(f"teacher.path: '{path}' has no separable decoder and LM head")
+    model.eval().requires_grad_(False)
+    if shard:
+        layers = getattr(model.get_decoder(), "layers", None)
+        if not isinstance(layers, torch.nn.ModuleList):
+            raise TeacherError(f"teacher.sharding: '{path}' ({type(model).__name__}) has no decoder.layers to shard")
+        sharding.shard_layers(model, layers, device)
+    else:
+        model.to(device)
     rows = head.weight.shape[0]
     if rows < tokenizer_size:
         raise TeacherError(f"teacher.path: '{path}' has {rows} LM-head rows but the tokenizer has {tokenizer_size} "
@@ -216,7 +226,7 @@ def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: in
     teacher = Teacher(model, head.weight[:tokenizer_size], {
         "path": path, "dtype": dtype, "class": type(model).__name__,
         "head_rows": rows, "tokenizer_size": tokenizer_size, "student_vocab": student_vocab,
-        "trimmed_rows": rows - tokenizer_size,
+        "trimmed_rows": rows - tokenizer_size, "sharded": shard,
         "parameters": sum(p.numel() for p in model.parameters()),
     })
     _check_projection(teacher, device)

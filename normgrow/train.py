@@ -256,8 +256,11 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     model.eval()
     rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
     totals = torch.zeros(5, dtype=torch.float64)
-    if sharding.is_sharded(model):  # every rank runs as many forwards (each gathers weights collectively)
-        _pad_forwards(model, val, -(-len(val) // info.world_size), len(rows), mb, cfg, info)
+    # sharded weights are gathered collectively by each forward: every rank runs as many of them
+    pad_teacher = teacher is not None and teacher.report.get("sharded") and not kept
+    if sharding.is_sharded(model) or pad_teacher:
+        _pad_forwards(model if sharding.is_sharded(model) else None, teacher if pad_teacher else None, val,
+                      -(-len(val) // info.world_size), len(rows), mb, cfg, info)
     for i, batch in enumerate(rows.split(mb)):
         x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
         with autocast(cfg, info.device):
@@ -280,12 +283,17 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     return out
 
 
-def _pad_forwards(model: torch.nn.Module, val: torch.Tensor, most: int, mine: int, mb: int, cfg: RunConfig,
-                  info: dist.DistInfo) -> None:
-    """A sharded rank with fewer validation rows than another runs the forwards it lacks on one row, unused."""
+def _pad_forwards(model: Optional[torch.nn.Module], teacher: Optional[Teacher], val: torch.Tensor, most: int,
+                  mine: int, mb: int, cfg: RunConfig, info: dist.DistInfo) -> None:
+    """A rank with fewer validation rows than another runs the sharded forwards (student's, teacher's) it lacks,
+    on one row, unused."""
+    x = val[:1, :-1].to(info.device)
     for _ in range(-(-most // mb) - -(-mine // mb)):
-        with autocast(cfg, info.device):
-            model(val[:1, :-1].to(info.device), hidden_only=True)
+        if model is not None:
+            with autocast(cfg, info.device):
+                model(x, hidden_only=True)
+        if teacher is not None:
+            teacher.chunks(x)
 
 
 # ----------------------------------------------------------------------------- run state
@@ -455,6 +463,9 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     if cfg.diagnostics.enabled and info.is_main:
         rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
         probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher, info.device)
+    elif cfg.diagnostics.enabled and inputs.teacher is not None and inputs.teacher.report.get("sharded"):
+        rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)  # rank 0's teacher forward
+        inputs.teacher.chunks(rows[:, :-1].to(info.device))  # on its probe gathers from every rank
     check_loggers(cfg)
     # everything that can fail on bad input has been checked: now the run directory may be created, and is
     # locked (rank 0) until the run ends, so no second trainer can write into it

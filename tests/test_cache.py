@@ -143,10 +143,13 @@ def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     assert json.loads((partial / "meta.json").read_text())["sha256"] == json.loads((ref / "meta.json").read_text())["sha256"]
 
 
-@pytest.mark.slow  # 22 s; two-rank parity of training stays in test_train.py
-def test_a_two_rank_torchrun_build_matches_the_single_process_cache(tiny_cache, tmp_path):
+@pytest.mark.slow  # 22 s each; two-rank parity of training stays in test_train.py
+@pytest.mark.parametrize("teacher_sharding", ["none", "fsdp"])
+def test_a_two_rank_torchrun_build_matches_the_single_process_cache(tiny_cache, tmp_path, teacher_sharding):
+    """Each rank fills its own range; with the teacher's layers sharded over the ranks too."""
     over = [*SMALL, "teacher.cache_k=16"]
     cfg, path, prep, teacher, ref = setup_cache(tiny_cache, *over)
+    over.append(f"teacher.sharding={teacher_sharding}")  # not part of the cache's identity
     other = tmp_path / "cache"
     for sub in ("shards", "teachers", "tokenizers"):
         shutil.copytree(tiny_cache / sub, other / sub)

@@ -157,7 +157,7 @@ def test_loss_and_gradients_are_split_invariant(tiny_cache, tmp_path):
 
 def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_path):
     """A one-process run's stage-end checkpoint (ordinary full files) resumed under FSDP2 over 2 gloo ranks with
-    2 × 2 micro-batches: the growth event then happens sharded (the appended block starts fresh, the others keep
+    2 × 2 micro-batches, the teacher's layers sharded too: the growth event then happens sharded (the appended block starts fresh, the others keep
     their AdamW moments and step counts) and the run ends with the weights, moments and step counts of the
     uninterrupted one-process run, writing the same ordinary checkpoints."""
     args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
@@ -169,8 +169,9 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
     for later in ("step_00000006", "step_00000008"):
         shutil.rmtree(cut / "checkpoints" / later)
     (cut / "summary.json").unlink()
-    printed = run_ranks(2, *args, "-o", cut, "train.sharding=fsdp", "train.micro_batch_size=2")
+    printed = run_ranks(2, *args, "-o", cut, "train.sharding=fsdp", "teacher.sharding=fsdp", "train.micro_batch_size=2")
     assert "resuming" in printed and printed.count(f"{cut}: val/ce") == 1  # rank 0 alone reports
+    assert json.loads((cut / "summary.json").read_text())["teacher"]["sharded"] is True
 
     for step in ("step_00000006", "step_00000008"):
         a, b = (d / "checkpoints" / step for d in (one, cut))
