@@ -65,7 +65,7 @@ def job_memory(cfg: RunConfig, world: int, fsdp: bool = False) -> dict:
     """Bytes per device of one job, term by term."""
     m = dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))
     n = parameters_of(m)
-    shard = world if fsdp else 1
+    shard = world if fsdp or cfg.train.sharding == "fsdp" else 1
     micro = cfg.train.micro_batch_size or max(1, cfg.train.batch_size // world)
     act_bytes = 2 if cfg.train.dtype in ("bfloat16", "auto") else 4
     per_token_block = activation_elements(m)
@@ -77,6 +77,7 @@ def job_memory(cfg: RunConfig, world: int, fsdp: bool = False) -> dict:
     t = teacher_shape(cfg)
     t_bytes = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}[cfg.teacher.dtype]
     teacher = 0 if t is None or cfg.teacher.cache else parameters_of(t) * t_bytes
+    teacher /= world if cfg.teacher.sharding == "fsdp" else 1  # (+ one layer gathered at a time)
     return {"student weights (fp32)": 4 * n / shard, "gradients (fp32)": 4 * n / shard,
             "AdamW moments (fp32)": 8 * n / shard, f"activations ({micro} × {cfg.data.seq_len} tokens)": acts,
             "loss chunk": 6 * min(cfg.distill.chunk_tokens, tokens) * m.vocab_size * 4,

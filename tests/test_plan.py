@@ -28,6 +28,9 @@ def test_memory_terms_of_a_tiny_run_by_hand():
     assert ckpt["activations (8 × 32 tokens)"] == tokens * (3 * 32 + per_token_block) * 4
     sharded = job_memory(cfg, world=4, fsdp=True)
     assert sharded["AdamW moments (fp32)"] == 8 * n / 4
+    both = job_memory(load_config("tiny", ["model.vocab_size=512", "train.sharding=fsdp", "teacher.sharding=fsdp"]), world=4)
+    assert both["AdamW moments (fp32)"] == 8 * n / 4  # the config's sharding counts as --fsdp does
+    assert mem["teacher weights"] > 0 and both["teacher weights"] == mem["teacher weights"] / 4
     assert mem["loss chunk"] == 6 * 256 * 512 * 4  # chunk_tokens 256 ≤ the micro-batch's 256 tokens
 
 
