@@ -26,7 +26,7 @@ demo: setup
 	$(BIN)/normgrow study $(STUDY)
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow

@@ -108,7 +108,7 @@ _KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
 # behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
 _KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None,
                     ("model", "mixln_ratio"): 0.25, ("train", "activation_checkpointing"): False,
-                    ("train", "tokens_per_step"): None, ("train", "sharding"): "ddp",
+                    ("train", "tokens_per_step"): None, ("train", "sharding"): "ddp", ("teacher", "sharding"): "none",
                     ("data", "select_tokens"): 0,
                     ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
 

@@ -113,7 +113,7 @@ def test_paper_path_runs_on_the_cpu_stand_in(standin, tmp_path):
     grow = [json.loads(line) for line in (out / "runs" / "post-grow-s0" / "metrics.jsonl").read_text().splitlines()]
     assert sum(e["event"] == "growth" for e in grow) == 2
     report = (out / "report.md").read_text()
-    assert "Claims" in report and "grow_gap" in report
+    assert "## The paper's claims at this scale" in report and "grow_gap" in report
 
 
 def test_two_local_hf_directories_of_the_same_name_are_read_each_as_itself(tmp_path):
