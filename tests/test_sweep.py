@@ -4,7 +4,7 @@ the generated sign sentences."""
 import pytest
 from test_study import T95_DF1, results
 
-from conftest import cli, cli_process
+from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study import load_study
@@ -70,7 +70,7 @@ sweep:
 launcher: {{kind: inline}}
 """)  # in-process runs: real processes are the micro study's to test
     out = tmp_path / "sweep"
-    proc = cli_process("study", spec, "-o", out, "--no-progress")
+    proc = cli("study", spec, "-o", out, "--no-progress")
     rows = results(out)
     assert sorted((r["point"], r["arm"], r["seed"]) for r in rows) == sorted(
         (p, a, s) for p in ("d_model@32", "d_model@48") for a in ("pre", "post") for s in ("0", "1"))

@@ -76,6 +76,7 @@ for name in {names!r}:
 """
 
 
+@pytest.mark.slow  # 27 s (two fresh interpreters); the stock-transformers export test stays in the default suite
 def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without_normgrow(tiny_cache, tmp_path):
     """Students that are not a stock Qwen3 load through AutoModelForCausalLM with the student's exact logits:
     in an interpreter that only ran `import normgrow`, and, with trust_remote_code=True, in one where normgrow
