@@ -244,6 +244,7 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
         if event is None:
             provenance, new = ["initial"] * s.n_layer, range(s.n_layer)
         else:
+            check_copies(cfg, op, event, plans[-1].placements, placements)
             provenance = list(plans[-1].provenance)
             for position in event.new_blocks:
                 provenance.insert(position, f"{verb} at stage {i} ({cfg.curriculum.growth_init} init)")
@@ -251,6 +252,24 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
         plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, tuple(parse_train_blocks(s.train, s.n_layer, new)),
                                placements, event, tuple(provenance)))
     return plans
+
+
+def check_copies(cfg: RunConfig, op: GrowthOperator, event: GrowthEvent, before: tuple[str, ...],
+                 after: tuple[str, ...]) -> None:
+    """A `copy` init needs each new block to have its source's parameters: refused when the stages are planned
+    (run start, study start, `normgrow plan`), not at the growth event after the prefix has trained."""
+    if cfg.curriculum.growth_init != "copy":
+        return
+    for position in event.new_blocks:
+        source = op.copy_source(event.prefix, event.depth, position)
+        if _parameter_names(cfg.model, after[position]) != _parameter_names(cfg.model, before[source]):
+            raise ConfigError(f"curriculum.growth_init: copy: the new {after[position]} block at {position} cannot "
+                              f"copy block {source} ({before[source]}): their parameters differ")
+
+
+def _parameter_names(cfg: ModelConfig, placement: str) -> list[str]:
+    with torch.device("meta"):  # names only: nothing allocated
+        return sorted(name for name, _ in PLACEMENTS[placement](cfg).named_parameters())
 
 
 def block_identities(first: int, events: list[Optional[GrowthEvent]]) -> list[list[int]]:

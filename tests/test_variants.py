@@ -99,6 +99,21 @@ def test_bad_variant_settings_name_their_field(override, field):
                              "{n_layer: 3, tokens: 10}]"])
 
 
+def test_copy_growth_between_placements_of_different_parameters_is_refused_when_planned(tiny_cache, tmp_path):
+    """A sandwich block (four norms) cannot copy a pre-norm one (two): `normgrow plan` says so and a run stops
+    before its run directory exists, not at the growth event after the prefix has trained."""
+    over = ["model.n_layer=3", "model.block_norms=[pre, pre, sandwich]", "curriculum.growth_init=copy",
+            "curriculum.stages=[{n_layer: 2, tokens: 256}, {n_layer: 3, tokens: 256}]"]
+    with pytest.raises(ConfigError, match=r"curriculum\.growth_init: copy: the new sandwich block at 2 cannot copy "
+                                          r"block 1 \(pre\)"):
+        plan_stages(load_config("tiny", over))
+    plan_stages(load_config("tiny", [over[0], "model.block_norms=[pre, pre, pre]", *over[2:]]))  # alike: fine
+    proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *over, "--no-progress",
+               check=False)
+    assert proc.returncode == 2 and "cannot copy block 1 (pre)" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run").exists()
+
+
 # ----------------------------------------------------------------------------- growth operators
 
 
