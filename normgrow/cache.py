@@ -163,10 +163,10 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
                dynamic_ncols=True)
     if done:
         log(f"teacher cache: resuming at chunk {done} of {len(chunks)} (rank {info.rank})")
-    if teacher.report.get("sharded"):  # its forwards gather layers from every rank: all ranks run as many
-        most = dist.all_reduce_max(len(chunks) - done)
-        for _ in range(most - (len(chunks) - done)):
-            teacher.chunks(torch.from_numpy(np.asarray(prep.train[:T], dtype=np.int64)).view(1, T).to(info.device))
+    if teacher.sharded:  # its forwards gather layers from every rank: all ranks run as many
+        placeholder = torch.from_numpy(np.asarray(prep.train[:T], dtype=np.int64)).view(1, T).to(info.device)
+        for _ in range(dist.all_reduce_max(len(chunks) - done) - (len(chunks) - done)):
+            teacher.chunks(placeholder)
     for c in range(done, len(chunks)):
         s0, s1 = chunks[c]
         x = torch.from_numpy(np.asarray(prep.train[s0 * T: s1 * T], dtype=np.int64)).view(s1 - s0, T).to(info.device)  # (b, T)

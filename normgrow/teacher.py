@@ -176,6 +176,11 @@ class Teacher:
     weight: torch.Tensor  # (V, C_T) LM-head rows of the student's vocabulary
     report: dict
 
+    @property
+    def sharded(self) -> bool:
+        """Its layers are sharded over the ranks (teacher.sharding=fsdp): every rank must run each forward."""
+        return bool(self.report.get("sharded"))
+
     @torch.no_grad()
     def chunks(self, idx: torch.Tensor) -> TeacherChunks:
         """The teacher's view of a batch (B, T): final hidden states (B·T, C_T) and head rows."""

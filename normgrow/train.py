@@ -257,7 +257,7 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
     totals = torch.zeros(5, dtype=torch.float64)
     # sharded weights are gathered collectively by each forward: every rank runs as many of them
-    pad_teacher = teacher is not None and teacher.report.get("sharded") and not kept
+    pad_teacher = teacher is not None and teacher.sharded and not kept
     if sharding.is_sharded(model) or pad_teacher:
         _pad_forwards(model if sharding.is_sharded(model) else None, teacher if pad_teacher else None, val,
                       -(-len(val) // info.world_size), len(rows), mb, cfg, info)
@@ -463,7 +463,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     if cfg.diagnostics.enabled and info.is_main:
         rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
         probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher, info.device)
-    elif cfg.diagnostics.enabled and inputs.teacher is not None and inputs.teacher.report.get("sharded"):
+    elif cfg.diagnostics.enabled and inputs.teacher is not None and inputs.teacher.sharded:
         rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)  # rank 0's teacher forward
         inputs.teacher.chunks(rows[:, :-1].to(info.device))  # on its probe gathers from every rank
     check_loggers(cfg)
