@@ -36,7 +36,7 @@ from typing import Callable, Optional
 from omegaconf import OmegaConf
 
 from normgrow import registry
-from normgrow.claims import ClaimsConfig, evaluate_claims
+from normgrow.claims import NOT_TESTED, Claim, ClaimsConfig, evaluate_claims
 from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.launch import Job, LauncherConfig, job_name, launch
@@ -442,10 +442,7 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
     stages = {f"{r['arm']}-s{r['seed']}": (read_summary(out / r["run_dir"]) or {}).get("stages", [])
               for r in kept if r["status"] == "ok" and r["arm"] in study.phase}
     agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
-    measures: dict = {}
-    for r in kept:
-        if r["status"] == "ok":
-            measures.setdefault(r["arm"], {})[int(r["seed"])] = run_measures(out / r["run_dir"])
+    measures = study_measures(kept, out)
     claims = evaluate_claims(study.claims, measures)
     path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
     return path, headline(study, agg, claims, collapsed_arms(study, measures))
@@ -453,9 +450,13 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
 
 def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     """Each contrast of the study in `other_dir` next to the same contrast in `base_dir` (e.g. the same study
-    at twice the budget): both means with their 95% half-widths, the change, and whether the change stays
-    within `other`'s half-width (the convergence check: doubling the budget should not move a contrast by
-    more than its interval). Markdown lines; contrasts missing from either study are skipped."""
+    at twice the budget), and the claims' verdicts in both. Markdown lines.
+
+    Two readings of "the conclusions no longer move", both printed: the strict one (issue-level convergence
+    check) — every contrast's change stays within `other`'s 95% half-width — and the one a reader acts on —
+    each contrast's sign (its interval below 0, above 0, or containing 0) and each claim's verdict are the
+    same at both budgets. Contrasts missing from either study are skipped; claims are compared when both
+    studies name claim roles."""
     studies = {}
     for d in (base_dir, other_dir):
         if not (d / "study.yaml").is_file() or not (d / "results.csv").is_file():
@@ -465,20 +466,65 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
             raise NormgrowError(f"{d}: is a sweep study; compare two of its points instead (DIR/points/<label>)")
     (a, rows_a), (b, rows_b) = studies[base_dir], studies[other_dir]
     L = [f"Contrasts (b − a of val/ce, mean ± 95% half-width) in `{base_dir}` (budget scale {a.budget_scale}) and "
-         f"`{other_dir}` (budget scale {b.budget_scale}):", "",
-         "| contrast | base | other | change | within other's interval |", "|---|---|---|---|---|"]
+         f"`{other_dir}` (budget scale {b.budget_scale}); sign: − or + where the interval excludes 0, ? where it "
+         "contains it:", "",
+         "| contrast | base | other | change | within other's interval | sign (base → other) |",
+         "|---|---|---|---|---|---|"]
+    within_n = signs_same = compared = 0
     for name, (x, y) in b.contrasts.items():
         if a.contrasts.get(name) != [x, y]:
             continue
         ca, cb = stats_paired(rows_a, x, y), stats_paired(rows_b, x, y)
         if ca["mean"] is None or cb["mean"] is None:
-            L.append(f"| {name} | — | — | — | no paired seeds |")
+            L.append(f"| {name} | — | — | — | no paired seeds | — |")
             continue
         change = cb["mean"] - ca["mean"]
         hw = cb["ci95"]
         within = "—" if hw is None else ("yes" if abs(change) <= hw else "**no**")
-        L.append(f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {within} |")
+        sa, sb = _sign(ca), _sign(cb)
+        compared += 1
+        within_n += within == "yes"
+        signs_same += sa == sb
+        L.append(f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {within} "
+                 f"| {sa} → {sb} |")
+    claims = [(ca, cb) for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir))
+              if not (ca.verdict == cb.verdict == NOT_TESTED)]
+    if claims:
+        L += ["", "| claim | verdict at base | verdict at other | same |", "|---|---|---|---|"]
+        L += [f"| {ca.key} | {ca.verdict} | {cb.verdict} | {'yes' if ca.verdict == cb.verdict else '**no**'} |"
+              for ca, cb in claims]
+    L += ["", f"Strict check: {within_n} of {compared} contrasts moved by no more than their interval at budget scale "
+          f"{b.budget_scale}. Signs: {signs_same} of {compared} unchanged."
+          + (f" Claims: {sum(ca.verdict == cb.verdict for ca, cb in claims)} of {len(claims)} verdicts unchanged."
+             if claims else "")]
     return L
+
+
+def _sign(c: dict) -> str:
+    """− / + where the 95% interval of a contrast lies below / above 0, ? where it contains 0 (or is unknown)."""
+    if c["ci95"] is None:
+        return "?"
+    return "−" if c["mean"] + c["ci95"] < 0 else "+" if c["mean"] - c["ci95"] > 0 else "?"
+
+
+def study_measures(rows: list[dict], out: Path) -> dict:
+    """{arm: {seed: run_measures}} of the finished runs of the rows kept (each arm's chosen learning rate);
+    a row whose run directory is gone contributes its val/ce only."""
+    measures: dict = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("selected") == "no":
+            continue
+        run_dir = out / r["run_dir"] if r.get("run_dir") else None
+        m = run_measures(run_dir) if run_dir is not None and run_dir.is_dir() else {}
+        if m.get("val_ce") is None:
+            m["val_ce"] = float(r["val_ce"])
+        measures.setdefault(r["arm"], {})[int(r["seed"])] = m
+    return measures
+
+
+def study_claims(study: StudyConfig, rows: list[dict], out: Path) -> list[Claim]:
+    """The claims' verdicts of a finished study from its rows (results.csv) and run directories."""
+    return evaluate_claims(study.claims, study_measures(rows, out))
 
 
 def _hw(c: dict) -> str:

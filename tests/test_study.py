@@ -272,7 +272,8 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
         (d / "study.yaml").write_text(f"name: conv\nbase: tiny\nbudget_scale: {scale}\nseeds: [0, 1, 2]\narms:\n"
                                       "  pre: {overrides: [model.norm=pre]}\n  post: {overrides: [model.norm=post]}\n"
                                       "  big: {overrides: [model.norm=post]}\n"
-                                      "contrasts: {gap: [pre, post], far: [pre, big]}\n")
+                                      "contrasts: {gap: [pre, post], far: [pre, big]}\n"
+                                      "claims: {pre_joint: pre, post_joint: post}\n")
         with open(d / "results.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["arm", "seed", "status", "val_ce"])
             w.writeheader()
@@ -293,6 +294,17 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
     assert f"| gap | {ga:+.4f} ± {ha:.4f} | {gb:+.4f} ± {hb:.4f} | {gb - ga:+.4f} | yes |" in out
     (fa, _), (fb, _) = contrast(0.5, "big"), contrast(1.0, "big")
     assert f"| far | {fa:+.4f} ± 0.0000 | {fb:+.4f} ± 0.0000 | {fb - fa:+.4f} | **no** |" in out
+
+    def sign(m, h):  # the interval below 0, above it, or containing it
+        return "−" if m + h < 0 else "+" if m - h > 0 else "?"
+
+    assert (sign(ga, ha), sign(gb, hb)) == ("−", "?")  # the gap's interval came to contain 0
+    assert f"| {gb - ga:+.4f} | yes | − → ? |" in out
+    assert f"| {fb - fa:+.4f} | **no** | − → + |" in out  # `far` changed sign
+    assert "Strict check: 1 of 2 contrasts moved by no more than their interval at budget scale 1.0. " \
+           "Signs: 0 of 2 unchanged. Claims: 0 of 1 verdicts unchanged." in out
+    # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it
+    assert "| joint_gap | contradicted | undetermined | **no** |" in out
     bad = cli("report", dirs[1.0], "--against", tmp_path / "nowhere", check=False)
     assert bad.returncode == 2 and "not a finished study directory" in bad.stderr.strip().splitlines()[-1]
 
