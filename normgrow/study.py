@@ -452,10 +452,11 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     """Each contrast of the study in `other_dir` next to the same contrast in `base_dir` (e.g. the same study
     at twice the budget), and the claims' verdicts in both. Markdown lines.
 
-    Two readings of "the conclusions no longer move", both printed: the strict one (issue-level convergence
-    check) — every contrast's change stays within `other`'s 95% half-width — and the one a reader acts on —
-    each contrast's sign (its interval below 0, above 0, or containing 0) and each claim's verdict are the
-    same at both budgets. Contrasts missing from either study are skipped; claims are compared when both
+    Readings of "the conclusions no longer move", all printed: the strict one — every contrast's change stays
+    within `other`'s 95% half-width (seed noise, which shrinks as the arms converge) —, the practical one —
+    every change within the claims' margin (`claims.margin`, what the claims call "about zero") —, and the
+    one a reader acts on — each contrast's sign (its interval below 0, above 0, or containing 0) and each
+    claim's verdict are the same at both budgets. Contrasts missing from either study are skipped; claims are compared when both
     studies name claim roles."""
     studies = {}
     for d in (base_dir, other_dir):
@@ -470,7 +471,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
          "contains it:", "",
          "| contrast | base | other | change | within other's interval | sign (base → other) |",
          "|---|---|---|---|---|---|"]
-    within_n = signs_same = compared = 0
+    within_n = signs_same = small = compared = 0
     for name, (x, y) in b.contrasts.items():
         if a.contrasts.get(name) != [x, y]:
             continue
@@ -485,6 +486,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         compared += 1
         within_n += within == "yes"
         signs_same += sa == sb
+        small += abs(change) <= b.claims.margin
         L.append(f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {within} "
                  f"| {sa} → {sb} |")
     claims = [(ca, cb) for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir))
@@ -494,7 +496,8 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         L += [f"| {ca.key} | {ca.verdict} | {cb.verdict} | {'yes' if ca.verdict == cb.verdict else '**no**'} |"
               for ca, cb in claims]
     L += ["", f"Strict check: {within_n} of {compared} contrasts moved by no more than their interval at budget scale "
-          f"{b.budget_scale}. Signs: {signs_same} of {compared} unchanged."
+          f"{b.budget_scale}; {small} of {compared} by no more than the claims' margin of "
+          f"{b.claims.margin:g} nats (their 'about zero'). Signs: {signs_same} of {compared} unchanged."
           + (f" Claims: {sum(ca.verdict == cb.verdict for ca, cb in claims)} of {len(claims)} verdicts unchanged."
              if claims else "")]
     return L

@@ -301,8 +301,10 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
     assert (sign(ga, ha), sign(gb, hb)) == ("−", "?")  # the gap's interval came to contain 0
     assert f"| {gb - ga:+.4f} | yes | − → ? |" in out
     assert f"| {fb - fa:+.4f} | **no** | − → + |" in out  # `far` changed sign
-    assert "Strict check: 1 of 2 contrasts moved by no more than their interval at budget scale 1.0. " \
-           "Signs: 0 of 2 unchanged. Claims: 0 of 1 verdicts unchanged." in out
+    assert abs(gb - ga) > 0.01  # the gap moved by more than the claims' default margin
+    assert "Strict check: 1 of 2 contrasts moved by no more than their interval at budget scale 1.0; 0 of 2 by no " \
+           "more than the claims' margin of 0.01 nats (their 'about zero'). Signs: 0 of 2 unchanged. " \
+           "Claims: 0 of 1 verdicts unchanged." in out
     # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it
     assert "| joint_gap | contradicted | undetermined | **no** |" in out
     bad = cli("report", dirs[1.0], "--against", tmp_path / "nowhere", check=False)
