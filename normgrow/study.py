@@ -456,13 +456,14 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     within `other`'s 95% half-width (seed noise, which shrinks as the arms converge) —, the practical one —
     every change within the claims' margin (`claims.margin`, what the claims call "about zero") —, and the
     one a reader acts on — each contrast's sign (its interval below 0, above 0, or containing 0) and each
-    claim's verdict are the same at both budgets. Contrasts missing from either study are skipped; claims are compared when both
-    studies name claim roles."""
+    claim's verdict are the same at both budgets. Runs of learning rates not selected are left out; contrasts
+    missing from either study are skipped; claims are compared where either study tests them."""
     studies = {}
     for d in (base_dir, other_dir):
         if not (d / "study.yaml").is_file() or not (d / "results.csv").is_file():
             raise NormgrowError(f"{d}: not a finished study directory (no study.yaml or results.csv)")
-        studies[d] = (load_study(str(d / "study.yaml")), read_results(d / "results.csv"))
+        kept = [r for r in read_results(d / "results.csv") if r.get("selected") != "no"]  # each arm's chosen lr
+        studies[d] = (load_study(str(d / "study.yaml")), kept)
         if studies[d][0].sweep.axes:
             raise NormgrowError(f"{d}: is a sweep study; compare two of its points instead (DIR/points/<label>)")
     (a, rows_a), (b, rows_b) = studies[base_dir], studies[other_dir]
@@ -495,7 +496,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         L += ["", "| claim | verdict at base | verdict at other | same |", "|---|---|---|---|"]
         L += [f"| {ca.key} | {ca.verdict} | {cb.verdict} | {'yes' if ca.verdict == cb.verdict else '**no**'} |"
               for ca, cb in claims]
-    L += ["", f"Strict check: {within_n} of {compared} contrasts moved by no more than their interval at budget scale "
+    L += ["", f"Convergence: {within_n} of {compared} contrasts moved by no more than their interval at budget scale "
           f"{b.budget_scale}; {small} of {compared} by no more than the claims' margin of "
           f"{b.claims.margin:g} nats (their 'about zero'). Signs: {signs_same} of {compared} unchanged."
           + (f" Claims: {sum(ca.verdict == cb.verdict for ca, cb in claims)} of {len(claims)} verdicts unchanged."

@@ -275,11 +275,13 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
                                       "contrasts: {gap: [pre, post], far: [pre, big]}\n"
                                       "claims: {pre_joint: pre, post_joint: post}\n")
         with open(d / "results.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["arm", "seed", "status", "val_ce"])
+            w = csv.DictWriter(f, fieldnames=["arm", "seed", "status", "val_ce", "selected"])
             w.writeheader()
             for arm in ("pre", "post", "big"):
                 for seed, v in enumerate(ce[(scale, arm)]):
-                    w.writerow({"arm": arm, "seed": seed, "status": "ok", "val_ce": v})
+                    w.writerow({"arm": arm, "seed": seed, "status": "ok", "val_ce": v, "selected": ""})
+            for seed in range(3):  # a learning rate the study did not select: left out of every comparison
+                w.writerow({"arm": "pre", "seed": seed, "status": "ok", "val_ce": 99.0, "selected": "no"})
         dirs[scale] = d
 
     def contrast(scale, b):
@@ -302,7 +304,7 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
     assert f"| {gb - ga:+.4f} | yes | − → ? |" in out
     assert f"| {fb - fa:+.4f} | **no** | − → + |" in out  # `far` changed sign
     assert abs(gb - ga) > 0.01  # the gap moved by more than the claims' default margin
-    assert "Strict check: 1 of 2 contrasts moved by no more than their interval at budget scale 1.0; 0 of 2 by no " \
+    assert "Convergence: 1 of 2 contrasts moved by no more than their interval at budget scale 1.0; 0 of 2 by no " \
            "more than the claims' margin of 0.01 nats (their 'about zero'). Signs: 0 of 2 unchanged. " \
            "Claims: 0 of 1 verdicts unchanged." in out
     # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it
