@@ -53,6 +53,7 @@ from normgrow.sweep import (
     point_study,
     points,
     sentences,
+    sign_of,
     sweep_report_lines,
     validate_sweep,
 )
@@ -506,9 +507,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
 
 def _sign(c: dict) -> str:
     """− / + where the 95% interval of a contrast lies below / above 0, ? where it contains 0 (or is unknown)."""
-    if c["ci95"] is None:
-        return "?"
-    return "−" if c["mean"] + c["ci95"] < 0 else "+" if c["mean"] - c["ci95"] > 0 else "?"
+    return {"-": "−", "+": "+"}.get(sign_of(c), "?")
 
 
 def study_measures(rows: list[dict], out: Path) -> dict:
