@@ -10,8 +10,6 @@ more (see registry.py):
     normgrow.register_launcher(name, fn(jobs, options, out, progress))   launcher.kind
 """
 
-__version__ = "0.1.0"
-
 import os as _os  # noqa: E402
 import sys as _sys  # noqa: E402
 
@@ -30,6 +28,7 @@ from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.launch import register_launcher  # noqa: E402
 from normgrow.model import Block, register_placement  # noqa: E402
+from normgrow.version import __version__  # noqa: E402
 
-__all__ = ["Block", "GrowthOperator", "Observation", "register_diagnostic", "register_growth", "register_launcher",
+__all__ = ["__version__", "Block", "GrowthOperator", "Observation", "register_diagnostic", "register_growth", "register_launcher",
            "register_placement"]

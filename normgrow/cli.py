@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-from normgrow import __version__
 from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
 from normgrow.errors import NormgrowError, disk_full, no_space
@@ -40,6 +39,7 @@ from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
 from normgrow.standin import make_standin, study_overrides
 from normgrow.study import compare_studies, load_study, rebuild_report, run_study
+from normgrow.version import __version__
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:

@@ -40,7 +40,7 @@ import transformers
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from normgrow import __version__, checkpoint, dist, sharding
+from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, step_cost, tokens_per_step
@@ -60,6 +60,7 @@ from normgrow.rundir import (
     write_json,
 )
 from normgrow.teacher import Teacher, copy_embeddings
+from normgrow.version import __version__
 
 
 class TrainingDiverged(NormgrowError):
