@@ -31,14 +31,16 @@ from normgrow.config import describe_fields, load_config, resolved_head_dim, to_
 from normgrow.curriculum import match_budget
 from normgrow.errors import NormgrowError, disk_full, no_space
 from normgrow.export import export_student
-from normgrow.launch import die_with_parent
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
-from normgrow.plan import describe, describe_fit, is_study, job_plan, rate_of, study_plan, vocab_of
 from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
 from normgrow.standin import make_standin, study_overrides
-from normgrow.study import compare_studies, load_study, rebuild_report, run_study
+from normgrow.study.compare import compare_studies
+from normgrow.study.config import load_study
+from normgrow.study.launch import die_with_parent
+from normgrow.study.plan import describe, describe_fit, is_study, job_plan, rate_of, study_plan, vocab_of
+from normgrow.study.runner import rebuild_report, run_study
 from normgrow.version import __version__
 
 

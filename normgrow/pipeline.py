@@ -24,8 +24,9 @@ from typing import Callable, Optional
 import torch
 from transformers import AutoTokenizer
 
-from normgrow import cache, checkpoint, dist
+from normgrow import atomic, cache, checkpoint, dist
 from normgrow.config import RunConfig, load_config
+from normgrow.costs import student_state_bytes, teacher_bytes
 from normgrow.curriculum import match_budget, student_at_stage
 from normgrow.data import Prepared, cache_root, corpus_sha256, prepare, probe_batch, tokenizer_hash
 from normgrow.diagnostics import diagnose, make_probe, max_difference
@@ -41,7 +42,6 @@ from normgrow.teacher import (
     default_teacher_dir,
     load_teacher,
     resolve_teacher_path,
-    teacher_shape,
     unigram_nll,
 )
 from normgrow.train import RunInputs, train
@@ -130,11 +130,7 @@ def check_memory(cfg: RunConfig, device: torch.device, world: int = 1) -> None:
     if free is None:
         return
     student = parameters_of(cfg.model)
-    need = 16 * student / (world if cfg.train.sharding == "fsdp" else 1)
-    shape = teacher_shape(cfg)
-    if shape is not None:
-        need += (parameters_of(shape) * (2 if cfg.teacher.dtype in ("bfloat16", "float16") else 4)
-                 / (world if cfg.teacher.sharding == "fsdp" else 1))
+    need = sum(student_state_bytes(cfg, world).values()) + teacher_bytes(cfg, world)  # the cost model's terms
     if need > free:
         m = cfg.model
         raise ConfigError(f"model: a student of {student:,} parameters (model.d_model={m.d_model}, "
@@ -277,8 +273,6 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
         results.append(cmp)
         log(f"{ckpt.name}: n_layer {model.depth}, probe CE {rec.get('probe_ce', float('nan')):.4f}, "
             + (f"max |recomputed − logged| {cmp['max_abs_diff']:.3g}" if cmp["logged"] else "no logged record at this step"))
-    tmp = run_dir / "diagnostics-recomputed.jsonl.tmp"
-    tmp.write_text("".join(line + "\n" for line in out_lines))
-    tmp.replace(run_dir / "diagnostics-recomputed.jsonl")
+    atomic.write_text(run_dir / "diagnostics-recomputed.jsonl", "".join(line + "\n" for line in out_lines))
     return results
 

@@ -22,7 +22,7 @@ from normgrow.rundir import read_jsonl
 COLORS = [f"C{i}" for i in range(10)]  # matplotlib's default colour cycle, by reference
 
 
-def _pyplot():
+def pyplot():
     """matplotlib.pyplot on the file-only Agg backend, imported when a figure is drawn: the processes that
     draw none (a study's runs, `--no-plots`) never pay its import."""
     import matplotlib
@@ -31,10 +31,12 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
 LINE_STYLES = ["-", "--", ":", "-."]
 
 
-def _legend(ax, **kw) -> None:
+def legend(ax, **kw) -> None:
     """A legend only where something is labelled (a joint run has no growth boundary to draw)."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(**kw)
@@ -52,16 +54,16 @@ def _stage_lines(ax, metrics: list[dict], x_key: str, color) -> None:
             ax.axvline(r[x_key], color=color, ls="--", lw=0.8, alpha=0.6)
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
 def plot_val_ce(runs: list[Path], out: Path) -> Path:
-    fig, ax = _pyplot().subplots(figsize=(6.4, 4))
+    fig, ax = pyplot().subplots(figsize=(6.4, 4))
     key = None
     for i, run in enumerate(runs):
         m = read_jsonl(run / "metrics.jsonl")
@@ -73,9 +75,9 @@ def plot_val_ce(runs: list[Path], out: Path) -> Path:
     ax.set_xlabel("active-layer tokens (tokens × blocks)")
     ax.set_ylabel(f"{key} (nats/token)")
     ax.set_title("validation CE against the teacher" if key == "val/ce" else "validation NLL")
-    _legend(ax, fontsize=7)
+    legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
-    return _save(fig, out / "val_ce.png")
+    return save_figure(fig, out / "val_ce.png")
 
 
 def _boundaries(run: Path) -> list[tuple[int, dict[int, int]]]:
@@ -109,7 +111,7 @@ def _at(records: list[dict], at: dict[int, int], key: str) -> list[tuple[float, 
 
 
 def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
-    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4), sharey=False)
+    fig, axes = pyplot().subplots(1, 2, figsize=(10, 4), sharey=False)
     for i, run in enumerate(runs):
         diag = read_jsonl(run / "diagnostics.jsonl")
         if not diag:
@@ -134,12 +136,12 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
         if lo > 0 and hi / lo > 20:  # pre-norm drift spans decades; post-norm stays near its gains
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
-        _legend(ax, fontsize=6)
-    return _save(fig, out / "boundary_rms.png")
+        legend(ax, fontsize=6)
+    return save_figure(fig, out / "boundary_rms.png")
 
 
 def plot_struct_content(runs: list[Path], out: Path) -> Path:
-    fig, ax = _pyplot().subplots(figsize=(6.4, 4))
+    fig, ax = pyplot().subplots(figsize=(6.4, 4))
     for i, run in enumerate(runs):
         diag = read_jsonl(run / "diagnostics.jsonl")
         for j, (b, at) in enumerate(_boundaries(run)):
@@ -150,13 +152,13 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
     ax.set_xlabel("active-layer tokens")
     ax.set_ylabel("RMS structural / RMS content")
     ax.set_title("structural-token scale drift at the boundary")
-    _legend(ax, fontsize=7)
+    legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
-    return _save(fig, out / "struct_content.png")
+    return save_figure(fig, out / "struct_content.png")
 
 
 def plot_identity(runs: list[Path], out: Path) -> Path:
-    fig, axes = _pyplot().subplots(1, 3, figsize=(13, 4))
+    fig, axes = pyplot().subplots(1, 3, figsize=(13, 4))
     for i, run in enumerate(runs):
         ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end"]
         for j, r in enumerate(ends):
@@ -172,14 +174,14 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
         ax.set_xlabel("block")
         ax.grid(alpha=0.3)
     axes[2].set_yscale("symlog", linthresh=1e-3)
-    _legend(axes[0], fontsize=6)
-    return _save(fig, out / "identity.png")
+    legend(axes[0], fontsize=6)
+    return save_figure(fig, out / "identity.png")
 
 
 def plot_collapse(runs: list[Path], out: Path) -> Path:
     """Collapse of the residual stream at the end of training: the energy share of the direction all tokens
     share, and the mean cosine between positions, per residual index (position 0 excluded)."""
-    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
+    fig, axes = pyplot().subplots(1, 2, figsize=(10, 4))
     for i, run in enumerate(runs):
         ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end" and "collapse_share" in r]
         if not ends:
@@ -193,8 +195,8 @@ def plot_collapse(runs: list[Path], out: Path) -> Path:
         ax.set_xlabel("residual index (0 = embeddings, i = after block i−1)")
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-    _legend(axes[0], fontsize=6)
-    return _save(fig, out / "collapse.png")
+    legend(axes[0], fontsize=6)
+    return save_figure(fig, out / "collapse.png")
 
 
 def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
@@ -209,67 +211,3 @@ def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
     if any("collapse_share" in rec for d in diags for rec in d):
         made["collapse"] = plot_collapse(runs, out)
     return made
-
-
-# ----------------------------------------------------------------------------- study figures
-
-
-def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
-    """val/ce against active-layer tokens for every arm (first finished seed), stage boundaries marked."""
-    fig, ax = _pyplot().subplots(figsize=(7.5, 4.5))
-    norms = sorted({r["norm"] for r in rows})  # one line style per placement, one colour per arm
-    for i, arm in enumerate(study.arms):
-        ok = _finished(rows, arm)
-        if not ok:
-            continue
-        m = read_jsonl(study_dir / ok[0]["run_dir"] / "metrics.jsonl")
-        ev = [r for r in m if "val/ce" in r and r["event"] != "pre_growth"]
-        ls = LINE_STYLES[norms.index(ok[0]["norm"]) % len(LINE_STYLES)]
-        ax.plot([r["active_layer_tokens"] for r in ev], [r["val/ce"] for r in ev], ls, marker="o", ms=2.5,
-                color=COLORS[i % 10], label=f"{arm} (seed {ok[0]['seed']})")
-        for r in m:
-            if r["event"] == "stage_start" and r["stage"] > 0:
-                ax.axvline(r["active_layer_tokens"], color=COLORS[i % 10], ls=":", lw=0.7, alpha=0.5)
-    ax.set_xlabel("active-layer tokens (tokens × blocks)")
-    ax.set_ylabel("val/ce (nats/token)")
-    ax.set_title("validation CE against the teacher; dotted: growth events")
-    _legend(ax, fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
-    return _save(fig, out / "val_ce_vs_compute.png")
-
-
-def plot_phase_gap(phase: dict, out: Path) -> Path:
-    """b − a at every stage boundary, with 95% intervals when there are several seeds."""
-    fig, ax = _pyplot().subplots(figsize=(6.4, 4))
-    rows = phase["rows"]
-    labels = [f"s{r['stage']} ({r['n_layer']}b)\n{r['point']}" for r in rows]
-    means = [r["diff"]["mean"] for r in rows]
-    errs = [r["diff"]["ci95"] or 0.0 for r in rows]
-    ax.bar(range(len(rows)), means, yerr=errs, capsize=3,
-           color=[COLORS[0] if m < 0 else COLORS[3] for m in means])
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(rows)), labels, fontsize=7)
-    ax.set_ylabel(f"val/ce: {phase['b']} − {phase['a']}")
-    ax.set_title(f"phase-wise gap (below 0: {phase['b']} leads)")
-    ax.grid(alpha=0.3, axis="y")
-    return _save(fig, out / "phase_gap.png")
-
-
-def _finished(rows: list[dict], arm: str) -> list[dict]:
-    """An arm's finished runs, lowest seed first."""
-    return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
-
-
-def study_figures(study, rows: list[dict], agg: dict, study_dir: Path) -> list[Path]:
-    """The study's figures: val/ce against compute, the phase-wise gap, and the diagnostics figures of the
-    diagnostics pair (or the phase arms) side by side."""
-    plots = study_dir / "plots"
-    figs = [plot_study_val_ce(study, rows, study_dir, plots)]
-    if agg["phase"] and agg["phase"]["rows"]:
-        figs.append(plot_phase_gap(agg["phase"], plots))
-    pair = study.diagnostics_pair or study.phase
-    runs = [study_dir / ok[0]["run_dir"] for arm in pair if (ok := _finished(rows, arm))]
-    if runs:
-        made = plot_runs(runs, plots)
-        figs += [made[k] for k in ("boundary_rms", "struct_content", "identity", "collapse") if k in made]
-    return figs

@@ -3,7 +3,7 @@ leave undetermined different claims, with the expected verdicts worked out here 
 
 import pytest
 
-from normgrow.claims import (
+from normgrow.study.claims import (
     CONTRADICTED,
     NOT_TESTED,
     SUPPORTED,
@@ -12,6 +12,7 @@ from normgrow.claims import (
     evaluate_claims,
     sign_verdict,
 )
+from normgrow.study.measures import RunMeasures
 
 ROLES = ClaimsConfig(pre_joint="pj", post_joint="qj", pre_grow="pg", post_grow="qg", matched=["mj", "qg"],
                      pre_single="ps", post_single="qs", pre_freeze="pf", post_freeze="qf", pre_shallow="pp",
@@ -19,7 +20,7 @@ ROLES = ClaimsConfig(pre_joint="pj", post_joint="qj", pre_grow="pg", post_grow="
 
 
 def run(ce, stages=None, **extra):
-    return {"val_ce": ce, "stage_ce": stages or [ce], **extra}
+    return RunMeasures(val_ce=ce, stage_ce=stages or [ce], **extra)
 
 
 def study(joint_gap, grow_gap, seeds=(0, 1, 2), jitter=0.001, crossing=True, matched_scale=1.5):

@@ -16,10 +16,12 @@ from normgrow import checkpoint
 from normgrow.config import ModelConfig
 from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.diagnostics import DIAGNOSTICS
-from normgrow.launch import LAUNCHERS, inline
 from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
 from normgrow.pipeline import run
-from normgrow.study import load_study, run_study
+from normgrow.study.config import load_study
+from normgrow.study.launch import LAUNCHERS, inline
+from normgrow.study.claims import CLAIMS, sign_claim, values
+from normgrow.study.runner import run_study
 
 QUIET = dict(log=lambda *_: None, progress=False)
 
@@ -47,7 +49,15 @@ class Middle(normgrow.GrowthOperator):
 
 
 def embed_rms(obs):
-    return {"toy/embed_rms": obs.residuals[0].pow(2).mean().sqrt().item()}
+    return {"toy/embed_rms": obs.residuals[0].pow(2).mean().sqrt().item(),
+            "toy/block_rms": [r.pow(2).mean().sqrt().item() for r in obs.residuals]}  # per block: read by name below
+
+
+def top_rms_gap(r, m):
+    """A claim of this file's own: the top residual's RMS differs between two arms it names by new roles."""
+    return sign_claim(f"top residual RMS, {r.toy_b} − {r.toy_a}",
+                      [b[-1] - a[-1] for a, b in zip(values(m, r.toy_a, "toy/block_rms").values(),
+                                                     values(m, r.toy_b, "toy/block_rms").values())], -1)
 
 
 LAUNCHED = []
@@ -64,9 +74,11 @@ def extensions():
     normgrow.register_growth("middle", Middle())
     normgrow.register_diagnostic("toy", embed_rms)
     normgrow.register_launcher("recording", recording_launcher)
+    normgrow.register_claim("toy_rms", "The top residual is smaller in b.", top_rms_gap, roles=("toy_a", "toy_b"),
+                            reads=("toy/block_rms",))
     yield
     for registry, name in ((PLACEMENTS, "parallel"), (GROWTH, "middle"), (DIAGNOSTICS, "toy"),
-                           (LAUNCHERS, "recording")):
+                           (LAUNCHERS, "recording"), (CLAIMS, "toy_rms")):
         registry.unregister(name)
 
 
@@ -119,6 +131,7 @@ arms:
   parallel: {{overrides: [model.norm=parallel]}}
   pre: {{overrides: [model.norm=pre]}}
 launcher: {{kind: recording}}
+claims: {{roles: {{toy_a: pre, toy_b: parallel}}}}
 """)
     LAUNCHED.clear()
     report = run_study(load_study(str(spec)), tmp_path / "study", **QUIET)
@@ -132,6 +145,11 @@ launcher: {{kind: recording}}
         values[arm] = [r for r in recs if r["event"] == "stage_end"][-1]["toy/embed_rms"]
         assert math.isfinite(values[arm]) and values[arm] > 0
     assert f"| toy/embed_rms | {values['parallel']:.4f} | {values['pre']:.4f} |" in text
+    # the registered claim read the per-block diagnostic by name, through the study's measures (one seed: undetermined)
+    tops = {arm: [json.loads(line) for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl")
+                  .read_text().splitlines() if '"stage_end"' in line][-1]["toy/block_rms"][-1] for arm in values}
+    assert f"| toy_rms | **undetermined** | {tops['parallel'] - tops['pre']:+.4f} |" in text
+    assert "The top residual is smaller in b." in text and "| grow_gap | **not tested** |" in text
 
 
 def test_an_entry_point_registers_a_placement_for_the_command_line(tiny_cache, tmp_path):

@@ -7,7 +7,8 @@ from pathlib import Path
 import normgrow
 from conftest import cli
 from normgrow.config import load_config
-from normgrow.plan import fit_micro_batch, job_memory, job_plan
+from normgrow.costs import job_memory
+from normgrow.study.plan import fit_micro_batch, job_plan
 
 
 def tiny_block(d=32, d_ff=64, n_head=4, n_kv=2) -> int:

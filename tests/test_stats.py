@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from normgrow.stats import aggregate, fieller_ratio, mean_ci, paired, phase_table, t95
+from normgrow.study.stats import aggregate, fieller_ratio, mean_ci, paired, phase_table, t95
 
 # two-sided 95% t quantiles in closed form: df 1 is the Cauchy, df 2 has t = (2p − 1) / sqrt(2p(1 − p))
 T_DF1 = math.tan(0.475 * math.pi)  # 12.7062…
@@ -88,8 +88,8 @@ def stages(*pairs):
 
 def test_phase_table_rows_and_crossover():
     rows = [row("a", 0, 3.0), row("b", 0, 3.0), row("a", 1, 3.0), row("b", 1, 3.0)]
-    recs = {"a-s0": stages((1, 9, 5.0), (2, 5.0, 4.0)), "b-s0": stages((1, 9, 5.2), (2, 5.1, 3.8)),
-            "a-s1": stages((1, 9, 5.0), (2, 5.0, 4.0)), "b-s1": stages((1, 9, 5.4), (2, 5.3, 3.6))}
+    recs = {("a", 0): stages((1, 9, 5.0), (2, 5.0, 4.0)), ("b", 0): stages((1, 9, 5.2), (2, 5.1, 3.8)),
+            ("a", 1): stages((1, 9, 5.0), (2, 5.0, 4.0)), ("b", 1): stages((1, 9, 5.4), (2, 5.3, 3.6))}
     ph = phase_table("a", "b", rows, recs)
     assert [(r["stage"], r["point"]) for r in ph["rows"]] == [(0, "stage end"), (1, "after growth"), (1, "stage end")]
     end0, after, end1 = ph["rows"]

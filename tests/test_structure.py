@@ -1,5 +1,7 @@
-"""The package's shape: orchestration above components (no import cycle between modules), no normgrow import
-hidden inside a function, and no function longer than about 80 lines."""
+"""The package's shape, written down as tests: no import cycle between modules (the packages' `__init__`
+modules included), no normgrow import hidden inside a function, no function longer than about 80 lines, and
+the study layer above the core — nothing outside normgrow/study/ imports it but the command line and the
+package's own `__init__` (which re-exports the registration calls)."""
 
 import ast
 from pathlib import Path
@@ -8,35 +10,67 @@ import normgrow
 
 PACKAGE = Path(normgrow.__file__).parent
 MAX_LINES = 80
+STUDY_USERS = {"normgrow", "normgrow.cli"}  # the only modules outside normgrow.study that may import it
+
+
+def module_name(path: Path) -> str:
+    """normgrow/study/claims.py → normgrow.study.claims; normgrow/study/__init__.py → normgrow.study."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def modules() -> dict[str, ast.Module]:
-    return {p.stem: ast.parse(p.read_text()) for p in sorted(PACKAGE.glob("*.py"))}
-
-
-def normgrow_imports(node: ast.AST) -> set[str]:
-    """normgrow modules an import statement names (`from normgrow import x` names module x if it is one)."""
-    names = set(modules_cache)
-    if isinstance(node, ast.ImportFrom) and node.module:
-        if node.module == "normgrow":
-            return {a.name for a in node.names if a.name in names}
-        if node.module.startswith("normgrow."):
-            return {node.module.split(".")[1]}
-    if isinstance(node, ast.Import):
-        return {a.name.split(".")[1] for a in node.names if a.name.startswith("normgrow.")}
-    return set()
+    return {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 modules_cache = modules()
 
 
-def test_no_import_cycle_between_modules():
-    graph = {name: set() for name in modules_cache}
+def normgrow_imports(node: ast.AST, importer: str = "") -> set[str]:
+    """The normgrow modules an import statement names, each resolved to a module of the package:
+    `from normgrow.study import x` names normgrow.study.x if that is a module, else normgrow.study."""
+    names = set(modules_cache)
+
+    def resolve(dotted: str) -> str:
+        while dotted not in names and "." in dotted:
+            dotted = dotted.rsplit(".", 1)[0]
+        return dotted
+
+    out = set()
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "normgrow":
+        for a in node.names:
+            full = f"{node.module}.{a.name}"
+            out.add(full if full in names else resolve(node.module))
+    elif isinstance(node, ast.Import):
+        out |= {resolve(a.name) for a in node.names if a.name.split(".")[0] == "normgrow"}
+    return out - {importer}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the normgrow modules its module-level imports name (a package's `__init__` runs before any of
+    its submodules, so importing normgrow.study.x also runs normgrow.study)."""
+    graph = {}
     for name, tree in modules_cache.items():
-        if name == "__init__":
-            continue
-        for node in tree.body:  # module-level imports
-            graph[name] |= normgrow_imports(node) - {"__init__"}
+        deps = set()
+        for node in tree.body:
+            for dep in normgrow_imports(node, name):
+                deps.add(dep)
+                parent = dep.rsplit(".", 1)[0]
+                if parent in modules_cache and parent != "normgrow" and not name.startswith(parent):
+                    deps.add(parent)  # the subpackage's __init__, unless it is the importer's own package
+        graph[name] = deps - {name}
+    return graph
+
+
+def test_the_graph_sees_subpackages_and_init():
+    graph = import_graph()
+    assert "normgrow" in graph and "normgrow.study.claims" in graph  # __init__ and subpackage modules are walked
+    assert "normgrow.version" in graph["normgrow"]
+    assert "normgrow.study.stats" in graph["normgrow.study.claims"]
+
+
+def test_no_import_cycle_between_modules():
+    graph = import_graph()
     state: dict[str, int] = {}
 
     def visit(n: str, path: list[str]) -> None:
@@ -50,6 +84,13 @@ def test_no_import_cycle_between_modules():
     for n in graph:
         if n not in state:
             visit(n, [])
+
+
+def test_nothing_below_the_study_layer_imports_it():
+    graph = import_graph()
+    up = {name: sorted(d for d in deps if d == "normgrow.study" or d.startswith("normgrow.study."))
+          for name, deps in graph.items() if not name.startswith("normgrow.study") and name not in STUDY_USERS}
+    assert not {k: v for k, v in up.items() if v}, "core modules import the study layer"
 
 
 def functions(tree: ast.Module):

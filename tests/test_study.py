@@ -14,7 +14,8 @@ import pytest
 
 from conftest import cli, cli_process
 from normgrow.config import load_config
-from normgrow.study import load_study, plan_jobs, study_preset_names, sweep_plan
+from normgrow.study.config import load_study, study_preset_names
+from normgrow.study.jobs import plan_jobs, sweep_plan
 
 T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
 
@@ -217,7 +218,7 @@ def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
 
 
 def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
-    from normgrow.study import plan_jobs
+    from normgrow.study.jobs import plan_jobs
 
     study = load_study("default")
     assert study.budget_scale == 0.5
@@ -232,9 +233,9 @@ def test_progress_weighs_each_step_by_its_student_and_teacher_flops(tmp_path):
     import torch
 
     from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
-    from normgrow.launch import cost_of_steps, job_costs
     from normgrow.model import Student, count_parameters
-    from normgrow.study import plan_jobs
+    from normgrow.study.jobs import plan_jobs
+    from normgrow.study.launch import cost_of_steps, job_costs
 
     jobs = {j.arm: j for j in plan_jobs(load_study("default"), tmp_path)}
     grow, joint = job_costs(jobs["pre-grow"]), job_costs(jobs["pre-joint"])
@@ -337,3 +338,21 @@ def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_p
     post = {int(r["seed"]): float(r["val_ce"]) for r in rows if r["arm"] == "post"}
     pre = {int(r["seed"]): float(r["val_ce"]) for r in sweep if r["selected"] == "yes"}
     assert f"| gap | pre | post | {sum(post[s] - pre[s] for s in (0, 1)) / 2:.4f} ±" in report
+
+
+def test_report_rebuilt_from_disk_keeps_a_failed_lr_sweep_run_failed(tiny_cache, tmp_path):
+    """`normgrow report` on a learning-rate-sweep study: a run that failed stays `failed` with its error (it was
+    listed as "missing … not run": the rebuild looked failures up under `<arm>-s<seed>`, while a sweep's jobs are
+    `<arm>-lr<lr>-s<seed>`)."""
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pre": "{overrides: [model.norm=pre, train.grad_clip=0, train.warmup_tokens=0], lrs: [10000, 0.003]}"},
+                       seeds=(0,), launcher="inline", extra="select_tokens: 1024\n")
+    out = tmp_path / "study"
+    cli("study", spec, "-o", out, "--no-progress")
+    before = {float(r["lr"]): r for r in results(out)}
+    assert before[10000.0]["status"] == "failed" and "non-finite" in before[10000.0]["error"]
+    cli("report", out)
+    after = {float(r["lr"]): r for r in results(out)}
+    assert after[10000.0]["status"] == "failed" and after[10000.0]["error"] == before[10000.0]["error"]
+    assert after[0.003]["status"] == "ok" and after[0.003]["selected"] == "yes"
+    assert "`pre` seed 0 lr 10000.0: failed — TrainingDiverged" in (out / "report.md").read_text()

@@ -7,8 +7,8 @@ from test_study import T95_DF1, results
 from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
-from normgrow.study import load_study
-from normgrow.sweep import SweepAxis, SweepConfig, points, sign_sentence
+from normgrow.study.config import load_study
+from normgrow.study.sweep import SweepAxis, SweepConfig, points, sign_sentence
 
 
 def test_points_form_the_grid_with_the_keys_that_move_along():

@@ -1,5 +1,5 @@
 """A study's report.md: every number from results.csv rows, the statistics (stats.py), the claims'
-verdicts (claims.py) and the per-run measures (study.run_measures); figures from report.py.
+verdicts (claims.py) and the per-run measures (measures.py); figures from figures.py.
 
 No sentence that states a finding is written by hand: the claims section prints the sentences
 claims.py generates from the numbers and their intervals, and the tables print numbers with their
@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from normgrow.claims import Claim
-from normgrow.report import study_figures
-from normgrow.rundir import read_jsonl, read_summary
+from normgrow import atomic
+from normgrow.rundir import read_summary
+from normgrow.study.claims import Claim
+from normgrow.study.figures import study_figures
+from normgrow.study.measures import Measures
 
 JUMP_TOLERANCE = 1e-4  # a growth event whose val/ce jump is below this in every run preserved the function
 
@@ -65,11 +67,11 @@ def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path) -> l
     return L
 
 
-def collapsed_arms(study, measures: dict) -> list[str]:
+def collapsed_arms(study, measures: Measures) -> list[str]:
     """Arms whose worst block's collapse share, mean over seeds at the end of training, exceeds the threshold."""
     out = []
     for arm in study.arms:
-        share = _mean([m.get("collapse_share") for m in measures.get(arm, {}).values()])
+        share = _mean([m.collapse_share for m in measures.get(arm, {}).values()])
         if share is not None and share > study.collapse_threshold:
             out.append(arm)
     return out
@@ -146,8 +148,8 @@ def _contrasts_section(study, agg: dict) -> list[str]:
 def _phase_section(ph: Optional[dict], claims: list[Claim], measures: dict) -> list[str]:
     if not ph:
         return []
-    jumps = [g["val_ce_jump"] for arm in (ph["a"], ph["b"]) for m in measures.get(arm, {}).values()
-             for g in m.get("growth", []) if g.get("val_ce_jump") is not None]
+    jumps = [g.val_ce_jump for arm in (ph["a"], ph["b"]) for m in measures.get(arm, {}).values()
+             for g in m.growth if g.val_ce_jump is not None]
     preserved = bool(jumps) and all(abs(j) < JUMP_TOLERANCE for j in jumps)
     rows = [r for r in ph["rows"] if not (preserved and r["point"] == "after growth")]
     L = [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
@@ -171,12 +173,12 @@ def _growth_section(study, measures: dict) -> list[str]:
     n = len(L)
     for arm in study.arms:
         runs = list(measures.get(arm, {}).values())
-        events = max((len(m.get("growth", [])) for m in runs), default=0)
+        events = max((len(m.growth) for m in runs), default=0)
         for k in range(events):
-            gs = [m["growth"][k] for m in runs if len(m.get("growth", [])) > k]
+            gs = [m.growth[k] for m in runs if len(m.growth) > k]
             g0 = gs[0]
-            L.append(f"| {arm} | {g0['stage']} | {g0['from']} → {g0['to']} | {g0['init']} | "
-                     f"{_mean([g['logit_max_abs_diff'] for g in gs]):.3g} | {_fmt(_mean([g['val_ce_jump'] for g in gs]))} |")
+            L.append(f"| {arm} | {g0.stage} | {g0.depth_from} → {g0.depth_to} | {g0.init} | "
+                     f"{_mean([g.logit_max_abs_diff for g in gs]):.3g} | {_fmt(_mean([g.val_ce_jump for g in gs]))} |")
     return L + [""] if len(L) > n else []
 
 
@@ -204,7 +206,7 @@ def _compute_section(agg: dict, rows: list[dict]) -> list[str]:
 def _boundary_section(study, measures: dict) -> list[str]:
     keys = [("boundary_drift", "boundary RMS drift"), ("struct_drift", "structural/content drift (pos. 0 excl.)"),
             ("first_new_update", "first appended block ‖F(h)‖/‖h‖"), ("last_prefix_update", "last pre-growth block rel. update")]
-    arms = [a for a in study.arms if any(m.get("boundary_drift") is not None for m in measures.get(a, {}).values())]
+    arms = [a for a in study.arms if any(m.boundary_drift is not None for m in measures.get(a, {}).values())]
     if not arms:
         return []
     L = ["## Boundary diagnostics of the grow arms (mean over seeds)", "",
@@ -215,8 +217,8 @@ def _boundary_section(study, measures: dict) -> list[str]:
          "|---|" + "---|" * (len(keys) + 1)]
     for arm in arms:
         runs = list(measures[arm].values())
-        prov = sorted({m.get("last_prefix_provenance") for m in runs if m.get("last_prefix_provenance")})
-        L.append(f"| {arm} | " + " | ".join(_fmt(_mean([m.get(k) for m in runs])) for k, _ in keys)
+        prov = sorted({m.last_prefix_provenance for m in runs if m.last_prefix_provenance})
+        L.append(f"| {arm} | " + " | ".join(_fmt(_mean([m.value(k) for m in runs])) for k, _ in keys)
                  + f" | {', '.join(prov) or '—'} |")
     return L + [""]
 
@@ -225,7 +227,7 @@ def _collapse_section(study, measures: dict) -> list[str]:
     rows, warn, collapsed = [], [], collapsed_arms(study, measures)  # one rule for this section and the claims' caution
     for arm in study.arms:
         runs = list(measures.get(arm, {}).values())
-        share, cos = _mean([m.get("collapse_share") for m in runs]), _mean([m.get("collapse_cos") for m in runs])
+        share, cos = _mean([m.collapse_share for m in runs]), _mean([m.collapse_cos for m in runs])
         if share is None:
             continue
         rows.append(f"| {arm} | {share:.3f} | {_fmt(cos, 3)} |")
@@ -240,19 +242,16 @@ def _collapse_section(study, measures: dict) -> list[str]:
     return L + (warn + [""] if warn else [f"No arm exceeds the collapse threshold ({study.collapse_threshold:.0%}).", ""])
 
 
-def final_diagnostics(run_dir: Path) -> dict[str, float]:
-    """The scalar values of a run's last end-of-stage diagnostics record (every registered diagnostic's)."""
-    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
-    if not ends:
-        return {}
-    skip = {"step", "tokens", "active_layer_tokens", "n_layer", "stage"}
-    return {k: v for k, v in ends[-1].items()
-            if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool)}
+def scalar_diagnostics(m) -> dict[str, float]:
+    """The scalar values among a run's final diagnostics (every registered diagnostic's; per-block lists stay in
+    the measures, where claims and figures read them by name)."""
+    return {k: v for k, v in m.diagnostics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def diagnostics_table(study, rows: list[dict], study_dir: Path) -> list[str]:
+def diagnostics_table(study, rows: list[dict], measures: Measures) -> list[str]:
     """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
-    cols = {arm: final_diagnostics(study_dir / ok[0]["run_dir"]) for arm in study.arms if (ok := _finished(rows, arm))}
+    cols = {arm: scalar_diagnostics(measures[arm][int(ok[0]["seed"])]) if int(ok[0]["seed"]) in measures.get(arm, {})
+            else {} for arm in study.arms if (ok := _finished(rows, arm))}
     keys = sorted({k for v in cols.values() for k in v})
     if not keys:
         return []
@@ -300,14 +299,12 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     L += _compute_section(agg, rows)
     L += _boundary_section(study, measures)
     L += _collapse_section(study, measures)
-    L += diagnostics_table(study, rows, study_dir)
+    L += diagnostics_table(study, rows, measures)
     L += ["## Figures", ""]
     for f in figs:
         L += [f"![{f.stem}](plots/{f.name})", ""]
     L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
           "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
     path = study_dir / "report.md"
-    tmp = path.with_name("report.md.tmp")
-    tmp.write_text("\n".join(L) + "\n")
-    tmp.replace(path)
+    atomic.write_text(path, "\n".join(L) + "\n")
     return path

@@ -46,8 +46,8 @@ def finished(rows: list[dict], arm: str) -> dict[int, dict]:
 
 def aggregate(arms: list[str], contrasts: dict[str, list[str]], gap_ratio: list[str], phase: list[str],
               rows: list[dict], stages: dict[str, list[dict]]) -> dict:
-    """Every number the report shows. `rows` are results.csv's; `stages` maps a run (`<arm>-s<seed>`) to
-    its summary's per-stage records (only the phase arms' are read)."""
+    """Every number the report shows. `rows` are results.csv's; `stages` maps a run, (arm, seed), to its
+    summary's per-stage records (only the phase arms' are read)."""
     per_arm = {}
     for arm in arms:
         ok = finished(rows, arm)
@@ -82,7 +82,7 @@ def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]])
     seeds = sorted(set(ra) & set(rb))
     if not seeds:
         return {"a": a, "b": b, "rows": [], "crossover": None, "seeds": []}
-    per_seed = {s: (stages[f"{a}-s{s}"], stages[f"{b}-s{s}"]) for s in seeds}
+    per_seed = {s: (stages[(a, s)], stages[(b, s)]) for s in seeds}
     n_stages = min(len(x) for pair in per_seed.values() for x in pair)
     out = []
     for k in range(n_stages):
@@ -132,3 +132,22 @@ def fieller_ratio(x: list[float], y: list[float]) -> dict:
     disc = max(b * b - 4 * a * c, 0.0)
     lo, hi = sorted(((-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a)))
     return {"ratio": ratio, "lo": lo, "hi": hi, "n": n, "why": ""}
+
+
+def interval_sign(lo: Optional[float], hi: Optional[float]) -> int:
+    """−1 / +1 when the interval [lo, hi] lies entirely below / above 0; 0 when it contains 0 or is unknown.
+    The one reading of "the sign is resolved" that claims, sweeps and study comparisons share."""
+    if lo is None or hi is None:
+        return 0
+    if hi < 0:
+        return -1
+    if lo > 0:
+        return 1
+    return 0
+
+
+def contrast_sign(c: dict) -> int:
+    """interval_sign of a `mean_ci`-style record ({mean, ci95}): 0 without a mean or an interval."""
+    if c.get("mean") is None or c.get("ci95") is None:
+        return 0
+    return interval_sign(c["mean"] - c["ci95"], c["mean"] + c["ci95"])

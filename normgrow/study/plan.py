@@ -1,17 +1,7 @@
 """`normgrow plan STUDY|CONFIG`: memory per device and device-hours of a study (or one run), computed from
 its configs before anything runs — no model is built, no data is read, no teacher is loaded.
 
-Memory per device of one job (bytes; every term printed with the formula behind it):
-    student weights, gradients, AdamW moments    4 + 4 + 8 bytes per parameter (float32 master weights);
-                                                 divided by the data-parallel ranks under FSDP sharding
-    activations of one micro-batch               per block and token, the tensors autograd keeps:
-                                                 4·d + 3·H·hd + 2·Hkv·hd + 4·d_ff elements (norm outputs, q,
-                                                 k, v, attention output, MLP gate/up/activation/product), at
-                                                 2 bytes under bf16 autocast (4 in float32); with activation
-                                                 checkpointing only each block's input (d) plus one block's set
-    distillation loss chunk                      ≈ 6 float32 (chunk_tokens × V) temporaries (docs/LOG.md)
-    teacher weights                              its parameters at teacher.dtype (no gradients, no optimizer)
-Device-hours: each job's FLOPs — the student's training FLOPs (curriculum.flops_per_token, 6·N per token
+Memory per device of one job: the cost model of normgrow.costs, every term printed. Device-hours: each job's FLOPs — the student's training FLOPs (curriculum.flops_per_token, 6·N per token
 plus attention, per stage) and the teacher's forward (2·N_teacher per token plus attention) — divided by
 a throughput: `--tokens-per-hour` measured by the GPU smoke check (benchmarks/gpu_smoke.sh) when given,
 else peak FLOP/s × an assumed utilization (`--peak-tflops`, `--mfu`; both printed as assumptions).
@@ -28,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from normgrow.config import ModelConfig, RunConfig, read_yaml, resolved_head_dim
-from normgrow.curriculum import forward_flops_per_token, match_budget, plan_stages, planned_totals
-from normgrow.model import parameters_of
-from normgrow.study import plan_jobs, study_preset_names, sweep_plan, write_study_dir
-from normgrow.teacher import teacher_shape
+from normgrow.config import RunConfig, read_yaml
+from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
+from normgrow.curriculum import match_budget, plan_stages, planned_totals
+from normgrow.study.config import study_preset_names
+from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
 
 GIB = 2**30
 
@@ -47,48 +37,10 @@ class JobPlan:
     memory: dict  # term → bytes per device
 
 
-def vocab_of(cfg: RunConfig) -> int:
-    """The student's vocabulary: set, or the teacher's (data.tokenizer=teacher), or the BPE size to train."""
-    if cfg.model.vocab_size:
-        return cfg.model.vocab_size
-    t = teacher_shape(cfg) if cfg.data.tokenizer == "teacher" and cfg.teacher.path != "default" else None
-    return t.vocab_size if t is not None else cfg.data.vocab_size
-
-
-def activation_elements(m: ModelConfig) -> int:
-    """Elements autograd keeps per token and block (see the module docstring)."""
-    hd = resolved_head_dim(m)
-    return 4 * m.d_model + 3 * m.n_head * hd + 2 * m.n_kv_head * hd + 4 * m.d_ff
-
-
-def job_memory(cfg: RunConfig, world: int, fsdp: bool = False) -> dict:
-    """Bytes per device of one job, term by term."""
-    m = dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))
-    n = parameters_of(m)
-    shard = world if fsdp or cfg.train.sharding == "fsdp" else 1
-    micro = cfg.train.micro_batch_size or max(1, cfg.train.batch_size // world)
-    act_bytes = 2 if cfg.train.dtype in ("bfloat16", "auto") else 4
-    per_token_block = activation_elements(m)
-    tokens = micro * cfg.data.seq_len
-    if cfg.train.activation_checkpointing:
-        acts = tokens * (m.n_layer * m.d_model + per_token_block) * act_bytes
-    else:
-        acts = tokens * m.n_layer * per_token_block * act_bytes
-    t = teacher_shape(cfg)
-    t_bytes = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}[cfg.teacher.dtype]
-    teacher = 0 if t is None or cfg.teacher.cache else parameters_of(t) * t_bytes
-    teacher /= world if cfg.teacher.sharding == "fsdp" else 1  # (+ one layer gathered at a time)
-    return {"student weights (fp32)": 4 * n / shard, "gradients (fp32)": 4 * n / shard,
-            "AdamW moments (fp32)": 8 * n / shard, f"activations ({micro} × {cfg.data.seq_len} tokens)": acts,
-            "loss chunk": 6 * min(cfg.distill.chunk_tokens, tokens) * m.vocab_size * 4,
-            "teacher weights": teacher}
-
-
 def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False) -> JobPlan:
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg)))
+    cfg = with_vocab(cfg)
     totals = planned_totals(cfg, plan_stages(cfg))
-    t = teacher_shape(cfg)
-    teacher = 0.0 if t is None else forward_flops_per_token(t, cfg.data.seq_len) * totals["tokens"]
+    teacher = float(teacher_flops_per_token(cfg) * totals["tokens"])
     return JobPlan(name, world, int(totals["tokens"]), totals["flops"], teacher, job_memory(cfg, world, fsdp))
 
 
@@ -168,7 +120,6 @@ def rate_of(tokens_per_hour: Optional[float], peak_tflops: float, mfu: float) ->
     return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu}
 
 
-
 def study_plan(study, world: Optional[int], fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
     """Every job of a study (every point of a sweep), budgets matched as the runs will match them."""
     world = world or study.launcher.torchrun_nproc
@@ -183,8 +134,7 @@ def study_plan(study, world: Optional[int], fsdp: bool) -> tuple[list[JobPlan], 
             jobs = plan_jobs(study, Path(tmp))
             write_study_dir(study, jobs, Path(tmp))
         for job in jobs:
-            cfg = dataclasses.replace(job.cfg, model=dataclasses.replace(job.cfg.model, vocab_size=vocab_of(job.cfg)))
-            cfg = match_budget(cfg)[0]
+            cfg = match_budget(with_vocab(job.cfg))[0]
             plans.append(job_plan(job.name, cfg, world, fsdp))
             cfgs.append(cfg)
     return plans, cfgs

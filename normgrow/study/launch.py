@@ -17,70 +17,22 @@ error line of its log.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable
 
 from tqdm import tqdm
 
-from normgrow.config import RunConfig
-from normgrow.curriculum import forward_flops_per_token, plan_stages, step_cost, tokens_per_step
+from normgrow.costs import stage_costs
 from normgrow.pipeline import quiet, run
 from normgrow.registry import Registry
-from normgrow.rundir import read_summary
-from normgrow.teacher import teacher_shape
-
-
-@dataclass
-class LauncherConfig:
-    kind: str = "local"
-    """inline: one after another in this process; local: parallel subprocesses; submitit: SLURM (or its local executor); or a registered launcher."""
-    parallel: int = 1
-    """Jobs at once for the local launcher and for submitit's local executor (SLURM's queue decides there)."""
-    threads: Optional[int] = None
-    """CPU threads per job; null = the machine's cores / parallel (oversubscribed CPU threads stall torch)."""
-    cluster: Optional[str] = None
-    """submitit cluster: null = auto (SLURM if present), 'slurm', 'local' or 'debug'."""
-    parameters: dict[str, Any] = field(default_factory=dict)
-    """submitit executor parameters, e.g. {timeout_min: 120, slurm_partition: gpu, gpus_per_node: 1}."""
-    torchrun_nproc: int = 1
-    """Processes per job: >1 launches each run with torchrun (data parallel)."""
-
-
-@dataclass
-class Job:
-    """One run of a study: an arm at a seed, its resolved config file and its run directory."""
-
-    arm: str
-    seed: int
-    cfg: RunConfig
-    config_path: Path
-    run_dir: Path
-    log_path: Path
-    lr: Optional[float] = None  # set for the jobs of an arm's learning-rate sweep
-    point: str = ""  # the sweep point's label, for the jobs of a sweep study
-
-    @property
-    def name(self) -> str:
-        name = job_name(self.arm, self.seed, self.lr)
-        return f"{self.point}/{name}" if self.point else name
-
-    @property
-    def finished(self) -> bool:
-        """Has the run written a readable summary? (A cut one is rebuilt when the run is started again.)"""
-        return read_summary(self.run_dir) is not None
-
-
-def job_name(arm: str, seed: int, lr: Optional[float] = None) -> str:
-    """`<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` for a job of a learning-rate sweep."""
-    return f"{arm}-s{seed}" if lr is None else f"{arm}-lr{lr:g}-s{seed}"
+from normgrow.study.config import LauncherConfig
+from normgrow.study.jobs import Job
 
 
 def threads_per_job(options: LauncherConfig) -> int:
@@ -158,14 +110,9 @@ def _steps_done(job: Job) -> int:
 
 
 def job_costs(job: Job) -> list[tuple[int, float]]:
-    """(steps, estimated FLOPs per step) of each stage of a job: the student's training FLOPs plus the
-    teacher's forward, so a 3-block stage weighs less than a 9-block one (the progress bar's ETA)."""
-    cfg = job.cfg
-    vocab = cfg.model.vocab_size or cfg.data.vocab_size or 0
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab))
-    shape = teacher_shape(cfg)
-    teacher = forward_flops_per_token(shape, cfg.data.seq_len) * tokens_per_step(cfg) if shape else 0
-    return [(p.steps, step_cost(cfg, p)["flops"] + teacher) for p in plan_stages(cfg)]
+    """(steps, estimated FLOPs per step) of each stage of a job (costs.stage_costs: student and teacher), so a
+    3-block stage weighs less than a 9-block one in the progress bar's ETA."""
+    return stage_costs(job.cfg)
 
 
 def cost_of_steps(costs: list[tuple[int, float]], steps: int) -> float:

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from normgrow.config import ModelConfig, RunConfig
-from normgrow.errors import ConfigError
+from normgrow.config import ModelConfig, RunConfig, need
 from normgrow.model import block_parameters
-from normgrow.report import _pyplot
+from normgrow.report import pyplot
+from normgrow.study.stats import contrast_sign
 
 
 @dataclass
@@ -69,10 +69,6 @@ class Point:
 
 
 def validate_sweep(s: SweepConfig, run_sections: tuple[str, ...]) -> None:
-    def need(ok: bool, key: str, msg: str) -> None:
-        if not ok:
-            raise ConfigError(f"{key}: {msg}")
-
     need(len(s.axes) <= 2, "sweep.axes", f"one or two axes, got {len(s.axes)}")
     for i, ax in enumerate(s.axes):
         key = f"sweep.axes.{i}"
@@ -126,13 +122,7 @@ def budget_factor(s: SweepConfig, cfg: RunConfig, reference: RunConfig) -> float
 
 def sign_of(c: dict) -> Optional[str]:
     """'-' or '+' when the 95% interval excludes 0, None when it does not (or there is no interval)."""
-    if c.get("mean") is None or c.get("ci95") is None:
-        return None
-    if c["mean"] + c["ci95"] < 0:
-        return "-"
-    if c["mean"] - c["ci95"] > 0:
-        return "+"
-    return None
+    return {-1: "-", 1: "+", 0: None}[contrast_sign(c)]
 
 
 def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, dict]], where: str = "") -> str:
@@ -206,7 +196,7 @@ def sentences(study, name: str, entries: list[tuple[Point, dict]]) -> list[str]:
 
 def plot_contrast(study, name: str, entries: list[tuple[Point, dict]], path: Path) -> None:
     """The contrast against the first axis with 95% intervals, one line per value of the second axis."""
-    plt = _pyplot()
+    plt = pyplot()
     axes = study.sweep.axes
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     groups = [None] if len(axes) == 1 else list(axes[1].values)

@@ -1,0 +1,181 @@
+"""A study file: its arms, seeds, contrasts, claims' roles and launcher, loaded and validated.
+
+A study file (configs/studies/*.yaml, or any YAML path) names a base run preset, the arms (each a run
+preset plus overrides, optionally budget-matched to another arm or sweeping learning rates), the seeds,
+the contrasts, which arm plays which part in the paper's claims, and how the jobs run:
+
+    name: default
+    base: default                      # run preset every arm starts from
+    seeds: [0, 1, 2]
+    arms:
+      pre-joint:  {preset: joint, overrides: [model.norm=pre]}
+      post-grow:  {preset: grow, overrides: [model.norm=post]}
+      post-grow-matched: {preset: grow, overrides: [model.norm=post], match: post-joint}
+    contrasts: {grow_gap: [pre-grow, post-grow]}
+    claims: {pre_grow: pre-grow, post_grow: post-grow}
+    launcher: {kind: local, parallel: 2}
+
+Command-line overrides under a run-config section (model., train., …) become run overrides of every arm;
+the others set study fields. Every problem is a one-line ConfigError naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
+
+from normgrow import registry
+from normgrow.config import load_structured, need, read_yaml
+from normgrow.errors import ConfigError
+from normgrow.study.claims import ClaimsConfig, validate_roles
+from normgrow.study.sweep import SweepConfig, validate_sweep
+
+RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
+
+
+@dataclass
+class LauncherConfig:
+    kind: str = "local"
+    """inline: one after another in this process; local: parallel subprocesses; submitit: SLURM (or its local executor); or a registered launcher."""
+    parallel: int = 1
+    """Jobs at once for the local launcher and for submitit's local executor (SLURM's queue decides there)."""
+    threads: Optional[int] = None
+    """CPU threads per job; null = the machine's cores / parallel (oversubscribed CPU threads stall torch)."""
+    cluster: Optional[str] = None
+    """submitit cluster: null = auto (SLURM if present), 'slurm', 'local' or 'debug'."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """submitit executor parameters, e.g. {timeout_min: 120, slurm_partition: gpu, gpus_per_node: 1}."""
+    torchrun_nproc: int = 1
+    """Processes per job: >1 launches each run with torchrun (data parallel)."""
+
+
+@dataclass
+class ArmConfig:
+    preset: Optional[str] = None
+    """Run preset of this arm (configs/*.yaml name or path); null = the study's base."""
+    overrides: list[str] = field(default_factory=list)
+    """Dotted run-config overrides of this arm (after the study's own)."""
+    match: Optional[str] = None
+    """Another arm whose budget this arm matches, seed by seed, up or down (the measure is curriculum.match_by)."""
+    lrs: list[float] = field(default_factory=list)
+    """Learning rates to sweep: one run per rate and seed; the report keeps the rate with the lowest mean
+    CE on the model-selection set (study.select_tokens), never on the validation set it reports."""
+
+
+@dataclass
+class StudyConfig:
+    name: str = "study"
+    """Study name (default output: studies/<name>)."""
+    base: str = "default"
+    """Run preset every arm starts from unless it names its own."""
+    overrides: list[str] = field(default_factory=list)
+    """Run-config overrides applied to every arm."""
+    budget_scale: float = 1.0
+    """Multiply every stage budget and LR warmup of every arm (keeps the presets' proportions; for quick studies)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds; every arm runs once per seed."""
+    arms: dict[str, ArmConfig] = field(default_factory=dict)
+    """Named arms."""
+    contrasts: dict[str, list[str]] = field(default_factory=dict)
+    """Named pairs [a, b], reported as the paired difference b − a of final val/ce over seeds."""
+    gap_ratio: list[str] = field(default_factory=list)
+    """Two contrast names [x, y]: the signed ratio x / y with a Fieller 95% interval over seeds
+    (printed as undefined when y's interval contains 0), e.g. the grow gap over the joint gap."""
+    phase: list[str] = field(default_factory=list)
+    """Two curriculum arms [a, b] compared at every stage boundary (the crossover analysis)."""
+    diagnostics_pair: list[str] = field(default_factory=list)
+    """Arms whose diagnostics figures are drawn side by side (default: the phase arms)."""
+    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
+    """Which arms play which part in the paper's claims (claims.py); the report gives each claim a verdict."""
+    select_tokens: int = 16384
+    """Size of the model-selection set (data.select_tokens) of the arms that sweep learning rates."""
+    collapse_threshold: float = 0.5
+    """The report warns when a run's residual stream puts more than this share of its energy in the direction
+    all tokens share (diagnostics `collapse_share`, any block, end of training)."""
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    """How jobs run."""
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    """Sweep axes: the arms and seeds run at every point (sweep.py); none = a plain study."""
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _presets_root():
+    return importlib.resources.files("normgrow.configs") / "studies"
+
+
+def study_preset_names() -> list[str]:
+    return sorted(q.name[:-5] for q in _presets_root().iterdir() if q.name.endswith(".yaml"))
+
+
+def study_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.is_dir() and (p / "study.yaml").is_file():
+        return p / "study.yaml"
+    if p.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        if not p.is_file():
+            raise ConfigError(f"{name_or_path}: study file not found")
+        return p
+    cand = _presets_root() / f"{name_or_path}.yaml"
+    if not cand.is_file():
+        raise ConfigError(f"{name_or_path}: no such study preset (presets: {', '.join(study_preset_names())}) "
+                          "and no such file")
+    return Path(str(cand))
+
+
+def load_study(name_or_path: Optional[str] = None, overrides: list[str] = ()) -> StudyConfig:
+    """Study preset/file ← overrides. Keys under a run-config section (model., train., …) become
+    run overrides for every arm; the others (seeds=…, launcher.parallel=…) set study fields."""
+    path = study_path(name_or_path or "default")
+    run_over = [o for o in overrides if o.startswith(RUN_SECTIONS)]
+    study_over = [o for o in overrides if not o.startswith(RUN_SECTIONS)]
+    study = load_structured(StudyConfig, [(str(path), read_yaml(path))], study_over)
+    study = dataclasses.replace(study, overrides=list(study.overrides) + run_over)
+    validate_study(study)
+    for item in run_over:
+        key, _, value = item.partition("=")
+        registry.check(key, value.strip())  # an unknown placement, growth operator, … fails here, once
+        if all(any(o.partition("=")[0] == key for o in arm.overrides) for arm in study.arms.values()):
+            raise ConfigError(f"override '{item}': every arm of the study sets {key} itself, so this override "
+                              "would change nothing (override the arms instead, e.g. arms.<name>.overrides=[…])")
+    return study
+
+
+def validate_study(s: StudyConfig) -> None:
+    need(len(s.arms) > 0, "arms", "a study needs at least one arm")
+    need(len(s.seeds) > 0 and len(set(s.seeds)) == len(s.seeds), "seeds", f"need distinct seeds, got {s.seeds}")
+    need(s.budget_scale > 0, "budget_scale", f"must be positive, got {s.budget_scale}")
+    registry.check("launcher.kind", s.launcher.kind)
+    need(s.launcher.parallel > 0, "launcher.parallel", f"must be positive, got {s.launcher.parallel}")
+    need(s.launcher.torchrun_nproc > 0, "launcher.torchrun_nproc", f"must be positive, got {s.launcher.torchrun_nproc}")
+    for name, arm in s.arms.items():
+        need(name.replace("-", "").replace("_", "").isalnum(), f"arms.{name}", "arm names use letters, digits, - and _")
+        need(arm.match is None or arm.match in s.arms, f"arms.{name}.match", f"no arm named '{arm.match}'")
+        need(arm.match != name, f"arms.{name}.match", "an arm cannot match itself")
+    for cname, pair in s.contrasts.items():
+        need(len(pair) == 2 and all(a in s.arms for a in pair), f"contrasts.{cname}",
+             f"expected two arm names, got {pair}")
+    need(not s.gap_ratio or (len(s.gap_ratio) == 2 and all(c in s.contrasts for c in s.gap_ratio)), "gap_ratio",
+         f"expected two contrast names, got {s.gap_ratio}")
+    for key in ("phase", "diagnostics_pair"):
+        pair = getattr(s, key)
+        need(not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}")
+    validate_roles(s.claims, s.arms)
+    need(s.claims.margin > 0, "claims.margin", f"must be positive, got {s.claims.margin}")
+    need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
+    need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
+    validate_sweep(s.sweep, RUN_SECTIONS)
+    for name, arm in s.arms.items():
+        need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
+             f"need distinct positive learning rates, got {arm.lrs}")
+
+
+def study_yaml(study: StudyConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(study), sort_keys=False)

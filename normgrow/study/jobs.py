@@ -1,0 +1,171 @@
+"""A study's jobs — one run of an arm at a seed (and a learning rate, for an arm that sweeps them) — and
+the study directory that holds them:
+
+    study dir/
+        study.yaml                  the resolved study (rerun from it: normgrow study DIR/study.yaml -o DIR)
+        configs/<job>.yaml          every job's fully merged run config
+        runs/<job>/                 one run directory per job
+        logs/<job>.log              the job's output (local / submitit launchers)
+        results.csv  report.md  plots/*.png
+    a sweep study: study.yaml, points/<label>/ (each a study dir as above), and the sweep's
+        results.csv  report.md  plots/sweep_<contrast>.png
+
+A job's name (`job_name`) is `<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` in a learning-rate sweep; it names
+its config, run directory and log, and is the one way any module refers to a job (`row_job_name` for a
+results.csv row).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from normgrow import atomic
+from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
+from normgrow.errors import ConfigError
+from normgrow.rundir import read_summary
+from normgrow.study.config import StudyConfig, study_yaml
+from normgrow.study.sweep import budget_factor, point_study, points
+
+
+@dataclass
+class Job:
+    """One run of a study: an arm at a seed, its resolved config file and its run directory."""
+
+    arm: str
+    seed: int
+    cfg: RunConfig
+    config_path: Path
+    run_dir: Path
+    log_path: Path
+    lr: Optional[float] = None  # set for the jobs of an arm's learning-rate sweep
+    point: str = ""  # the sweep point's label, for the jobs of a sweep study
+
+    @property
+    def name(self) -> str:
+        name = job_name(self.arm, self.seed, self.lr)
+        return f"{self.point}/{name}" if self.point else name
+
+    @property
+    def finished(self) -> bool:
+        """Has the run written a readable summary? (A cut one is rebuilt when the run is started again.)"""
+        return read_summary(self.run_dir) is not None
+
+
+def job_name(arm: str, seed: int, lr: Optional[float] = None) -> str:
+    """`<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` for a job of a learning-rate sweep."""
+    return f"{arm}-s{seed}" if lr is None else f"{arm}-lr{lr:g}-s{seed}"
+
+
+def row_job_name(row: dict) -> str:
+    """The name of the job a results.csv row records (its learning rate is part of it where the arm sweeps
+    rates: such rows say `selected` yes or no)."""
+    return job_name(row["arm"], int(row["seed"]), float(row["lr"]) if row.get("selected") else None)
+
+
+def scale_budget(cfg: RunConfig, scale: float) -> RunConfig:
+    """Every stage budget and the LR warmup times `scale` (a warmup left at full length would take
+    up most of a shortened run)."""
+    if scale == 1.0:
+        return cfg
+    stages = [dataclasses.replace(s, tokens=int(round(s.tokens * scale)),
+                                  active_layer_tokens=int(round(s.active_layer_tokens * scale)))
+              for s in cfg.curriculum.stages]
+    train = dataclasses.replace(cfg.train, warmup_tokens=int(round(cfg.train.warmup_tokens * scale)))
+    return dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, stages=stages), train=train)
+
+
+def arm_order(study: StudyConfig) -> list[str]:
+    """Arms with every matched arm after the arm it matches."""
+    order: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in order:
+            return
+        if name in path:
+            raise ConfigError(f"arms.{name}.match: matches form a cycle ({' → '.join(path + (name,))})")
+        ref = study.arms[name].match
+        if ref is not None:
+            visit(ref, path + (name,))
+        order.append(name)
+
+    for name in study.arms:
+        visit(name, ())
+    return order
+
+
+def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
+    """Resolve every arm × seed (× learning rate, for a sweep) into a run config (validated now, so a bad arm
+    fails before anything runs). `point` labels the jobs of one point of a sweep study."""
+    jobs = []
+    for arm in arm_order(study):
+        a = study.arms[arm]
+        for lr in a.lrs or [None]:
+            for seed in study.seeds:
+                sweep = [f"train.lr={lr}", f"data.select_tokens={study.select_tokens}"] if lr is not None else []
+                over = [*study.overrides, *a.overrides, *sweep, f"seed={seed}", f"name={arm}"]
+                try:
+                    cfg = load_config(a.preset or study.base, over)
+                except ConfigError as e:
+                    raise ConfigError(f"arms.{arm}: {e}") from None
+                cfg = scale_budget(cfg, study.budget_scale)
+                nproc = study.launcher.torchrun_nproc
+                if cfg.train.batch_size % nproc:  # caught here: under torchrun each rank would fail, then torchrun
+                    raise ConfigError(f"arms.{arm}: train.batch_size: {cfg.train.batch_size} is not divisible by "
+                                      f"launcher.torchrun_nproc={nproc}")
+                if a.match is not None:
+                    # matched to the reference job's config (same seed; any of its swept rates: the budget does not
+                    # depend on the rate): its planned totals are exactly what it consumes (budgets are whole
+                    # steps), so the two jobs need not wait for each other
+                    ref_lrs = study.arms[a.match].lrs
+                    ref = out / "configs" / f"{job_name(a.match, seed, ref_lrs[0] if ref_lrs else None)}.yaml"
+                    cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref)))
+                name = job_name(arm, seed, lr)
+                jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name,
+                                out / "logs" / f"{name}.log", lr, point))
+    return jobs
+
+
+def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:
+    """A sweep study's points: each one's study (the point's overrides and budget), directory and jobs."""
+    plan, reference = [], None
+    for p in points(study.sweep):
+        try:
+            cfg = load_config(study.base, [*study.overrides, *p.overrides])
+        except ConfigError as e:
+            raise ConfigError(f"sweep point {p.label}: {e}") from None
+        reference = reference or cfg
+        sub = point_study(study, p, budget_factor(study.sweep, cfg, reference))
+        try:
+            jobs = plan_jobs(sub, out / "points" / p.label, point=p.label)
+        except ConfigError as e:
+            raise ConfigError(f"sweep point {p.label}: {e}") from None
+        plan.append((sub, out / "points" / p.label, jobs))
+    return plan
+
+
+def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = ()) -> None:
+    """study.yaml (and the given subdirectories); an existing study dir must hold the same study."""
+    saved = out / "study.yaml"
+    if saved.is_file():
+        old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
+        differ = [f.name for f in dataclasses.fields(StudyConfig)
+                  if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"]
+        if differ:
+            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for sub in subdirs:
+            (out / sub).mkdir(exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{out}: cannot write the study directory ({e.strerror})") from None
+    atomic.write_text(saved, study_yaml(study))
+
+
+def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
+    """study.yaml, the run/log directories and the job configs; an existing study dir must hold the same study."""
+    write_study_yaml(study, out, ("configs", "runs", "logs"))
+    for job in jobs:
+        atomic.write_text(job.config_path, to_yaml(job.cfg))

@@ -1,0 +1,132 @@
+"""The per-run measures a study's claims, report and figures read: one typed record per run, built here and
+nowhere else from the run directory (summary.json and diagnostics.jsonl).
+
+    RunMeasures
+        val_ce, stage_ce                 final validation CE; validation CE at every stage end
+        match_scale                      how much budget matching scaled the run (1 = unmatched)
+        growth                           one GrowthEvent per growth event (depths, init, logit and CE jumps)
+        boundary_drift, struct_drift     |log| drift of the boundary RMS and of the structural/content RMS ratio
+                                         from a growth event to the end of the next stage, mean over events
+        first_new_update                 the first appended block's ‖F(h)‖/‖h‖ at the end of its stage, mean
+        last_prefix_*                    the last pre-growth block of the last growth event: relative update,
+                                         index, provenance
+        block_updates                    every block's relative update at the end of training
+        collapse_share, collapse_cos     worst block (position 0 excluded) at the end of training
+        diagnostics                      the whole last end-of-stage diagnostics record, by name — scalars and
+                                         per-block lists alike, whatever diagnostics the run registered
+        boundaries                       the summary's boundary records, one per growth event, as written
+
+`value(name)` reads a field, or else a diagnostic by its name, so a claim or a figure can use a new
+diagnostic without any reader being edited. A study's measures are `{arm: {seed: RunMeasures}}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from normgrow.rundir import read_jsonl, read_summary
+
+
+@dataclass
+class GrowthEvent:
+    stage: int  # the stage the event starts
+    depth_from: int
+    depth_to: int
+    init: str
+    logit_max_abs_diff: float  # on the fixed growth probe
+    val_ce_jump: Optional[float]  # val/ce just after − just before (None if not measured)
+
+
+@dataclass
+class RunMeasures:
+    val_ce: Optional[float] = None
+    stage_ce: list[float] = field(default_factory=list)
+    match_scale: Optional[float] = None
+    growth: list[GrowthEvent] = field(default_factory=list)
+    boundary_drift: Optional[float] = None
+    struct_drift: Optional[float] = None
+    first_new_update: Optional[float] = None
+    last_prefix_update: Optional[float] = None
+    last_prefix_index: Optional[int] = None
+    last_prefix_provenance: Optional[str] = None
+    block_updates: Optional[list[float]] = None
+    collapse_share: Optional[float] = None
+    collapse_cos: Optional[float] = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    boundaries: list[dict] = field(default_factory=list)
+
+    def value(self, name: str) -> Any:
+        """A measure by name: a field of this record, else the run's final diagnostic of that name (None if absent)."""
+        if name in MEASURE_NAMES:
+            return getattr(self, name)
+        return self.diagnostics.get(name)
+
+
+MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries"}
+
+Measures = dict[str, dict[int, RunMeasures]]  # arm → seed → the run's measures
+
+
+def _log_drift(pairs: list[tuple[float, float]]) -> Optional[float]:
+    """Mean of |log(after / before)| over (before, after) pairs: how far a scale moved, either way."""
+    pairs = [(a, b) for a, b in pairs if a and b]
+    return sum(abs(math.log(b / a)) for a, b in pairs) / len(pairs) if pairs else None
+
+
+def _worst_block(record: dict, key: str) -> Optional[float]:
+    """The largest per-block value of a diagnostic, block 0 (the embedding's output) left out."""
+    return max(record[key][1:], default=None) if key in record else None
+
+
+def run_measures(run_dir: Path) -> RunMeasures:
+    """The measures of one run, from its summary and diagnostics."""
+    s = read_summary(run_dir) or {}
+    bounds = s.get("boundaries") or []
+    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
+    final = ends[-1] if ends else {}
+    prefix = (bounds[-1] if bounds else {}).get("last_prefix_block") or {}
+    first_new = [b["first_new_block"]["branch_update_end"] for b in bounds if "first_new_block" in b]
+    growth = [GrowthEvent(st["index"], g["grow/from"], g["grow/to"], g["grow/init"], g["grow/logit_max_abs_diff"],
+                          g.get("grow/val_ce_jump"))
+              for st in s.get("stages", []) if (g := st.get("growth"))]
+    return RunMeasures(
+        val_ce=s.get("val/ce"),
+        stage_ce=[st["end"]["val/ce"] for st in s.get("stages", []) if "val/ce" in (st.get("end") or {})],
+        match_scale=(s.get("budget_match") or {}).get("scale"),
+        growth=growth,
+        boundary_drift=_log_drift([(b["rms_at_growth"]["all"], b["rms_end_of_next_stage"]["all"])
+                                   for b in bounds if "rms_at_growth" in b]),
+        struct_drift=_log_drift([tuple(b["struct_content_ratio"]) for b in bounds if "struct_content_ratio" in b]),
+        first_new_update=sum(first_new) / len(first_new) if first_new else None,
+        last_prefix_update=prefix.get("rel_update"),
+        last_prefix_index=prefix.get("index"),
+        last_prefix_provenance=prefix.get("provenance"),
+        block_updates=final.get("rel_update"),
+        collapse_share=_worst_block(final, "collapse_share"),
+        collapse_cos=_worst_block(final, "collapse_cos"),
+        diagnostics={k: v for k, v in final.items() if k not in RECORD_KEYS},
+        boundaries=bounds,
+    )
+
+
+RECORD_KEYS = frozenset({"event", "step", "tokens", "active_layer_tokens", "n_layer", "stage"})  # a record's
+# position in the run, not a diagnostic
+
+
+def study_measures(rows: list[dict], out: Path) -> Measures:
+    """{arm: {seed: RunMeasures}} of the finished runs of the rows kept (each arm's chosen learning rate);
+    a row whose run directory is gone contributes its val/ce only."""
+    measures: Measures = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("selected") == "no":
+            continue
+        run_dir = out / r["run_dir"] if r.get("run_dir") else None
+        m = run_measures(run_dir) if run_dir is not None and run_dir.is_dir() else RunMeasures()
+        if m.val_ce is None:
+            m.val_ce = float(r["val_ce"])
+        measures.setdefault(r["arm"], {})[int(r["seed"])] = m
+    return measures

@@ -1,0 +1,165 @@
+"""Running a study: plan its jobs, prepare the shared work once, launch the jobs, then summarize — results.csv,
+the statistics, the claims and report.md — from what the run directories hold. `normgrow report STUDY_DIR`
+(`rebuild_report`) does the last part alone, from disk.
+
+Shared work (the default teacher, tokenizer, token shards, a teacher cache) is done once, in the study
+process, before any job starts. A second invocation skips finished runs and resumes killed ones from their
+checkpoints; a failing job is recorded (status, last error line) and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+from normgrow import atomic
+from normgrow.errors import NormgrowError
+from normgrow.locks import DirLock
+from normgrow.pipeline import build_cache, prepare_data
+from normgrow.rundir import read_summary
+from normgrow.study.claims import evaluate_claims
+from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_study_dir, write_study_yaml
+from normgrow.study.launch import launch
+from normgrow.study.measures import study_measures
+from normgrow.study.report import collapsed_arms, headline, write_report
+from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
+from normgrow.study.stats import aggregate, paired
+from normgrow.study.sweep import plot_contrast, points, sentences, sweep_report_lines
+
+
+def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool = True) -> None:
+    """Default teacher, tokenizer and token shards (and a teacher cache when asked), once per distinct
+    (data, teacher) config, before any job starts."""
+    seen = set()
+    for job in jobs:
+        key = (json.dumps(dataclasses.asdict(job.cfg.data), sort_keys=True), json.dumps(dataclasses.asdict(job.cfg.teacher)))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            if job.cfg.teacher.cache and not job.cfg.teacher.cache_path:  # one teacher pass for the whole study
+                build_cache(job.cfg, log=log, progress=progress)
+            else:
+                prepare_data(job.cfg, log=log, progress=progress)
+        except NormgrowError as e:  # the affected jobs fail on their own, with this error in their logs
+            log(f"shared preparation for {job.name} failed: {e}")
+
+
+def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> tuple[Path, list[str]]:
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold.
+    Returns report.md's path and the study's headline lines."""
+    rows = collect(study, jobs, status)
+    selection = select_lrs(study, rows)
+    write_results(rows, out / "results.csv")
+    kept = [r for r in rows if r["selected"] != "no"]  # an arm's chosen learning rate only
+    stages = {(r["arm"], int(r["seed"])): (read_summary(out / r["run_dir"]) or {}).get("stages", [])
+              for r in kept if r["status"] == "ok" and r["arm"] in study.phase}
+    agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
+    measures = study_measures(kept, out)
+    claims = evaluate_claims(study.claims, measures)
+    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
+    return path, headline(study, agg, claims, collapsed_arms(study, measures))
+
+
+
+# ----------------------------------------------------------------------------- the whole study
+
+
+def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
+    """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
+    if study.sweep.axes:
+        plan = sweep_plan(study, out)
+        with DirLock(out, "study"):
+            return _run_sweep_locked(study, plan, out, log, progress)
+    jobs = plan_jobs(study, out)
+    with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
+        return _run_locked(study, jobs, out, log, progress)
+
+
+def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool) -> Path:
+    """Every point's jobs launched together (one queue, so `launcher.parallel` spans points), then each point's
+    report and the sweep's."""
+    write_study_yaml(study, out)
+    for sub, sub_dir, jobs in plan:
+        write_study_dir(sub, jobs, sub_dir)
+    jobs = [j for _, _, js in plan for j in js]
+    log(f"sweep study {study.name}: {len(plan)} points × {len(study.arms)} arms × {len(study.seeds)} seeds = "
+        f"{len(jobs)} runs → {out}")
+    prepare_shared(jobs, log, progress=progress)
+    status = launch(jobs, study.launcher, out, log, progress=progress)
+    for name, err in status.items():
+        if err != "ok":
+            log(f"run {name} failed: {err}")
+    return summarize_sweep(study, plan, {j.name: status.get(j.name) for j in jobs}, out, log)
+
+
+def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Callable[[str], None] = print,
+                    plots: bool = True) -> Path:
+    """Each point's results.csv and report.md, the sweep's results.csv (every run, with its point and axis values),
+    its report.md and one figure per contrast. Returns the sweep report's path."""
+    table: dict[str, list] = {name: [] for name in study.contrasts}
+    all_rows = []
+    axis_keys = [ax.key for ax in study.sweep.axes]
+    for (sub, sub_dir, jobs), p in zip(plan, points(study.sweep)):
+        summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir)
+        rows = read_results(sub_dir / "results.csv")
+        kept = [r for r in rows if r["selected"] != "no"]
+        for name, (a, b) in study.contrasts.items():
+            table[name].append((p, paired(kept, a, b)))
+        for r in rows:
+            all_rows.append({"point": p.label, **dict(zip(axis_keys, p.coords)), **r,
+                             "run_dir": f"points/{p.label}/{r['run_dir']}"})
+    write_results(all_rows, out / "results.csv", fields=["point", *axis_keys, *FIELDS])
+    figures = {}
+    if plots:
+        for name, entries in table.items():
+            if any(c["mean"] is not None for _, c in entries):
+                plot_contrast(study, name, entries, out / "plots" / f"sweep_{name}.png")
+                figures[name] = f"plots/sweep_{name}.png"
+    lines = sweep_report_lines(study, table, figures)
+    atomic.write_text(out / "report.md", "\n".join(lines) + "\n")
+    for name, entries in table.items():
+        for line in sentences(study, name, entries):
+            log(line)
+    return out / "report.md"
+
+
+def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool) -> Path:
+    write_study_dir(study, jobs, out)
+    log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
+    prepare_shared(jobs, log, progress=progress)
+    status = launch(jobs, study.launcher, out, log, progress=progress)
+    for name, err in status.items():
+        if err != "ok":
+            log(f"run {name} failed: {err}")
+    path, lines = summarize(study, jobs, status, out)
+    for line in lines:
+        log(line)
+    return path
+
+
+def failed_runs(study_dir: Path) -> dict[str, str]:
+    """{job name: error} of the runs a study's results.csv records as failed (none without one)."""
+    if not (study_dir / "results.csv").is_file():
+        return {}
+    return {row_job_name(r): r["error"] for r in read_results(study_dir / "results.csv") if r["status"] == "failed"}
+
+
+def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
+    """`normgrow report STUDY_DIR`: results.csv, report.md and plots from what is on disk."""
+    study = load_study(str(study_dir / "study.yaml"))
+    if study.sweep.axes:
+        plan = sweep_plan(study, study_dir)
+        status = {}
+        for _, sub_dir, jobs in plan:
+            failed = failed_runs(sub_dir)
+            status.update({j.name: failed[j.name.split("/", 1)[1]] for j in jobs if j.name.split("/", 1)[1] in failed})
+        return summarize_sweep(study, plan, status, study_dir, log)
+    jobs = plan_jobs(study, study_dir)
+    path, lines = summarize(study, jobs, failed_runs(study_dir), study_dir)
+    for line in lines:
+        log(line)
+    return path
