@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Callable, Optional
@@ -38,7 +37,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from normgrow import dist
+from normgrow import atomic, dist
 from normgrow.checkpoint import sha256_file
 from normgrow.config import RunConfig
 from normgrow.data import Prepared, cache_root, n_sequences, tokenizer_hash
@@ -90,9 +89,7 @@ def teacher_identity(path: str, memo: Optional[Path] = None) -> dict:
         h.update(known[key].encode())
     if memo is not None:
         memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known))
-        os.replace(tmp, memo)
+        atomic.write_text(memo, json.dumps(known))
     return {"path": str(root.resolve()), "weights_sha256": h.hexdigest()}
 
 
@@ -182,9 +179,7 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
         maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(np.float16)
         for m in maps.values():
             m.flush()
-        tmp = prog_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"chunks": c + 1}))
-        os.replace(tmp, prog_file)
+        atomic.write_text(prog_file, json.dumps({"chunks": c + 1}))
         bar.update(1)
     bar.close()
     del maps
@@ -193,9 +188,7 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
         meta["sha256"] = {name: sha256_file(out / name) for name in FILES}
         meta["bytes_per_token"] = sum((out / n).stat().st_size for n in FILES) / meta["n_tokens"]
         meta["mean_tail_mass"] = mean_tail_mass(out / "tail.bin", meta["n_tokens"])
-        tmp = out / "meta.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.replace(tmp, out / "meta.json")
+        atomic.write_text(out / "meta.json", json.dumps(meta, indent=1))
         shutil.rmtree(out / "progress", ignore_errors=True)
         (out / "building.json").unlink(missing_ok=True)
         log(f"teacher cache: {meta['n_tokens']:,} tokens, top-{k}, {meta['bytes_per_token']:.0f} bytes/token → {out}")

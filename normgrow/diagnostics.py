@@ -1,4 +1,4 @@
-"""Boundary diagnostics: pure observers of a student on the fixed probe batch (DESIGN.md §3).
+"""Boundary diagnostics: pure observers of a student on the fixed probe batch (docs/DESIGN.md §3).
 
 `diagnose(model, probe, settings)` returns a plain dict and never changes training state (no
 parameter, buffer, RNG or data-iterator change; train/eval mode is restored). It runs every

@@ -27,6 +27,8 @@ from typing import Optional
 
 import torch
 
+from normgrow import atomic
+
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 MIN_SPEEDUP = 1.5  # margin over 1.0: autocast adds casts the probe's bare matmul does not pay
 PROBE_SHAPE = (2048, 512, 512)  # (tokens, d_in, d_out): a projection of a CPU-sized batch
@@ -104,9 +106,7 @@ def fast_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
         record = {"cpu": info.model, "bf16_flags": have, "torch": torch.__version__, **probe_cpu_bf16()}
         record["choice"] = "bfloat16" if record["speedup"] >= MIN_SPEEDUP else "float32"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(record, indent=1))
-        os.replace(tmp, path)  # atomic: concurrent runs of a study write the same verdict
+        atomic.write_text(path, json.dumps(record, indent=1))  # concurrent runs of a study write the same verdict
     return record["choice"], record
 
 
