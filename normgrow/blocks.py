@@ -10,7 +10,6 @@ namespace made from its dict in an exported config.json).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -66,7 +65,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                return_weights: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+                return_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(B, T, self.n_head, self.head_dim)).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
@@ -330,7 +329,7 @@ class Decoder(nn.Module):
             self._rotary[device] = cached
         return cached[0][:T], cached[1][:T]
 
-    def hidden(self, idx: torch.Tensor, residuals: Optional[list] = None) -> torch.Tensor:
+    def hidden(self, idx: torch.Tensor, residuals: list | None = None) -> torch.Tensor:
         """Final hidden states (B, T, C): every block, then the final norm.
 
         If `residuals` is a list, the residual stream entering each block and leaving the last is

@@ -30,8 +30,8 @@ import dataclasses
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -67,7 +67,7 @@ def sample_sha256(path: Path, size: int, block: int = 1 << 16, blocks: int = 64)
     return h.hexdigest()[:16]
 
 
-def teacher_identity(path: str, memo: Optional[Path] = None) -> dict:
+def teacher_identity(path: str, memo: Path | None = None) -> dict:
     """What identifies a teacher: its config.json and the sha256 of its weight files. Hashes are
     remembered in `memo` (a JSON file in the cache root) by path, size, modification and change times
     and a hash of samples of the content (`sample_sha256`), so a 16 GB teacher is hashed once, not at
@@ -239,7 +239,7 @@ def _short(v) -> str:
     return repr(v)
 
 
-def open_cache_dir(path: Path, want: Optional[dict], verify_checksums: bool = True) -> TeacherCache:
+def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True) -> TeacherCache:
     try:
         meta = json.loads((path / "meta.json").read_text())
     except FileNotFoundError:

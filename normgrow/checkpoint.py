@@ -20,8 +20,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -137,7 +137,7 @@ def latest(root: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
-def damage(path: str | Path) -> Optional[str]:
+def damage(path: str | Path) -> str | None:
     """Why a checkpoint cannot be trusted (None if it is intact): unreadable state.json, a missing file, or a
     file whose sha256 differs from the one recorded when it was written (checkpoints from before hashes were
     recorded are checked for completeness only)."""
@@ -155,7 +155,7 @@ def damage(path: str | Path) -> Optional[str]:
     return None
 
 
-def latest_intact(root: str | Path, warn: Callable[[str], None]) -> Optional[Path]:
+def latest_intact(root: str | Path, warn: Callable[[str], None]) -> Path | None:
     """The newest checkpoint that verifies. Damaged newer ones are renamed `.damaged-<name>` (kept for
     inspection, ignored from then on) and reported through `warn`."""
     root = Path(root)

@@ -38,8 +38,8 @@ the growth operator says which, curriculum.py); `boundary_summary` reads these r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -60,7 +60,7 @@ class Probe:
     x: torch.Tensor  # (n, T) inputs
     y: torch.Tensor  # (n, T) next tokens
     masks: dict[str, torch.Tensor]  # class → (n, T) bool
-    teacher: Optional[TeacherChunks]  # teacher hidden states on x (computed once), or None
+    teacher: TeacherChunks | None  # teacher hidden states on x (computed once), or None
     counts: dict[str, int]
 
 
@@ -188,8 +188,8 @@ def branch(obs: Observation) -> dict:
     ratios = []
     for b, block in enumerate(obs.model.layers):
         outs: list[torch.Tensor] = []
-        hooks = [block.self_attn.register_forward_hook(lambda m, i, o: outs.append(o[0])),
-                 block.mlp.register_forward_hook(lambda m, i, o: outs.append(o))]
+        hooks = [block.self_attn.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o[0])),
+                 block.mlp.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o))]
         try:
             block(obs.residuals[b], obs.cos, obs.sin)
         finally:
@@ -209,8 +209,11 @@ register_diagnostic("collapse", collapse)
 register_diagnostic("branch", branch)
 
 
+DEFAULT_SETTINGS = DiagnosticsConfig()
+
+
 @torch.no_grad()
-def diagnose(model: Student, probe: Probe, settings: DiagnosticsConfig = DiagnosticsConfig(),
+def diagnose(model: Student, probe: Probe, settings: DiagnosticsConfig = DEFAULT_SETTINGS,
              chunk_tokens: int = 1024) -> dict:
     """Every selected diagnostic of `model` at its current depth on the probe batch (a plain, JSON-able dict)."""
     was_training = model.training

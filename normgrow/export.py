@@ -22,7 +22,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
@@ -173,9 +172,9 @@ def _run_tokenizer(run_dir: Path):
     return None
 
 
-def _bos(tok) -> Optional[int]:
+def _bos(tok) -> int | None:
     return None if tok is None else (tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id)
 
 
-def _eos(tok) -> Optional[int]:
+def _eos(tok) -> int | None:
     return None if tok is None else tok.eos_token_id

@@ -23,7 +23,6 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -40,7 +39,7 @@ class CpuInfo:
     flags: frozenset
 
 
-def cpu_info(text: Optional[str] = None) -> CpuInfo:
+def cpu_info(text: str | None = None) -> CpuInfo:
     """The CPU's model name and feature flags, from the text of /proc/cpuinfo (read when not given;
     empty flags where there is none, e.g. macOS — bfloat16 is then never chosen on the CPU)."""
     if text is None:
@@ -110,7 +109,7 @@ def fast_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
     return record["choice"], record
 
 
-def available_memory(device: torch.device) -> Optional[int]:
+def available_memory(device: torch.device) -> int | None:
     """Bytes free for a run on `device`: CUDA's free memory, or the kernel's MemAvailable on Linux (the
     physical memory elsewhere); None when unknown."""
     if device.type == "cuda":

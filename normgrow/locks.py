@@ -13,7 +13,7 @@ import fcntl
 import os
 import socket
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TextIO
 
 from normgrow.errors import ConfigError, NormgrowError
 
@@ -27,9 +27,9 @@ class LockedError(NormgrowError):
 class DirLock:
     def __init__(self, directory: Path, what: str):
         self.directory, self.what = Path(directory), what
-        self.file: Optional[TextIO] = None
+        self.file: TextIO | None = None
 
-    def acquire(self) -> "DirLock":
+    def acquire(self) -> DirLock:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             f = open(self.directory / LOCK_NAME, "a+")
@@ -57,7 +57,7 @@ class DirLock:
             self.file.close()
             self.file = None
 
-    def __enter__(self) -> "DirLock":
+    def __enter__(self) -> DirLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -96,7 +95,7 @@ class SparseTeacher:
     ids: torch.Tensor  # (N, k) int64
     tail: torch.Tensor  # (N,) float32, log of the teacher's mass outside the top-k; −inf when there is no tail
 
-    def rows(self, sl: slice) -> "SparseTeacher":
+    def rows(self, sl: slice) -> SparseTeacher:
         return SparseTeacher(self.logp[sl], self.ids[sl], self.tail[sl])
 
 
@@ -197,7 +196,7 @@ class ChunkedDistillLoss(torch.autograd.Function):
         return grad_h * grad_out, grad_w * grad_out, None, None, None, None, None, None, None, None
 
 
-def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: "Optional[TeacherChunks | SparseTeacher]",
+def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | SparseTeacher | None,
                  targets: torch.Tensor,
                  n_tokens: int, kind: str = "ce", temperature: float = 1.0, jsd_beta: float = 0.5,
                  nll_weight: float = 0.0, chunk: int = 1024) -> torch.Tensor:
@@ -211,7 +210,7 @@ def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: "Optional[
 
 
 @torch.no_grad()
-def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: Optional[TeacherChunks], targets: torch.Tensor,
+def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | None, targets: torch.Tensor,
               chunk: int = 1024) -> dict[str, float]:
     """Sums over tokens of ce, kl, teacher_entropy and nll at T=1, exact over the full vocabulary.
 

@@ -40,7 +40,6 @@ stream entering every block and leaving the last (diagnostics).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -90,8 +89,8 @@ def make_block(cfg: ModelConfig, index: int) -> Block:
 
 
 class Student(Decoder):
-    def __init__(self, cfg: ModelConfig, depth: Optional[int] = None, max_seq_len: int = 2048,
-                 placements: Optional[list[str]] = None):
+    def __init__(self, cfg: ModelConfig, depth: int | None = None, max_seq_len: int = 2048,
+                 placements: list[str] | None = None):
         """A student holding `depth` blocks (default cfg.n_layer, the full depth; a growth curriculum
         starts shallower and inserts blocks) of the given `placements` (default: placement_of each
         index; a curriculum passes its first stage's, curriculum.StagePlan), initialized (module

@@ -16,7 +16,6 @@ remote code is needed.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Optional
 
 import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
@@ -30,7 +29,7 @@ class NormgrowConfig(PretrainedConfig):
 
     model_type = "normgrow"
 
-    def __init__(self, normgrow_model: Optional[dict] = None, **kwargs):
+    def __init__(self, normgrow_model: dict | None = None, **kwargs):
         self.normgrow_model = normgrow_model or {}
         super().__init__(**kwargs)
 
@@ -69,7 +68,7 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
     def get_decoder(self):
         return _DecoderView(self.student)
 
-    def forward(self, input_ids: torch.LongTensor, labels: Optional[torch.LongTensor] = None, **kwargs):
+    def forward(self, input_ids: torch.LongTensor, labels: torch.LongTensor | None = None, **kwargs):
         logits = self.student(input_ids)
         loss = None
         if labels is not None:

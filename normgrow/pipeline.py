@@ -18,8 +18,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 from transformers import AutoTokenizer
@@ -56,7 +56,7 @@ def quiet(*_) -> None:
 # ----------------------------------------------------------------------------- a run's inputs
 
 
-def teacher_path(cfg: RunConfig, log: Log = print, build: bool = True, progress: bool = True) -> Optional[str]:
+def teacher_path(cfg: RunConfig, log: Log = print, build: bool = True, progress: bool = True) -> str | None:
     """teacher.path → a loadable path or hub id (None for `none`), building the default teacher if missing."""
     if build and cfg.teacher.path == "default" and not (default_teacher_dir(cfg) / "normgrow_teacher.json").is_file():
         build_default_teacher(cfg, log=log, progress=progress)
@@ -64,7 +64,7 @@ def teacher_path(cfg: RunConfig, log: Log = print, build: bool = True, progress:
 
 
 def prepare_data(cfg: RunConfig, log: Log = print, build_teacher: bool = True,
-                 progress: bool = True) -> tuple[Optional[str], Prepared]:
+                 progress: bool = True) -> tuple[str | None, Prepared]:
     """The teacher's path (the default teacher decides the tokenizer when data.tokenizer=teacher) and the
     token shards, built and cached if missing."""
     path = teacher_path(cfg, log=log, build=build_teacher, progress=progress)
@@ -88,7 +88,7 @@ def resolve_dtypes(cfg: RunConfig, device: torch.device) -> RunConfig:
                                teacher=dataclasses.replace(cfg.teacher, dtype=teacher_dtype))
 
 
-def build_inputs(cfg: RunConfig, info: Optional[dist.DistInfo] = None, log: Log = print, progress: bool = True,
+def build_inputs(cfg: RunConfig, info: dist.DistInfo | None = None, log: Log = print, progress: bool = True,
                  build_teacher: bool = True, open_cache: bool = True) -> RunInputs:
     """Everything a run consumes: data, resolved config, teacher, teacher cache, device.
 
@@ -171,7 +171,7 @@ def build_cache(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path
 # ----------------------------------------------------------------------------- runs
 
 
-def finished_summary(cfg: RunConfig, out: Path, log: Log = print) -> Optional[dict]:
+def finished_summary(cfg: RunConfig, out: Path, log: Log = print) -> dict | None:
     """The summary of a finished run of this config in `out` (None if not finished; an error if `out`
     holds a different run)."""
     if not ((out / "summary.json").is_file() and (out / "config.yaml").is_file()):

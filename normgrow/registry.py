@@ -21,8 +21,9 @@ name is a one-line error naming the field and listing what is registered.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from importlib.metadata import entry_points
-from typing import Generic, Iterator, TypeVar
+from typing import Generic, TypeVar
 
 from normgrow.errors import ConfigError
 
@@ -31,7 +32,7 @@ T = TypeVar("T")
 ENTRY_POINT_GROUP = "normgrow.extensions"
 
 # config field → the registry holding its valid names (filled as registries are created)
-BY_FIELD: dict[str, "Registry"] = {}
+BY_FIELD: dict[str, Registry] = {}
 
 
 class Registry(Generic[T]):

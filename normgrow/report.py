@@ -169,7 +169,7 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
             axes[1].plot(blocks, r["cos"], **style)
             if r.get("skip_ce_delta"):
                 axes[2].plot(blocks, r["skip_ce_delta"], **style)
-    for ax, title in zip(axes, ("relative update ‖B(h)−h‖/‖h‖", "cos(h, B(h))", "probe CE change when skipped")):
+    for ax, title in zip(axes, ("relative update ‖B(h)−h‖/‖h‖", "cos(h, B(h))", "probe CE change when skipped"), strict=True):
         ax.set_title(title)
         ax.set_xlabel("block")
         ax.grid(alpha=0.3)
@@ -190,7 +190,7 @@ def plot_collapse(runs: list[Path], out: Path) -> Path:
         xs = list(range(len(r["collapse_share"])))
         axes[0].plot(xs, r["collapse_share"], "o-", ms=3, color=COLORS[i % 10], label=run_label(run))
         axes[1].plot(xs, r["collapse_cos"], "o-", ms=3, color=COLORS[i % 10], label=run_label(run))
-    for ax, title in zip(axes, ("energy share of the mean direction", "mean cosine between positions")):
+    for ax, title in zip(axes, ("energy share of the mean direction", "mean cosine between positions"), strict=True):
         ax.set_title(title)
         ax.set_xlabel("residual index (0 = embeddings, i = after block i−1)")
         ax.set_ylim(-0.05, 1.05)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -104,7 +103,7 @@ def teacher_config(n_tokens: int, **sizes):
 
 
 def make_standin(out: str | Path, documents: int = 600, base_vocab: int = 500, seed: int = 0,
-                 sizes: Optional[dict] = None) -> Path:
+                 sizes: dict | None = None) -> Path:
     """Write DIR/teacher and DIR/dataset (see the module docstring); refuses an existing DIR."""
     from transformers import Qwen3ForCausalLM
 

@@ -25,7 +25,7 @@ def test_round_trip_restores_weights_optimizer_rng_and_state(tmp_path):
     other_opt = torch.optim.AdamW(other.parameters(), lr=1e-2)
     other.load_state_dict(weights)
     other_opt.load_state_dict(optim)
-    for p, q in zip(model.parameters(), other.parameters()):
+    for p, q in zip(model.parameters(), other.parameters(), strict=True):
         assert torch.equal(opt.state[p]["exp_avg"], other_opt.state[q]["exp_avg"])
     checkpoint.restore_rng(rng)
     assert torch.equal(torch.rand(3), expected_draw)

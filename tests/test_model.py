@@ -181,7 +181,7 @@ def test_block_parameter_counts_used_for_flops_are_the_built_blocks(norms):
     cfg = tiny(block_norms=norms)
     model = Student(cfg)
     classes = {"pre": PreNormBlock, "post": PostNormBlock, "sandwich": SandwichBlock}
-    for i, (name, block) in enumerate(zip(norms, model.layers)):
+    for i, (name, block) in enumerate(zip(norms, model.layers, strict=True)):
         assert type(block) is classes[name]
         assert block_parameters(cfg, i) == sum(p.numel() for p in block.parameters())
     assert count_parameters(model)["blocks"] == sum(block_parameters(cfg, i) for i in range(3))

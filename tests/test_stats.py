@@ -69,7 +69,7 @@ def test_fieller_interval_is_the_set_the_definition_gives():
     mx, my = sum(x) / n, sum(y) / n
     vxx = sum((a - mx) ** 2 for a in x) / (n - 1) / n
     vyy = sum((b - my) ** 2 for b in y) / (n - 1) / n
-    vxy = sum((a - mx) * (b - my) for a, b in zip(x, y)) / (n - 1) / n
+    vxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / (n - 1) / n
     t2 = 3.182446305284263 ** 2  # t(0.975, 3)
     inside = [k / 10000 for k in range(-60000, 0) if (mx - k / 10000 * my) ** 2
               <= t2 * (vxx - 2 * k / 10000 * vxy + (k / 10000) ** 2 * vyy)]

@@ -286,7 +286,7 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
         dirs[scale] = d
 
     def contrast(scale, b):
-        diffs = [y - x for x, y in zip(ce[(scale, "pre")], ce[(scale, b)])]
+        diffs = [y - x for x, y in zip(ce[(scale, "pre")], ce[(scale, b)], strict=True)]
         m = sum(diffs) / 3
         sd = math.sqrt(sum((x - m) ** 2 for x in diffs) / 2)
         return m, student_t.ppf(0.975, 2) * sd / math.sqrt(3)

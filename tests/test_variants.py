@@ -222,7 +222,7 @@ def test_interleave_boundaries_are_read_where_each_representation_lives(tiny_cac
     after = [r for r in events_of(out / "diagnostics.jsonl") if r["event"] == "stage_end" and r["stage"] == 1][0]
     got = [(e["boundary"], e["last_prefix_block"]["index"], e["first_new_block"]["index"]) for e in summary["boundaries"]]
     assert got == [(1, 0, 1), (3, 1, 3)]
-    for e, old in zip(summary["boundaries"], (1, 2)):
+    for e, old in zip(summary["boundaries"], (1, 2), strict=True):
         assert e["rms_at_growth"]["all"] == before["residual_rms"][old]["all"]
         assert e["rms_end_of_next_stage"]["all"] == after["residual_rms"][e["boundary"]]["all"]
     assert (out / "plots" / "boundary_rms.png").is_file()

@@ -36,9 +36,9 @@ and a study names the new role under `claims.roles: {post_sandwich: <arm>}`. Two
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
-from typing import Callable, Optional
 
 from normgrow.config import need
 from normgrow.registry import Registry
@@ -50,27 +50,27 @@ SUPPORTED, CONTRADICTED, UNDETERMINED, NOT_TESTED = "supported", "contradicted",
 
 @dataclass
 class ClaimsConfig:
-    pre_joint: Optional[str] = None
+    pre_joint: str | None = None
     """Arm: pre-norm, joint training."""
-    post_joint: Optional[str] = None
+    post_joint: str | None = None
     """Arm: post-norm, joint training."""
-    pre_grow: Optional[str] = None
+    pre_grow: str | None = None
     """Arm: pre-norm, curriculum growth."""
-    post_grow: Optional[str] = None
+    post_grow: str | None = None
     """Arm: post-norm, curriculum growth."""
     matched: list[str] = field(default_factory=list)
     """Two arms [joint, grow] compared at equal compute: one of them is budget-matched to the other."""
-    pre_single: Optional[str] = None
+    pre_single: str | None = None
     """Arm: pre-norm, the single-block control (one block appended per stage)."""
-    post_single: Optional[str] = None
+    post_single: str | None = None
     """Arm: post-norm, the single-block control."""
-    pre_freeze: Optional[str] = None
+    pre_freeze: str | None = None
     """Arm: pre-norm, the freeze control (only appended blocks train after each growth)."""
-    post_freeze: Optional[str] = None
+    post_freeze: str | None = None
     """Arm: post-norm, the freeze control."""
-    pre_shallow: Optional[str] = None
+    pre_shallow: str | None = None
     """Arm: pre-norm, the shallow control (the first-stage prefix for the whole budget)."""
-    post_shallow: Optional[str] = None
+    post_shallow: str | None = None
     """Arm: post-norm, the shallow control."""
     roles: dict[str, str] = field(default_factory=dict)
     """Further roles → arms, for claims registered by user code (`register_claim(..., roles=...)`)."""
@@ -84,9 +84,9 @@ class Claim:
     paper: str  # what the paper says
     measure: str  # what is measured here, and its sign convention
     n: int = 0  # seeds
-    mean: Optional[float] = None
-    lo: Optional[float] = None  # 95% interval
-    hi: Optional[float] = None
+    mean: float | None = None
+    lo: float | None = None  # 95% interval
+    hi: float | None = None
     verdict: str = NOT_TESTED
     sentence: str = ""
 
@@ -100,7 +100,7 @@ def paired(a: Values, b: Values) -> list[float]:
     return [b[s] - a[s] for s in sorted(set(a) & set(b))]
 
 
-def _interval(diffs: list[float]) -> tuple[int, Optional[float], Optional[float], Optional[float]]:
+def _interval(diffs: list[float]) -> tuple[int, float | None, float | None, float | None]:
     s = mean_ci(diffs)
     if s["mean"] is None:
         return 0, None, None, None
@@ -109,7 +109,7 @@ def _interval(diffs: list[float]) -> tuple[int, Optional[float], Optional[float]
     return s["n"], s["mean"], s["mean"] - s["ci95"], s["mean"] + s["ci95"]
 
 
-def sign_verdict(n: int, lo: Optional[float], hi: Optional[float], expected: int) -> str:
+def sign_verdict(n: int, lo: float | None, hi: float | None, expected: int) -> str:
     """expected −1: the paper says the value is negative; +1: positive."""
     if n < 2 or lo is None:
         return UNDETERMINED
@@ -121,7 +121,7 @@ def sign_verdict(n: int, lo: Optional[float], hi: Optional[float], expected: int
     return UNDETERMINED
 
 
-def equivalence_verdict(n: int, lo: Optional[float], hi: Optional[float], margin: float) -> str:
+def equivalence_verdict(n: int, lo: float | None, hi: float | None, margin: float) -> str:
     if n < 2 or lo is None:
         return UNDETERMINED
     if -margin < lo and hi < margin:
@@ -131,7 +131,7 @@ def equivalence_verdict(n: int, lo: Optional[float], hi: Optional[float], margin
     return UNDETERMINED
 
 
-def describe(n: int, mean: Optional[float], lo: Optional[float], hi: Optional[float], nd: int = 4) -> str:
+def describe(n: int, mean: float | None, lo: float | None, hi: float | None, nd: int = 4) -> str:
     """'−0.0123 [−0.0200, −0.0046] over 3 seeds', or the single value with 'one seed: no interval'."""
     if mean is None:
         return "no finished runs"
@@ -238,7 +238,7 @@ def validate_roles(cfg: ClaimsConfig, arms) -> None:
     need(cfg.margin > 0, "claims.margin", f"must be positive, got {cfg.margin}")
 
 
-def _missing(r: Roles, spec: ClaimSpec) -> Optional[str]:
+def _missing(r: Roles, spec: ClaimSpec) -> str | None:
     pairs = [n for n in spec.roles if n in PAIR_ROLES and len(getattr(r, n) or []) != 2]
     if pairs:
         return f"the study names no {pairs[0]} [{', '.join(PAIR_ROLES[pairs[0]])}] pair"
@@ -261,20 +261,20 @@ def evaluate_claims(cfg: ClaimsConfig, measures: Measures) -> list[Claim]:
 # ----------------------------------------------------------------------------- reading the measures
 
 
-def values(measures: Measures, arm: Optional[str], key: str) -> Values:
+def values(measures: Measures, arm: str | None, key: str) -> Values:
     """{seed: measure} of an arm's finished runs that have this measure (a RunMeasures field or a diagnostic)."""
     if arm is None:
         return {}
     return {s: v for s, m in measures.get(arm, {}).items() if (v := m.value(key)) is not None}
 
 
-def gap_by_seed(measures: Measures, a: Optional[str], b: Optional[str], key: str = "val_ce") -> dict[int, float]:
+def gap_by_seed(measures: Measures, a: str | None, b: str | None, key: str = "val_ce") -> dict[int, float]:
     """{seed: b − a} of a measure over the seeds both arms have."""
     va, vb = values(measures, a, key), values(measures, b, key)
     return {s: vb[s] - va[s] for s in sorted(set(va) & set(vb))}
 
 
-def gap(measures: Measures, a: Optional[str], b: Optional[str], key: str = "val_ce") -> list[float]:
+def gap(measures: Measures, a: str | None, b: str | None, key: str = "val_ce") -> list[float]:
     """b − a of a measure, one value per seed both arms have."""
     return list(gap_by_seed(measures, a, b, key).values())
 

@@ -60,7 +60,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         small += abs(change) <= b.claims.margin
         L.append(f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {within} "
                  f"| {sa} → {sb} |")
-    claims = [(ca, cb) for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir))
+    claims = [(ca, cb) for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir), strict=True)
               if not (ca.verdict == cb.verdict == NOT_TESTED)]
     if claims:
         L += ["", "| claim | verdict at base | verdict at other | same |", "|---|---|---|---|"]

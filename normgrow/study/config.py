@@ -26,7 +26,7 @@ import importlib.resources
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -45,9 +45,9 @@ class LauncherConfig:
     """inline: one after another in this process; local: parallel subprocesses; submitit: SLURM (or its local executor); or a registered launcher."""
     parallel: int = 1
     """Jobs at once for the local launcher and for submitit's local executor (SLURM's queue decides there)."""
-    threads: Optional[int] = None
+    threads: int | None = None
     """CPU threads per job; null = the machine's cores / parallel (oversubscribed CPU threads stall torch)."""
-    cluster: Optional[str] = None
+    cluster: str | None = None
     """submitit cluster: null = auto (SLURM if present), 'slurm', 'local' or 'debug'."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """submitit executor parameters, e.g. {timeout_min: 120, slurm_partition: gpu, gpus_per_node: 1}."""
@@ -57,11 +57,11 @@ class LauncherConfig:
 
 @dataclass
 class ArmConfig:
-    preset: Optional[str] = None
+    preset: str | None = None
     """Run preset of this arm (configs/*.yaml name or path); null = the study's base."""
     overrides: list[str] = field(default_factory=list)
     """Dotted run-config overrides of this arm (after the study's own)."""
-    match: Optional[str] = None
+    match: str | None = None
     """Another arm whose budget this arm matches, seed by seed, up or down (the measure is curriculum.match_by)."""
     lrs: list[float] = field(default_factory=list)
     """Learning rates to sweep: one run per rate and seed; the report keeps the rate with the lowest mean
@@ -130,7 +130,7 @@ def study_path(name_or_path: str) -> Path:
     return Path(str(cand))
 
 
-def load_study(name_or_path: Optional[str] = None, overrides: list[str] = ()) -> StudyConfig:
+def load_study(name_or_path: str | None = None, overrides: list[str] = ()) -> StudyConfig:
     """Study preset/file ← overrides. Keys under a run-config section (model., train., …) become
     run overrides for every arm; the others (seeds=…, launcher.parallel=…) set study fields."""
     path = study_path(name_or_path or "default")

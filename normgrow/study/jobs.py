@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from normgrow import atomic
 from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
@@ -40,7 +39,7 @@ class Job:
     config_path: Path
     run_dir: Path
     log_path: Path
-    lr: Optional[float] = None  # set for the jobs of an arm's learning-rate sweep
+    lr: float | None = None  # set for the jobs of an arm's learning-rate sweep
     point: str = ""  # the sweep point's label, for the jobs of a sweep study
 
     @property
@@ -54,7 +53,7 @@ class Job:
         return read_summary(self.run_dir) is not None
 
 
-def job_name(arm: str, seed: int, lr: Optional[float] = None) -> str:
+def job_name(arm: str, seed: int, lr: float | None = None) -> str:
     """`<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` for a job of a learning-rate sweep."""
     return f"{arm}-s{seed}" if lr is None else f"{arm}-lr{lr:g}-s{seed}"
 

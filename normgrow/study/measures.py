@@ -26,7 +26,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from normgrow.rundir import read_jsonl, read_summary
 
@@ -38,24 +38,24 @@ class GrowthEvent:
     depth_to: int
     init: str
     logit_max_abs_diff: float  # on the fixed growth probe
-    val_ce_jump: Optional[float]  # val/ce just after − just before (None if not measured)
+    val_ce_jump: float | None  # val/ce just after − just before (None if not measured)
 
 
 @dataclass
 class RunMeasures:
-    val_ce: Optional[float] = None
+    val_ce: float | None = None
     stage_ce: list[float] = field(default_factory=list)
-    match_scale: Optional[float] = None
+    match_scale: float | None = None
     growth: list[GrowthEvent] = field(default_factory=list)
-    boundary_drift: Optional[float] = None
-    struct_drift: Optional[float] = None
-    first_new_update: Optional[float] = None
-    last_prefix_update: Optional[float] = None
-    last_prefix_index: Optional[int] = None
-    last_prefix_provenance: Optional[str] = None
-    block_updates: Optional[list[float]] = None
-    collapse_share: Optional[float] = None
-    collapse_cos: Optional[float] = None
+    boundary_drift: float | None = None
+    struct_drift: float | None = None
+    first_new_update: float | None = None
+    last_prefix_update: float | None = None
+    last_prefix_index: int | None = None
+    last_prefix_provenance: str | None = None
+    block_updates: list[float] | None = None
+    collapse_share: float | None = None
+    collapse_cos: float | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     boundaries: list[dict] = field(default_factory=list)
 
@@ -71,13 +71,13 @@ MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"d
 Measures = dict[str, dict[int, RunMeasures]]  # arm → seed → the run's measures
 
 
-def _log_drift(pairs: list[tuple[float, float]]) -> Optional[float]:
+def _log_drift(pairs: list[tuple[float, float]]) -> float | None:
     """Mean of |log(after / before)| over (before, after) pairs: how far a scale moved, either way."""
     pairs = [(a, b) for a, b in pairs if a and b]
     return sum(abs(math.log(b / a)) for a, b in pairs) / len(pairs) if pairs else None
 
 
-def _worst_block(record: dict, key: str) -> Optional[float]:
+def _worst_block(record: dict, key: str) -> float | None:
     """The largest per-block value of a diagnostic, block 0 (the embedding's output) left out."""
     return max(record[key][1:], default=None) if key in record else None
 

@@ -16,7 +16,6 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from normgrow.config import RunConfig, read_yaml
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
@@ -91,7 +90,7 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     return L
 
 
-def fit_micro_batch(cfg: RunConfig, world: int, fsdp: bool, limit_bytes: float) -> Optional[int]:
+def fit_micro_batch(cfg: RunConfig, world: int, fsdp: bool, limit_bytes: float) -> int | None:
     """The largest micro-batch (a divisor of the sequences one rank holds per step) whose memory estimate fits
     `limit_bytes` per device; None when not even one sequence fits."""
     local = max(1, cfg.train.batch_size // world)
@@ -104,7 +103,7 @@ def fit_micro_batch(cfg: RunConfig, world: int, fsdp: bool, limit_bytes: float) 
 
 def describe_fit(jobs: list[JobPlan], cfgs: list[RunConfig], fsdp: bool, device_gib: float) -> list[str]:
     """Gradient accumulation sized for a device: the micro-batch that fits every job, and its steps."""
-    fits = [(fit_micro_batch(c, j.world, fsdp, device_gib * GIB), j, c) for j, c in zip(jobs, cfgs)]
+    fits = [(fit_micro_batch(c, j.world, fsdp, device_gib * GIB), j, c) for j, c in zip(jobs, cfgs, strict=True)]
     worst = min(fits, key=lambda f: -1 if f[0] is None else f[0])
     micro, job, cfg = worst
     if micro is None:
@@ -116,11 +115,11 @@ def describe_fit(jobs: list[JobPlan], cfgs: list[RunConfig], fsdp: bool, device_
             f"optimizer step of {cfg.train.batch_size * cfg.data.seq_len:,} tokens: train.micro_batch_size={micro}"]
 
 
-def rate_of(tokens_per_hour: Optional[float], peak_tflops: float, mfu: float) -> dict:
+def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float) -> dict:
     return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu}
 
 
-def study_plan(study, world: Optional[int], fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
+def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
     """Every job of a study (every point of a sweep), budgets matched as the runs will match them."""
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []

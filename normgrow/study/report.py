@@ -9,7 +9,6 @@ intervals (or say that one seed gives none).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from normgrow import atomic
 from normgrow.rundir import read_summary
@@ -32,7 +31,7 @@ def _ci(stat: dict, nd: int = 4) -> str:
     return f"{stat['mean']:.{nd}f} ± {stat['ci95']:.{nd}f}"
 
 
-def _mean(values: list) -> Optional[float]:
+def _mean(values: list) -> float | None:
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
@@ -145,7 +144,7 @@ def _contrasts_section(study, agg: dict) -> list[str]:
     return L
 
 
-def _phase_section(ph: Optional[dict], claims: list[Claim], measures: dict) -> list[str]:
+def _phase_section(ph: dict | None, claims: list[Claim], measures: dict) -> list[str]:
     if not ph:
         return []
     jumps = [g.val_ce_jump for arm in (ph["a"], ph["b"]) for m in measures.get(arm, {}).values()
@@ -283,8 +282,8 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
 
 
 def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: list[Claim] = (),
-                 measures: Optional[dict] = None, selection: Optional[dict] = None,
-                 all_rows: Optional[list[dict]] = None) -> Path:
+                 measures: dict | None = None, selection: dict | None = None,
+                 all_rows: list[dict] | None = None) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study."""
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from normgrow import atomic
 from normgrow.errors import NormgrowError
@@ -103,14 +103,14 @@ def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Call
     table: dict[str, list] = {name: [] for name in study.contrasts}
     all_rows = []
     axis_keys = [ax.key for ax in study.sweep.axes]
-    for (sub, sub_dir, jobs), p in zip(plan, points(study.sweep)):
+    for (sub, sub_dir, jobs), p in zip(plan, points(study.sweep), strict=True):
         summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir)
         rows = read_results(sub_dir / "results.csv")
         kept = [r for r in rows if r["selected"] != "no"]
         for name, (a, b) in study.contrasts.items():
             table[name].append((p, paired(kept, a, b)))
         for r in rows:
-            all_rows.append({"point": p.label, **dict(zip(axis_keys, p.coords)), **r,
+            all_rows.append({"point": p.label, **dict(zip(axis_keys, p.coords, strict=True)), **r,
                              "run_dir": f"points/{p.label}/{r['run_dir']}"})
     write_results(all_rows, out / "results.csv", fields=["point", *axis_keys, *FIELDS])
     figures = {}

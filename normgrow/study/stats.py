@@ -14,7 +14,6 @@ zero-width interval. t quantiles are exact (scipy). Nothing here reads files or 
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 
 def t95(df: int) -> float:
@@ -75,7 +74,7 @@ def paired(rows: list[dict], a: str, b: str) -> dict:
     return {"a": a, "b": b, "seeds": seeds, "diffs": diffs, **mean_ci(diffs)}
 
 
-def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]]) -> Optional[dict]:
+def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]]) -> dict | None:
     """val/ce of the two phase arms at the end of every stage (and just after each growth), per seed,
     their paired differences b − a, and the stage where the leader changes (the crossover)."""
     ra, rb = finished(rows, a), finished(rows, b)
@@ -89,13 +88,13 @@ def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]])
         for point in (["start", "end"] if k > 0 else ["end"]):
             va = [per_seed[s][0][k][point]["val/ce"] for s in seeds]
             vb = [per_seed[s][1][k][point]["val/ce"] for s in seeds]
-            diff = mean_ci([y - x for x, y in zip(va, vb)])
+            diff = mean_ci([y - x for x, y in zip(va, vb, strict=True)])
             out.append({"stage": k, "point": "after growth" if point == "start" else "stage end",
                         "n_layer": per_seed[seeds[0]][0][k]["n_layer"], "a": sum(va) / len(va), "b": sum(vb) / len(vb),
                         "diff": diff, "leader": b if diff["mean"] < 0 else a})
     ends = [r for r in out if r["point"] == "stage end"]
     crossover = None
-    for prev, cur in zip(ends, ends[1:]):
+    for prev, cur in zip(ends, ends[1:], strict=True):
         if cur["leader"] != prev["leader"]:
             crossover = {"stage": cur["stage"], "n_layer": cur["n_layer"], "from": prev["leader"], "to": cur["leader"]}
             break
@@ -121,7 +120,7 @@ def fieller_ratio(x: list[float], y: list[float]) -> dict:
         return {"ratio": ratio, "lo": None, "hi": None, "n": n, "why": "one seed"}
     vxx = sum((a - mx) ** 2 for a in x) / (n - 1) / n
     vyy = sum((b - my) ** 2 for b in y) / (n - 1) / n
-    vxy = sum((a - mx) * (b - my) for a, b in zip(x, y)) / (n - 1) / n
+    vxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / (n - 1) / n
     t2 = t95(n - 1) ** 2
     a = my * my - t2 * vyy
     if a <= 0:
@@ -134,7 +133,7 @@ def fieller_ratio(x: list[float], y: list[float]) -> dict:
     return {"ratio": ratio, "lo": lo, "hi": hi, "n": n, "why": ""}
 
 
-def interval_sign(lo: Optional[float], hi: Optional[float]) -> int:
+def interval_sign(lo: float | None, hi: float | None) -> int:
     """−1 / +1 when the interval [lo, hi] lies entirely below / above 0; 0 when it contains 0 or is unknown.
     The one reading of "the sign is resolved" that claims, sweeps and study comparisons share."""
     if lo is None or hi is None:

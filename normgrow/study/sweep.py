@@ -31,7 +31,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from normgrow.config import ModelConfig, RunConfig, need
 from normgrow.model import block_parameters
@@ -53,7 +53,7 @@ class SweepAxis:
 class SweepConfig:
     axes: list[SweepAxis] = field(default_factory=list)
     """One or two axes (none: not a sweep). Two make a grid."""
-    budget_rule: Optional[str] = None
+    budget_rule: str | None = None
     """null: every point trains the study's budget; `params`: budgets × (N / N_first point)^budget_exponent, N the
     full-depth student's non-embedding parameters."""
     budget_exponent: float = 1.0
@@ -95,7 +95,7 @@ def points(s: SweepConfig) -> list[Point]:
     out = []
     for idx in itertools.product(*(range(len(ax.values)) for ax in s.axes)):
         over, label, coords = [], [], []
-        for ax, i in zip(s.axes, idx):
+        for ax, i in zip(s.axes, idx, strict=True):
             v = ax.values[i]
             over.append(f"{ax.key}={v}")
             over.extend(f"{k}={vals[i]}" for k, vals in ax.also.items())
@@ -120,7 +120,7 @@ def budget_factor(s: SweepConfig, cfg: RunConfig, reference: RunConfig) -> float
 # ----------------------------------------------------------------------------- the sweep's report
 
 
-def sign_of(c: dict) -> Optional[str]:
+def sign_of(c: dict) -> str | None:
     """'-' or '+' when the 95% interval excludes 0, None when it does not (or there is no interval)."""
     return {-1: "-", 1: "+", 0: None}[contrast_sign(c)]
 
@@ -135,7 +135,7 @@ def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, 
     head = f"{name} ({b} − {a}){where}"
     if not resolved:
         return f"{head}: the sign is undetermined at every {axis} swept (each 95% interval contains 0 or has one seed)."
-    changes = [(v1, v2) for (v1, s1), (v2, s2) in zip(resolved, resolved[1:]) if s1 != s2]
+    changes = [(v1, v2) for (v1, s1), (v2, s2) in zip(resolved, resolved[1:], strict=False) if s1 != s2]
     parts = []
     for s in ("-", "+"):
         at = [str(v) for v, t in resolved if t == s]
