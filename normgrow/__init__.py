@@ -1,6 +1,6 @@
 """normgrow: controlled distillation studies of normalization placement under curriculum depth growth.
 
-Importing the package fills the four extension registries with their built-in entries, registers the
+Importing the package fills the five extension registries with their built-in entries, registers the
 exported model classes with transformers' Auto classes (export.py), and exposes the calls that add
 more (see registry.py):
 
@@ -8,6 +8,7 @@ more (see registry.py):
     normgrow.register_growth(name, GrowthOperatorInstance)    curriculum.growth
     normgrow.register_diagnostic(name, fn(observation))       diagnostics.include
     normgrow.register_launcher(name, fn(jobs, options, out, progress))   launcher.kind
+    normgrow.register_corpus_source(name, CorpusSourceInstance)   data.format
 """
 
 import os as _os  # noqa: E402
@@ -25,10 +26,11 @@ if "torch" not in _sys.modules:
 # `import normgrow` AutoModelForCausalLM.from_pretrained loads any export (normgrow/modeling_normgrow.py).
 import normgrow.export  # noqa: E402, F401
 from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
+from normgrow.data import CorpusSource, register_corpus_source  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.launch import register_launcher  # noqa: E402
 from normgrow.model import Block, register_placement  # noqa: E402
 from normgrow.version import __version__  # noqa: E402
 
-__all__ = ["__version__", "Block", "GrowthOperator", "Observation", "register_diagnostic", "register_growth", "register_launcher",
-           "register_placement"]
+__all__ = ["__version__", "Block", "CorpusSource", "GrowthOperator", "Observation", "register_corpus_source",
+           "register_diagnostic", "register_growth", "register_launcher", "register_placement"]

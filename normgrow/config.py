@@ -86,8 +86,8 @@ class ModelConfig:
 class DataConfig:
     corpus: str = "stdlib"
     """'stdlib' (this interpreter's standard library source), a file, glob, directory, JSONL, Parquet or `datasets` name/path."""
-    format: Literal["auto", "text", "jsonl", "parquet", "datasets"] = "auto"
-    """How to read `corpus`; auto = from its name (stdlib, *.jsonl, *.parquet, saved dataset dir, else text)."""
+    format: str = "auto"
+    """How to read `corpus`: auto (from its name: stdlib, *.jsonl, *.parquet, saved dataset dir, else text), text, jsonl, parquet, datasets, or a source registered with normgrow.register_corpus_source."""
     text_field: str = "text"
     """Field holding the document text in JSONL, Parquet and `datasets` corpora."""
     dataset_config: Optional[str] = None
@@ -466,6 +466,7 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
          f"'{cfg.distill.loss}' is not available on a top-k teacher cache (use ce or kl, or teacher.cache=false)")
 
     d = cfg.data
+    registry.check("data.format", d.format)
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):
         need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
     need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")
