@@ -9,6 +9,7 @@ more (see registry.py):
     normgrow.register_diagnostic(name, fn(observation))       diagnostics.include
     normgrow.register_launcher(name, fn(jobs, options, out, progress))   launcher.kind
     normgrow.register_claim(key, paper, fn(roles, measures), roles=…)   every study's claims
+    normgrow.register_corpus_source(name, CorpusSourceInstance)   data.format
 """
 
 import os as _os  # noqa: E402
@@ -26,6 +27,7 @@ if "torch" not in _sys.modules:
 # `import normgrow` AutoModelForCausalLM.from_pretrained loads any export (normgrow/modeling_normgrow.py).
 import normgrow.export  # noqa: E402, F401
 from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
+from normgrow.data import CorpusSource, register_corpus_source  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.model import Block, register_placement  # noqa: E402
 from normgrow.study.claims import register_claim  # noqa: E402
@@ -34,3 +36,5 @@ from normgrow.version import __version__  # noqa: E402
 
 __all__ = ["__version__", "Block", "GrowthOperator", "Observation", "register_claim", "register_diagnostic",
            "register_growth", "register_launcher", "register_placement"]
+__all__ = ["__version__", "Block", "CorpusSource", "GrowthOperator", "Observation", "register_corpus_source",
+           "register_diagnostic", "register_growth", "register_launcher", "register_placement"]

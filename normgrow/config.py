@@ -25,9 +25,10 @@ import functools
 import importlib.resources
 import inspect
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal
 
 import yaml
 from omegaconf import OmegaConf
@@ -54,11 +55,11 @@ class ModelConfig:
     """Number of query heads."""
     n_kv_head: int = 2
     """Number of key/value heads (grouped-query attention); must divide n_head."""
-    head_dim: Optional[int] = None
+    head_dim: int | None = None
     """Per-head width; null = d_model // n_head. Must be even (rotary embeddings)."""
     d_ff: int = 768
     """Hidden width of the SwiGLU MLP."""
-    vocab_size: Optional[int] = None
+    vocab_size: int | None = None
     """Student vocabulary size; null = the tokenizer's size (resolved and saved)."""
     rope_theta: float = 10000.0
     """Rotary embedding base."""
@@ -72,11 +73,11 @@ class ModelConfig:
     """Share the token embedding matrix with the LM head."""
     init_std: float = 0.02
     """Std of the normal init of linear weights (and of the token embedding unless embed_init_std is set)."""
-    embed_init_std: Optional[float] = None
+    embed_init_std: float | None = None
     """Std of the normal init of the token embedding; null = init_std. Larger keeps block 0's update from swamping a pre-norm stream, but 1.0 collapses post-norm at d_model 256 (README: the regime both placements share)."""
     init_embeddings: Literal["random", "teacher"] = "random"
     """Token embeddings and LM head: random, or copied from the teacher (needs equal widths)."""
-    init_depth: Optional[int] = None
+    init_depth: int | None = None
     """Depth D in the std/sqrt(2D) init of residual output projections (and DeepNorm's α, β); null = model.n_layer."""
     mixln_ratio: float = 0.25
     """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm."""
@@ -86,21 +87,21 @@ class ModelConfig:
 class DataConfig:
     corpus: str = "stdlib"
     """'stdlib' (this interpreter's standard library source), a file, glob, directory, JSONL, Parquet or `datasets` name/path."""
-    format: Literal["auto", "text", "jsonl", "parquet", "datasets"] = "auto"
-    """How to read `corpus`; auto = from its name (stdlib, *.jsonl, *.parquet, saved dataset dir, else text)."""
+    format: str = "auto"
+    """How to read `corpus`: auto (from its name: stdlib, *.jsonl, *.parquet, saved dataset dir, else text), text, jsonl, parquet, datasets, or a source registered with normgrow.register_corpus_source."""
     text_field: str = "text"
     """Field holding the document text in JSONL, Parquet and `datasets` corpora."""
-    dataset_config: Optional[str] = None
+    dataset_config: str | None = None
     """Configuration name for a hub `datasets` corpus."""
     dataset_split: str = "train"
     """Split of a `datasets` corpus to read."""
-    max_documents: Optional[int] = None
+    max_documents: int | None = None
     """Use only the first N documents of the corpus (null = all)."""
     tokenizer: str = "bpe"
     """'bpe' trains a byte-level BPE on the corpus; 'teacher' uses teacher.path's tokenizer; else an AutoTokenizer path or hub id."""
     vocab_size: int = 8192
     """Vocabulary size of a trained BPE tokenizer (ignored for other tokenizers)."""
-    bos_token: Optional[str] = None
+    bos_token: str | None = None
     """Token that starts every document; null = the tokenizer's BOS, else its EOS (Qwen has no BOS)."""
     seq_len: int = 256
     """Tokens per training sequence (the model sees seq_len inputs, predicts seq_len next tokens)."""
@@ -112,7 +113,7 @@ class DataConfig:
     """Sequences in the fixed diagnostics probe batch (each starts at a document start)."""
     select_tokens: int = 0
     """Tokens of the model-selection set (val-split documents after the validation set's), evaluated at the end; 0 = none."""
-    cache_dir: Optional[str] = None
+    cache_dir: str | None = None
     """Where tokenizers and token shards are cached; null = $NORMGROW_CACHE or ~/.cache/normgrow."""
 
 
@@ -130,7 +131,7 @@ class TeacherConfig:
     """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
     cache_k: int = 64
     """Teacher log-probabilities kept per token in the cache (plus one tail bucket)."""
-    cache_path: Optional[str] = None
+    cache_path: str | None = None
     """Use this cache directory (verified field by field) instead of the one keyed in the cache root."""
 
 
@@ -172,7 +173,7 @@ class CurriculumConfig:
     """Optimizer state at growth: keep existing moments (new params start fresh) or reset all."""
     lr_schedule: Literal["global", "restart"] = "global"
     """One LR schedule over the whole run, or a re-warmup and decay per stage."""
-    match_budget: Optional[str] = None
+    match_budget: str | None = None
     """Take the budget from another run directory or config (preset name or YAML): stage budgets are scaled to match its total."""
     match_by: Literal["active_layer_tokens", "tokens", "flops"] = "active_layer_tokens"
     """The compute measure matched by match_budget (active-layer tokens is the paper's compute control)."""
@@ -182,10 +183,10 @@ class CurriculumConfig:
 class TrainConfig:
     batch_size: int = 16
     """Sequences per optimizer step, summed over ranks and accumulation steps."""
-    micro_batch_size: Optional[int] = None
+    micro_batch_size: int | None = None
     """Sequences per forward/backward on one rank; null = batch_size / world size (no accumulation). Gradient
     accumulation steps = batch_size / (world size × micro_batch_size); `normgrow plan --device-memory` sizes it."""
-    tokens_per_step: Optional[int] = None
+    tokens_per_step: int | None = None
     """Tokens per optimizer step (all ranks and accumulation steps); when set, batch_size = tokens_per_step / data.seq_len."""
     lr: float = 1e-3
     """Peak learning rate."""
@@ -215,7 +216,7 @@ class TrainConfig:
     """Recompute each block's activations in the backward pass instead of keeping them (less memory, ≈ 1/3 more compute; same gradients)."""
     device: str = "auto"
     """'auto' (cuda if available, else cpu), 'cpu', 'cuda' or 'cuda:N'."""
-    threads: Optional[int] = None
+    threads: int | None = None
     """CPU threads for torch (null = torch's default)."""
     eval_every_tokens: int = 250_000
     """Evaluate on the validation set every this many training tokens."""
@@ -239,7 +240,7 @@ class DiagnosticsConfig:
     """A (layer, head) counts as an attention sink when later queries give position 0 more than this."""
     skip_ce: bool = True
     """Measure the probe CE change when each block is skipped (one extra partial forward per block)."""
-    include: Optional[list[str]] = None
+    include: list[str] | None = None
     """Diagnostics to compute, by registered name; null = every registered diagnostic."""
 
 
@@ -365,7 +366,7 @@ def _preset_layers(preset: str, seen: tuple[str, ...] = ()) -> list[tuple[str, d
     return _preset_layers(base, seen + (str(path),)) + [(str(path), data)]
 
 
-def load_config(preset: Optional[str] = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
+def load_config(preset: str | None = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
     """Defaults ← preset YAML (name or path, after the presets it names with `base:`) ← dotted
     overrides, type-checked and validated."""
     cfg = load_structured(RunConfig, _preset_layers(preset) if preset is not None else [], overrides)
@@ -466,6 +467,7 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
          f"'{cfg.distill.loss}' is not available on a top-k teacher cache (use ce or kl, or teacher.cache=false)")
 
     d = cfg.data
+    registry.check("data.format", d.format)
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):
         need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
     need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")

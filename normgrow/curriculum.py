@@ -39,7 +39,6 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -109,7 +108,7 @@ class GrowthOperator:
         return GrowthEvent(prefix, depth, new, tuple(self.boundaries(prefix, depth)))
 
     def apply(self, model: Student, depth: int, init: str, seed: int,
-              placements: Optional[tuple[str, ...]] = None) -> GrowthEvent:
+              placements: tuple[str, ...] | None = None) -> GrowthEvent:
         """Insert the new blocks into `model.layers` (in place) and return the event. `placements` are those
         of the grown model's blocks (a StagePlan's; default: model.placement_of each position)."""
         ev = self.event(model.depth, depth)
@@ -198,7 +197,7 @@ register_growth("stack", Stack())
 register_growth("interleave", Interleave())
 
 
-def grow(model: Student, plan: "StagePlan", cfg: RunConfig) -> GrowthEvent:
+def grow(model: Student, plan: StagePlan, cfg: RunConfig) -> GrowthEvent:
     """The run's growth event into stage `plan`: its operator, init, seed and the stage's placements."""
     return GROWTH[cfg.curriculum.growth].apply(model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed,
                                                plan.placements)
@@ -215,7 +214,7 @@ class StagePlan:
     tokens: int  # steps × tokens per step
     train_blocks: tuple[int, ...]
     placements: tuple[str, ...]  # placement of each block held during the stage, bottom to top
-    growth: Optional[GrowthEvent]  # the event that opens the stage (None for the first)
+    growth: GrowthEvent | None  # the event that opens the stage (None for the first)
     provenance: tuple[str, ...]  # where each block came from: "initial" or "appended at stage k (<init> init)"
 
 
@@ -232,7 +231,7 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
     per_step = tokens_per_step(cfg)
     op = GROWTH[cfg.curriculum.growth]
     stages = cfg.curriculum.stages
-    events: list[Optional[GrowthEvent]] = [None] + [op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:])]
+    events: list[GrowthEvent | None] = [None] + [op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:])]
     blocks = block_identities(stages[0].n_layer, events)  # each stage's blocks, bottom to top, as identities
     final = {b: i for i, b in enumerate(blocks[-1])}  # identity → index in the last stage's model
     verb = "appended" if cfg.curriculum.growth == "append" else f"inserted ({cfg.curriculum.growth})"
@@ -272,7 +271,7 @@ def _parameter_names(cfg: ModelConfig, placement: str) -> list[str]:
         return sorted(name for name, _ in PLACEMENTS[placement](cfg).named_parameters())
 
 
-def block_identities(first: int, events: list[Optional[GrowthEvent]]) -> list[list[int]]:
+def block_identities(first: int, events: list[GrowthEvent | None]) -> list[list[int]]:
     """Each stage's blocks as identities (0, 1, … in order of creation), bottom to top: a block keeps its
     identity while growth events insert others around it."""
     ids, out, fresh = list(range(first)), [], first

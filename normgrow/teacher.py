@@ -27,7 +27,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -72,7 +71,7 @@ KNOWN_SHAPES = {"Qwen/Qwen3-8B": dict(n_layer=36, d_model=4096, n_head=32, n_kv_
                                       vocab_size=151936)}
 
 
-def teacher_shape(cfg: RunConfig) -> Optional[ModelConfig]:
+def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
     """The teacher's shape, for cost estimates before it is loaded: the default teacher's preset, the
     config.json of a local checkpoint (Qwen3/Llama-style keys), or a known hub model's (KNOWN_SHAPES);
     None when unknown (no teacher, another hub id)."""
@@ -145,7 +144,7 @@ def default_teacher_dir(cfg: RunConfig) -> Path:
     return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}-{corpus[:12]}"
 
 
-def resolve_teacher_path(cfg: RunConfig) -> Optional[str]:
+def resolve_teacher_path(cfg: RunConfig) -> str | None:
     """teacher.path → a loadable path or hub id; None for `none`. The default teacher must be built
     (pipeline.teacher_path builds it when missing)."""
     path = cfg.teacher.path
@@ -192,7 +191,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int,
-                 seq_len: Optional[int] = None, shard: bool = False) -> Teacher:
+                 seq_len: int | None = None, shard: bool = False) -> Teacher:
     """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary.
     `shard` (teacher.sharding=fsdp over several ranks): its decoder layers sharded over the ranks, whose every
     teacher forward must then happen in step (train.py and cache.py pad ranks with fewer rows)."""

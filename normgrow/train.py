@@ -31,9 +31,9 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 import torch
 import transformers
@@ -74,11 +74,11 @@ class RunInputs:
     cfg: RunConfig  # resolved: vocabulary size and matched budgets filled in
     info: dist.DistInfo
     prep: Prepared
-    teacher: Optional[Teacher]  # the online teacher; validation always uses it
-    cache: Optional[TeacherCache] = None  # a top-k cache the training loss reads instead, when configured
-    budget_match: Optional[dict] = None
+    teacher: Teacher | None  # the online teacher; validation always uses it
+    cache: TeacherCache | None = None  # a top-k cache the training loss reads instead, when configured
+    budget_match: dict | None = None
 
-    def train_teacher(self, x: torch.Tensor, index: torch.Tensor) -> "TeacherChunks | SparseTeacher | None":
+    def train_teacher(self, x: torch.Tensor, index: torch.Tensor) -> TeacherChunks | SparseTeacher | None:
         """The teacher's distribution for training inputs x (b, T), the sequences `index` of the split."""
         if self.cache is not None:
             return SparseTeacher(*self.cache.sequences(index, self.info.device))
@@ -248,8 +248,8 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
 
 
 @torch.no_grad()
-def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg: RunConfig,
-             info: dist.DistInfo, kept: Optional[dict] = None) -> dict[str, float]:
+def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: RunConfig,
+             info: dist.DistInfo, kept: dict | None = None) -> dict[str, float]:
     """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
     (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
     micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit)."""
@@ -284,7 +284,7 @@ def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg:
     return out
 
 
-def _pad_forwards(model: Optional[torch.nn.Module], teacher: Optional[Teacher], val: torch.Tensor, most: int,
+def _pad_forwards(model: torch.nn.Module | None, teacher: Teacher | None, val: torch.Tensor, most: int,
                   mine: int, mb: int, cfg: RunConfig, info: dist.DistInfo) -> None:
     """A rank with fewer validation rows than another runs the sharded forwards (student's, teacher's) it lacks,
     on one row, unused."""
@@ -321,7 +321,7 @@ class RunState:
     COMPUTE = ("step", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")
 
     @classmethod
-    def from_json(cls, d: dict) -> "RunState":
+    def from_json(cls, d: dict) -> RunState:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
     def add(self, cost: dict[str, float]) -> None:
@@ -344,14 +344,14 @@ class Run:
     step_fn: torch.nn.Module  # what the step calls: the model, wrapped for DDP and/or compiled
     batches: BatchIterator
     val: torch.Tensor
-    probe: Optional[Probe]
+    probe: Probe | None
     writer: MetricsWriter
     state: RunState
     say: Callable[[str], None]
-    select: Optional[torch.Tensor] = None  # the model-selection sequences (data.select_tokens), if any
-    val_kept: Optional[dict] = None  # the teacher's log-probs on val, kept across evaluations when they fit
+    select: torch.Tensor | None = None  # the model-selection sequences (data.select_tokens), if any
+    val_kept: dict | None = None  # the teacher's log-probs on val, kept across evaluations when they fit
     t_start: float = 0.0
-    lock: Optional[DirLock] = None  # held by rank 0 while the run is open
+    lock: DirLock | None = None  # held by rank 0 while the run is open
 
     @property
     def cfg(self) -> RunConfig:
@@ -375,7 +375,7 @@ class Run:
         finally:
             self.state.time_s[part] = self.state.time_s.get(part, 0.0) + time.perf_counter() - t0
 
-    def evaluate(self, sequences: Optional[torch.Tensor] = None) -> dict[str, float]:
+    def evaluate(self, sequences: torch.Tensor | None = None) -> dict[str, float]:
         """Evaluation on the validation set (or on `sequences`, e.g. the model-selection set)."""
         with self.timed("eval"):
             if sequences is not None:  # evaluated once: nothing to keep
@@ -486,7 +486,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
 
 
 def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans: list[StagePlan], model: Student,
-                 batches: BatchIterator, val: torch.Tensor, select: Optional[torch.Tensor], probe: Optional[Probe],
+                 batches: BatchIterator, val: torch.Tensor, select: torch.Tensor | None, probe: Probe | None,
                  resume: bool) -> Run:
     """The rest of open_run, once the run directory is ours: resume from its newest intact checkpoint or
     start afresh."""

@@ -1,6 +1,7 @@
 """The extension points, used from this file only (no edit to the package): a placement, a growth operator,
 a diagnostic and a launcher registered here train a tiny grow run and a micro study; a package's entry point
-registers a placement for the command line."""
+registers a placement for the command line; a corpus source registered here feeds the real tokenizer, token
+shards and a tiny run."""
 
 import json
 import math
@@ -15,12 +16,14 @@ from conftest import cli, tiny_cfg
 from normgrow import checkpoint
 from normgrow.config import ModelConfig
 from normgrow.curriculum import GROWTH, plan_stages
+from normgrow.data import SOURCES, corpus_sha256, prepare
 from normgrow.diagnostics import DIAGNOSTICS
+from normgrow.errors import ConfigError
 from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
 from normgrow.pipeline import run
+from normgrow.study.claims import CLAIMS, sign_claim, values
 from normgrow.study.config import load_study
 from normgrow.study.launch import LAUNCHERS, inline
-from normgrow.study.claims import CLAIMS, sign_claim, values
 from normgrow.study.runner import run_study
 
 QUIET = dict(log=lambda *_: None, progress=False)
@@ -178,3 +181,58 @@ normgrow.register_placement("halved", Halved)
     assert json.loads((out / "summary.json").read_text())["val/ce"] > 0
     bare = cli("config", "tiny", "model.norm=halved", check=False)  # this process: the package is not on its path
     assert bare.returncode == 2 and "unknown placement 'halved'" in bare.stderr
+
+
+class GeneratedCorpus(normgrow.CorpusSource):
+    """Documents generated here, none from a file: each starts with `quokka<version>`, a word no other corpus has."""
+
+    def __init__(self, n):
+        self.n, self.version = n, 0
+
+    def text(self, i):
+        words = ("alpha", "beta", "gamma", "delta", "epsilon")
+        body = " ".join(f"{words[(i * 7 + j) % 5]}{(i + j) % 13}" for j in range(40))
+        return f"quokka{self.version} document {i}: {body}\n"
+
+    def documents(self, d):
+        for i in range(self.n):
+            yield f"gen/{i}", self.text(i)
+
+    def fingerprint(self, d):
+        return [self.version]  # what corpus_sha256 compares before it rescans
+
+
+@pytest.fixture
+def generated():
+    source = normgrow.register_corpus_source("generated", GeneratedCorpus(120))
+    yield source
+    SOURCES.unregister("generated")
+
+
+def test_a_registered_corpus_source_feeds_the_tokenizer_the_shards_and_a_run(generated, tmp_path):
+    with pytest.raises(ConfigError, match="data.format: unknown corpus source 'nope'"):
+        tiny_cfg(tmp_path / "cache", "data.format=nope")
+    cfg = tiny_cfg(tmp_path / "cache", "data.format=generated", "data.corpus=made-in-the-test", "teacher.path=none",
+                   "curriculum.stages=[{n_layer: 3, tokens: 2048}]")
+    prep = prepare(cfg, log=lambda *_: None)
+    assert prep.meta["corpus"]["source"] == "generated"
+    assert sum(prep.meta["n_documents"].values()) == 120
+    # every document of the shards decodes back to one generated here, and all of them are there
+    decoded = set()
+    for split in ("train", "val"):
+        tokens, starts = getattr(prep, split), getattr(prep, f"{split}_docs")
+        for start, end in zip(starts, [*starts[1:], len(tokens)]):
+            assert tokens[start] == prep.bos_id
+            decoded.add(prep.tokenizer.decode(tokens[start + 1:end].tolist()))
+    assert decoded == {generated.text(i) for i in range(120)}
+    assert "quokka" in prep.tokenizer.get_vocab()  # the BPE learnt the corpus's own word
+    summary = run(cfg, tmp_path / "run", **QUIET)
+    assert summary["data"]["shards"] == str(prep.dir) and math.isfinite(summary["val/nll"])
+
+    # a changed document changes the fingerprint, so the corpus hash and the shards follow it
+    sha = corpus_sha256(cfg.data)
+    generated.version = 1
+    assert corpus_sha256(cfg.data) != sha
+    again = prepare(cfg, log=lambda *_: None)
+    assert again.dir != prep.dir and not again.cache_hit
+    assert again.tokenizer.decode(again.train[1:again.train_docs[1]].tolist()).startswith("quokka1 document")

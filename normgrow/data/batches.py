@@ -1,0 +1,138 @@
+"""Sequences and batches: shuffled training batches, the fixed validation and model-selection sets, and the
+diagnostics probe batch, all cut from a `Prepared` shard dir's flat token arrays.
+
+    val.bin    [val_sequences: the first ceil(val_tokens / T)] [to the next BOS] [select_sequences] ...
+               probe_batch: n sequences that each start at a document start (position 0 is a BOS)
+    train.bin  BatchIterator: a permutation of the split's sequences per epoch, batch_size at a time
+
+Choices:
+- Sequence i of a split is tokens[i*T : i*T + T + 1]: T inputs and their T next-token labels, at stride T.
+  Packing crosses document boundaries, as in nanoGPT; the BOS marks them.
+- The training order depends on (seed, epoch) only, and a BatchIterator's state is (epoch, cursor), so a resumed
+  run sees exactly the batches an uninterrupted one would; W ranks split each global batch into W row blocks.
+- The validation, selection and probe sets are fixed by the shards and the sizes alone (no randomness), and the
+  selection set never overlaps the validation set's documents.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from normgrow.data.shards import Prepared
+from normgrow.data.tokenizer import TOKEN_CLASSES
+from normgrow.errors import DataError
+
+
+def n_sequences(tokens: np.ndarray, seq_len: int) -> int:
+    """Sequences of seq_len + 1 tokens (inputs and next-token labels) at stride seq_len."""
+    return max(len(tokens) - 1, 0) // seq_len
+
+
+def _rows(tokens: np.ndarray, starts: np.ndarray, length: int) -> torch.Tensor:
+    return torch.from_numpy(np.stack([np.asarray(tokens[s : s + length], dtype=np.int64) for s in starts]))
+
+
+class Batch(NamedTuple):
+    """One rank's share of a global batch: its rows and which training sequences they are."""
+
+    tokens: torch.Tensor  # (B/W, T+1) int64: T inputs and their T next-token labels
+    index: torch.Tensor  # (B/W,) int64 sequence indices into the split (a teacher cache is indexed by them)
+
+
+class BatchIterator:
+    """Endless shuffled batches of one split, as `Batch`es of batch_size / world_size sequences.
+
+    Epoch e visits every sequence once in a permutation seeded by (seed, e); each global batch is the
+    next batch_size sequences of it (an epoch's incomplete tail is dropped), and rank r takes rows
+    [r*B/W, (r+1)*B/W) of it, so the ranks together see exactly the single-process batch.
+    """
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+        if batch_size % world_size:
+            raise DataError(f"train.batch_size: {batch_size} is not divisible by the world size {world_size}")
+        self.tokens, self.seq_len, self.batch_size, self.seed = tokens, seq_len, batch_size, seed
+        self.rank, self.local = rank, batch_size // world_size
+        self.n = n_sequences(tokens, seq_len)
+        if self.n < batch_size:
+            raise DataError(f"train.batch_size: {batch_size} exceeds the {self.n} sequences of "
+                            f"data.seq_len={seq_len} the split holds")
+        self.epoch, self.cursor = 0, 0
+        self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
+
+    def _order(self) -> np.ndarray:
+        if self._perm_epoch != self.epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            self._perm, self._perm_epoch = torch.randperm(self.n, generator=g).numpy(), self.epoch
+        return self._perm
+
+    def __iter__(self) -> BatchIterator:
+        return self
+
+    def __next__(self) -> Batch:
+        lo = self.cursor + self.rank * self.local
+        seqs = self._order()[lo : lo + self.local]
+        self.cursor += self.batch_size
+        if self.cursor + self.batch_size > self.n:  # the next batch would not fit: start the next epoch
+            self.epoch, self.cursor = self.epoch + 1, 0
+        return Batch(_rows(self.tokens, seqs * self.seq_len, self.seq_len + 1), torch.from_numpy(seqs))  # (B/W, T+1)
+
+    def state_dict(self) -> dict:
+        return {"epoch": int(self.epoch), "cursor": int(self.cursor)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.cursor = int(state["epoch"]), int(state["cursor"])
+
+
+def val_sequences(prepared: Prepared, seq_len: int, val_tokens: int) -> torch.Tensor:
+    """The fixed validation set: the first ceil(val_tokens / seq_len) sequences of the val split, (N, T+1)."""
+    n = min(math.ceil(val_tokens / seq_len), n_sequences(prepared.val, seq_len))
+    if n == 0:
+        raise DataError(f"data.seq_len: the validation split holds {len(prepared.val)} tokens, too few for one "
+                        f"sequence of {seq_len}+1 (raise data.val_fraction or lower data.seq_len)")
+    return _rows(prepared.val, np.arange(n) * seq_len, seq_len + 1)
+
+
+def select_sequences(prepared: Prepared, seq_len: int, val_tokens: int, select_tokens: int) -> torch.Tensor:
+    """The model-selection set (an LR sweep picks its learning rate on it): ceil(select_tokens / seq_len)
+    sequences of the val split that start at the first document after the validation set, so no
+    selection token is ever a reported validation token, nor seen in training."""
+    n_val = min(math.ceil(val_tokens / seq_len), n_sequences(prepared.val, seq_len))
+    after = prepared.val_docs[prepared.val_docs >= n_val * seq_len + 1]
+    start = int(after[0]) if len(after) else len(prepared.val)
+    n = math.ceil(select_tokens / seq_len)
+    have = max(len(prepared.val) - start - 1, 0) // seq_len
+    if have < n:
+        raise DataError(f"data.select_tokens: the validation split holds {have * seq_len:,} tokens after the "
+                        f"validation set's documents, fewer than {select_tokens:,} (lower data.select_tokens or "
+                        "data.val_tokens, or raise data.val_fraction)")
+    return _rows(prepared.val, start + np.arange(n) * seq_len, seq_len + 1)
+
+
+def probe_batch(prepared: Prepared, n: int, seq_len: int) -> tuple[torch.Tensor, dict[str, int]]:
+    """n val sequences (n, T+1) that each start at a document start, so position 0 is always BOS, and the
+    count of input positions per token class (plus "first" = n, the position-0 tokens).
+
+    Documents of at least T+1 tokens come first, evenly spaced across the split; if there are fewer than n,
+    shorter documents (evenly spaced too) fill the rest and run on into the documents after them.
+    """
+    starts = prepared.val_docs
+    lengths = np.diff(np.append(starts, len(prepared.val)))
+    long = starts[lengths >= seq_len + 1]
+    short = starts[(lengths < seq_len + 1) & (starts + seq_len + 1 <= len(prepared.val))]
+    if len(long) + len(short) < n:
+        raise DataError(f"data.probe_sequences: the validation split has {len(long) + len(short)} document starts "
+                        f"with data.seq_len+1={seq_len + 1} tokens after them, fewer than {n}")
+
+    def spaced(a: np.ndarray, k: int) -> np.ndarray:
+        return a[np.linspace(0, len(a) - 1, k).round().astype(int)] if k > 0 else a[:0]
+
+    chosen = spaced(long, n) if len(long) >= n else np.sort(np.concatenate([long, spaced(short, n - len(long))]))
+    rows = _rows(prepared.val, chosen, seq_len + 1)
+    classes = prepared.token_classes[rows[:, :seq_len].numpy()]
+    counts = {name: int((classes == i).sum()) for i, name in enumerate(TOKEN_CLASSES)}
+    counts["first"] = n
+    return rows, counts
