@@ -19,7 +19,7 @@ question about a growth event — which blocks are new (the freeze rule `train: 
 residual indices are boundaries (diagnostics, report), which block a `copy` init copies — and
 performs it (`apply`), for a fresh run and for the replay on resume alike.
 
-Compute accounting (docs/DESIGN.md §3), summed over optimizer steps (`step_cost`, the one formula the
+Compute accounting (docs/DESIGN.md §3.3), summed over optimizer steps (`step_cost`, the one formula the
 training loop and the planned totals both use):
     tokens                  training tokens consumed
     active_layer_tokens     tokens × blocks in the forward pass      (the paper's compute match)

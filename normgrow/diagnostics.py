@@ -1,4 +1,4 @@
-"""Boundary diagnostics: pure observers of a student on the fixed probe batch (docs/DESIGN.md §3).
+"""Boundary diagnostics: pure observers of a student on the fixed probe batch (docs/DESIGN.md §3.6).
 
 `diagnose(model, probe, settings)` returns a plain dict and never changes training state (no
 parameter, buffer, RNG or data-iterator change; train/eval mode is restored). It runs every
@@ -26,7 +26,7 @@ in diagnostics.jsonl and the study report without any other change. The built-in
   `collapse_share[i]` = ‖mean_p h_p‖² / mean_p ‖h_p‖², the share of the stream's energy in the
   direction every token shares (1: all tokens equal; ≈ 1/N for N orthogonal tokens), and
   `collapse_cos[i]` = the mean cosine between two different positions. A collapsed stream feeds
-  every later block nearly the same normalized input (README: the fair-regime choice).
+  every later block nearly the same normalized input (docs/DESIGN.md §5.6: the regime both placements share).
 - `branch`: `branch_update[b]` = mean_p sqrt(‖A_p‖² + ‖M_p‖²) / ‖h_p‖, the size of what block b's
   attention and MLP branches output relative to the stream entering it (position 0 excluded). It
   does not depend on where the norms sit, unlike the stream's RMS (a post-norm stream is a norm's

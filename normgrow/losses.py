@@ -1,6 +1,6 @@
 """Distillation losses and the paper's metrics, computed chunk by chunk over tokens.
 
-Definitions (docs/DESIGN.md §3; p_T teacher, p_S student, softmax over the vocabulary, T=1 for metrics):
+Definitions (docs/DESIGN.md §3.2; p_T teacher, p_S student, softmax over the vocabulary, T=1 for metrics):
 
     ce               = −Σ_v p_T(v) log p_S(v)        the paper's "validation CE" (val/ce)
     teacher_entropy  = −Σ_v p_T(v) log p_T(v)

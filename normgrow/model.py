@@ -1,6 +1,6 @@
 """The student: a Qwen3-style decoder whose normalization placement is one config field.
 
-Architecture (docs/DESIGN.md §3), read top to bottom:
+Architecture (docs/DESIGN.md §3.1), read top to bottom:
 - RMSNorm everywhere (`F.rms_norm`, fused where torch has a kernel), epsilon `model.norm_eps`.
 - Rotary position embeddings on q and k (half-split layout, as Qwen3/Llama), base `model.rope_theta`.
 - Grouped-query attention (`n_kv_head` key/value heads shared by `n_head` query heads) with a

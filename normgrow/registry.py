@@ -1,8 +1,9 @@
 """Extension points as plain registries: a dict from a config name to a small class or function.
 
-normgrow has four: placements (`model.norm`, model.py), growth operators (`curriculum.growth`,
-curriculum.py), diagnostics (`diagnostics.include`, diagnostics.py) and launchers
-(`launcher.kind`, launch.py). Each module fills its registry with explicit `register(...)` calls
+normgrow has six: placements (`model.norm`, model.py), growth operators (`curriculum.growth`,
+curriculum.py), diagnostics (`diagnostics.include`, diagnostics.py), launchers (`launcher.kind`,
+study/launch.py), corpus sources (`data.format`, data/sources.py) and claims (every study's
+claims, study/claims.py). Each module fills its registry with explicit `register(...)` calls
 for the built-in entries; user code makes the same calls, before the config is loaded:
 
     import normgrow

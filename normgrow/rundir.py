@@ -1,4 +1,4 @@
-"""The run directory (docs/DESIGN.md §4): creating or reopening it, and the event logs written into it.
+"""The run directory (docs/DESIGN.md §4.2): creating or reopening it, and the event logs written into it.
 
     config.yaml        the fully resolved config (vocabulary size and matched budgets filled in)
     metrics.jsonl      one object per event: step, tokens, compute counters, n_layer, stage, event, metrics

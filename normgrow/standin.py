@@ -16,7 +16,7 @@
 
 `study_overrides(DIR)` lists the overrides that run the `paper` study preset on them: paths and sizes only
 (model width, sequence length, budgets and cadences, seeds, processes per run), nothing else changed; the
-slow test `test_paper_path_runs_on_the_cpu_stand_in` runs it, and README "The paper's study" shows it.
+slow test `test_paper_path_runs_on_the_cpu_stand_in` runs it, and docs/paper-scale.md §8 shows it.
 """
 
 from __future__ import annotations
