@@ -5,14 +5,17 @@ metadata) goes through here: the content is written to a temporary file beside t
 writing process, so concurrent writers of the same file never share one — and then renamed over it, which
 POSIX makes atomic within a file system. If writing fails, the temporary file is removed and the target is
 left as it was. The temporary file is opened like any other (the process' umask applies), so the result has
-the same permissions a plain `open(path, "w")` would give it.
+the same permissions a plain `open(path, "w")` would give it. A whole directory (a cache entry) is published
+the same way: written under a temporary name beside it, then renamed (`publish_directory`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -47,3 +50,20 @@ def write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_open(path, "wb") as f:
         f.write(data)
+
+
+def publish_directory(final: Path, write: Callable[[Path], None]) -> None:
+    """Run `write(tmp)` in a temporary directory beside `final`, then rename it into place: a cache entry is
+    never half-written, and a writer that loses the race to a concurrent one drops its copy and keeps the
+    winner's."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        write(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # a non-empty `final` exists: another writer finished first
+            if not final.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from normgrow.atomic import publish_directory
 from normgrow.config import load_config
 from normgrow.data import (
     TOKEN_CLASSES,
     BatchIterator,
-    _write_atomically,
     bos_id,
     is_val,
     iter_documents,
@@ -56,7 +56,7 @@ def write_code_corpus(root, n_files=20, funcs_per_file=10):
 
 def doc_spans(tokens, starts):
     ends = list(starts[1:]) + [len(tokens)]
-    return [np.asarray(tokens[s:e]) for s, e in zip(starts, ends)]
+    return [np.asarray(tokens[s:e]) for s, e in zip(starts, ends, strict=True)]
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +294,7 @@ def test_a_writer_that_loses_the_rename_race_keeps_the_winners_copy(tmp_path):
     winner = tmp_path / "cache" / "key"
     winner.mkdir(parents=True)
     (winner / "meta.json").write_text("winner")
-    _write_atomically(winner, lambda tmp: (tmp / "meta.json").write_text("loser"))
+    publish_directory(winner, lambda tmp: (tmp / "meta.json").write_text("loser"))
     assert (winner / "meta.json").read_text() == "winner"
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["key"]  # the loser's temp dir is gone
 

@@ -16,7 +16,6 @@ from normgrow.data.sources import (
     SOURCES,
     CorpusScan,
     CorpusSource,
-    _write_atomically,
     cache_root,
     corpus_sha256,
     is_val,
@@ -39,7 +38,7 @@ from normgrow.errors import DataError
 
 __all__ = [
     # sources
-    "SOURCES", "CorpusScan", "CorpusSource", "DataError", "_write_atomically", "cache_root", "corpus_sha256", "is_val",
+    "SOURCES", "CorpusScan", "CorpusSource", "DataError", "cache_root", "corpus_sha256", "is_val",
     "iter_documents", "register_corpus_source", "scan_corpus", "source_of", "split_documents",
     # tokenizer
     "BPE_TRAIN_RUN", "TOKEN_CLASSES", "TOKENIZER_VERSION", "bos_id", "load_tokenizer", "token_classes", "tokenizer_hash",

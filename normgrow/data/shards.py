@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from normgrow.atomic import publish_directory
 from normgrow.config import DataConfig, RunConfig
 from normgrow.data.sources import (
     CorpusScan,
     _key,
-    _write_atomically,
     cache_root,
     iter_documents,
     scan_corpus,
@@ -83,7 +83,7 @@ def prepare(cfg: RunConfig, teacher_path: str | None = None, log: Callable[[str]
     if (final / "meta.json").is_file():
         log(f"token shards: cached in {final}")
         return load_prepared(final)
-    _write_atomically(final, lambda tmp: _write_shards(d, scan, tok, bos, tmp, log))
+    publish_directory(final, lambda tmp: _write_shards(d, scan, tok, bos, tmp, log))
     return dataclasses.replace(load_prepared(final), cache_hit=False)
 
 
@@ -100,7 +100,7 @@ def _write_shards(d: DataConfig, scan: CorpusScan, tok: PreTrainedTokenizerFast,
         def flush(chunk: list[tuple[str, str]]) -> None:
             # Batch encoding runs the Rust tokenizer on all cores.
             encodings = backend.encode_batch([text for _, text in chunk], add_special_tokens=False)
-            for (split, _), enc in zip(chunk, encodings):
+            for (split, _), enc in zip(chunk, encodings, strict=True):
                 starts[split].append(n_tokens[split])
                 files[split].write(np.array([bos, *enc.ids], dtype=dtype).tobytes())
                 n_tokens[split] += 1 + len(enc.ids)

@@ -23,7 +23,7 @@ Choices:
   the seed or the machine; a tiny corpus whose val split would be empty gives its smallest-hash document
   to val (a run always has something to evaluate).
 - Every cache entry (tokenizers, shards, a local `hf:` directory's Arrow copy) lives under `cache_root`, keyed
-  by `_key` over content hashes, and is written by `_write_atomically`; the later stages share these helpers.
+  by `_key` over content hashes, and is published by `atomic.publish_directory`; the later stages share these helpers.
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ import itertools
 import json
 import os
 import platform
-import shutil
 import sysconfig
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,22 +56,6 @@ def cache_root(d: DataConfig) -> Path:
 
 def _key(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
-
-
-def _write_atomically(final: Path, write: Callable[[Path], None]) -> None:
-    """Run write(tmp) in a temp dir beside `final`, then rename it into place: a cache entry is never
-    half-written, and a writer that loses the race to a concurrent one drops its copy and keeps the winner's."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        write(tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # a non-empty `final` exists: another writer finished first
-            if not final.is_dir():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
 
 
 # ----------------------------------------------------------------------------- the source interface

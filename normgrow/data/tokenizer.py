@@ -27,8 +27,9 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from normgrow.atomic import publish_directory
 from normgrow.config import DataConfig
-from normgrow.data.sources import CorpusScan, _key, _write_atomically, scan_corpus, split_documents
+from normgrow.data.sources import CorpusScan, _key, scan_corpus, split_documents
 from normgrow.errors import DataError
 
 # Bump when the bytes a cache entry holds would change for the same inputs.
@@ -50,7 +51,7 @@ def load_tokenizer(d: DataConfig, teacher_path: str, cache: Path, *, scan: Corpu
                 _train_bpe(split_documents(d, scan, "train"), d.vocab_size, n_train).save_pretrained(tmp)
                 log(f"trained a byte-level BPE (vocab {d.vocab_size:,}) on {n_train:,} train documents in {time.time() - t0:.1f} s")
 
-            _write_atomically(final, train)
+            publish_directory(final, train)
         # Always load the saved copy, so a fresh and a cached tokenizer hash identically.
         return AutoTokenizer.from_pretrained(str(final))
     if d.tokenizer == "teacher":
@@ -65,7 +66,7 @@ def load_tokenizer(d: DataConfig, teacher_path: str, cache: Path, *, scan: Corpu
 # characters longer than this are cut into pieces of this length for *training* only; encoding is unchanged
 # (the Python standard library has no such run, so its tokenizer is the same with or without the cut).
 BPE_TRAIN_RUN = 256
-_LONG_RUN = re.compile(r"\S{%d,}|\s{%d,}" % (BPE_TRAIN_RUN + 1, BPE_TRAIN_RUN + 1))
+_LONG_RUN = re.compile(rf"\S{{{BPE_TRAIN_RUN + 1},}}|\s{{{BPE_TRAIN_RUN + 1},}}")
 
 
 def _bounded_runs(texts: Iterator[str]) -> Iterator[str]:
