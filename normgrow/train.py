@@ -1,16 +1,20 @@
 """The one training loop: a student distilled from a teacher through the stages of a curriculum.
 
     train(inputs, out):
-        run ← open_run(inputs, out)        student, optimizer, data, probe; on resume the growth events
-                                           are replayed (the same path as in a fresh run), then the
-                                           latest checkpoint is loaded
+        run ← open_run(inputs, out)        student, optimizer, data, probe; on resume the growth
+                                           events are replayed (growth.restore: the same path as in a fresh
+                                           run), then the latest checkpoint is loaded
         for each remaining stage:
-            start_stage(run, plan)         a growth event opens every stage after the first; evaluate; diagnose
+            start_stage(run, plan)         growth_event (every stage after the first: growth.grow_student,
+                                           logged); evaluate; diagnose
             while steps remain:
                 lr ← lr_at(tokens)
                 train_step(…)              batch → teacher → loss → backward → clip → step
                 end_step(run, …)           compute accounting; log / evaluate / diagnose / checkpoint when due
         write_summary(run)
+
+The growth event itself (new blocks, what trains, the optimizer state carried over, its measurement) is in
+growth.py.
 
 Everything a run writes goes into its run directory (rundir.py). Running again on an existing run
 directory resumes from its latest checkpoint: the events logged after that checkpoint are dropped
@@ -43,10 +47,11 @@ from tqdm import tqdm
 from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, step_cost, tokens_per_step
+from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
 from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_sequences, val_sequences
 from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
 from normgrow.errors import ConfigError, NormgrowError
+from normgrow.growth import build_optimizer, grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
 from normgrow.losses import KEEP_TEACHER_BYTES, SparseTeacher, TeacherChunks, distill_loss, eval_sums
 from normgrow.model import Student
@@ -112,49 +117,7 @@ def schedule_span(plans: list[StagePlan], stage: int, cfg: RunConfig) -> tuple[i
     return sum(p.tokens for p in plans[:stage]), plans[stage].tokens
 
 
-# ----------------------------------------------------------------------------- model and optimizer
-
-
-def build_optimizer(model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices of the blocks and the LM head only (not norms or embeddings).
-
-    Only trainable parameters enter the optimizer, in a deterministic order (module order), so a
-    checkpointed optimizer state maps back onto the same parameters.
-    """
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (decay if p.ndim == 2 and not name.startswith("embed_tokens") else no_decay).append(p)
-    t = cfg.train
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
-
-
-def rebuild_optimizer(old: torch.optim.AdamW, model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
-    """The optimizer after growth. `keep`: parameters still trainable keep their moments and step
-    counts, new (and newly unfrozen) ones start fresh; `reset`: every parameter starts fresh.
-    Frozen parameters leave the optimizer, and their state with them."""
-    new = build_optimizer(model, cfg, device)
-    if cfg.curriculum.optimizer == "keep":
-        for group in new.param_groups:
-            for p in group["params"]:
-                if p in old.state:
-                    new.state[p] = old.state[p]
-    return new
-
-
-def set_trainable(model: Student, plan: StagePlan) -> None:
-    """Blocks outside the stage's train list are frozen (no gradients, so no optimizer state and no
-    weight decay). The token embedding trains exactly when block 0 does (it feeds the prefix: a
-    frozen prefix on moving embeddings would be retrained in effect); the final norm and LM head
-    always train."""
-    for i, block in enumerate(model.layers):
-        block.requires_grad_(i in plan.train_blocks)
-    model.embed_tokens.requires_grad_(0 in plan.train_blocks)
-    if model.cfg.tie_embeddings:  # a tied head is the embedding: it must train for the head to train
-        model.embed_tokens.requires_grad_(True)
+# ----------------------------------------------------------------------------- wrapping and micro-batches
 
 
 def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
@@ -388,7 +351,7 @@ class Run:
         if sharding.is_sharded(model):  # every rank gathers; rank 0 diagnoses a plain copy
             weights = sharding.full_weights(model, rank0_only=True)
             if self.probe is not None:
-                model = plain_student(self.inputs, self.plans[self.state.stage], weights)
+                model = sharding.plain_student(self.cfg, self.plans[self.state.stage], weights, self.inputs.info.device)
         if self.probe is None:
             return
         with self.timed("diagnostics"):
@@ -433,17 +396,6 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
         copy_embeddings(model, inputs.teacher)
-    return model
-
-
-def plain_student(inputs: RunInputs, plan: StagePlan, weights: dict[str, torch.Tensor]) -> Student:
-    """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (its RNG draws undone)."""
-    cfg = inputs.cfg
-    with torch.random.fork_rng(devices=[]):
-        model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
-                        placements=list(plan.placements)).to(inputs.info.device)
-    model.load_state_dict(weights)
-    model.activation_checkpointing = cfg.train.activation_checkpointing
     return model
 
 
@@ -522,22 +474,12 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
 
 def resume_from(ckpt: Path, model: Student, plans: list[StagePlan], batches: BatchIterator, inputs: RunInputs,
                 out: Path) -> tuple[RunState, torch.optim.AdamW]:
-    """Restore a checkpoint: replay the growth events up to its stage (the same `grow` as a fresh run;
-    the weights are then overwritten), load weights, optimizer, RNG and data position, and drop the
-    events logged after it."""
+    """Restore a checkpoint: its student and optimizer (growth.restore replays the growth events up to its
+    stage, the same path as a fresh run), RNG and data position, and drop the events logged after it."""
     cfg, info = inputs.cfg, inputs.info
     model_sd, optim_sd, rng, raw = checkpoint.load(ckpt, map_location=info.device)
     state = RunState.from_json(raw)
-    replay_growth(model, plans, state.stage, cfg)
-    model.load_state_dict(model_sd)
-    set_trainable(model, plans[state.stage])
-    if uses_fsdp(cfg, info):
-        sharding.shard(model)
-        optimizer = build_optimizer(model, cfg, info.device)
-        sharding.load_optimizer_state(model, optimizer, optim_sd)
-    else:
-        optimizer = build_optimizer(model, cfg, info.device)
-        optimizer.load_state_dict(optim_sd)
+    optimizer = restore(model, plans, state.stage, cfg, model_sd, optim_sd, info.device, uses_fsdp(cfg, info))
     checkpoint.restore_rng(rng)
     batches.load_state_dict(state.data)
     if info.is_main:
@@ -564,8 +506,7 @@ def start_stage(run: Run, plan: StagePlan) -> None:
     st.stage, st.stage_step = plan.index, 0
     start = run.evaluate()
     if growth is not None:
-        pre = st.stages[-1]["end"]
-        growth.update({f"grow/val_{k[4:]}_jump": start[k] - pre[k] for k in start})
+        growth.update(val_jumps(start, st.stages[-1]["end"]))
         run.record("growth", growth)
     run.record("stage_start", start)
     run.diagnose("stage_start")
@@ -574,62 +515,16 @@ def start_stage(run: Run, plan: StagePlan) -> None:
                       "start": start})
 
 
-GROWTH_PROBE_ROWS = 2  # validation rows on which a growth event's logit change is measured
-
-
 def growth_event(run: Run, plan: StagePlan) -> dict:
-    """Grow the student into this stage, measuring how much its function moved on a fixed batch. The
-    model just before growth is the one evaluated at the end of the previous stage, so that evaluation
-    is logged again as the `pre_growth` event."""
+    """Grow the student into this stage (growth.grow_student: new blocks, what trains, the optimizer state
+    carried over, the logit change on a fixed batch) and wrap it again for DDP / compile. The model just
+    before growth is the one evaluated at the end of the previous stage, so that evaluation is logged again
+    as the `pre_growth` event."""
     run.record("pre_growth", run.state.stages[-1]["end"])
-    info = run.inputs.info
-    # the logit change is measured on a fixed slice of the validation split, the same whatever the micro-batch,
-    # ranks or sharding (two rows: the full logits, before and after, of a paper-scale vocabulary take ≈ 10 GB)
-    probe_x = run.val[:GROWTH_PROBE_ROWS, :-1].to(info.device)
-    if sharding.is_sharded(run.model):
-        record = grow_sharded(run, plan, probe_x)
-    else:
-        record = grow_and_measure(run.model, plan, run.cfg, probe_x)
-        set_trainable(run.model, plan)
-        run.optimizer = rebuild_optimizer(run.optimizer, run.model, run.cfg, info.device)
-    run.step_fn = wrap_for_training(run.model, info, run.cfg.train.compile)
+    run.model, run.optimizer, record = grow_student(run.model, run.optimizer, run.plans[plan.index - 1], plan,
+                                                    run.cfg, run.inputs.info.device, run.val)
+    run.step_fn = wrap_for_training(run.model, run.inputs.info, run.cfg.train.compile)
     return record
-
-
-def grow_sharded(run: Run, plan: StagePlan, probe_x: torch.Tensor) -> dict:
-    """The growth event of a sharded student: every rank gathers it into a plain copy, grows that with the same
-    `grow` as an unsharded run, and shards the result; parameters that train on keep their AdamW state
-    (curriculum.optimizer=keep), found by name before growth and by object identity through it."""
-    cfg, info = run.cfg, run.inputs.info
-    moments = sharding.optimizer_state_by_name(run.model, run.optimizer) if cfg.curriculum.optimizer == "keep" else {}
-    plain = plain_student(run.inputs, run.plans[plan.index - 1], sharding.full_weights(run.model))
-    name_before = {id(p): n for n, p in plain.named_parameters()}
-    record = grow_and_measure(plain, plan, cfg, probe_x)
-    set_trainable(plain, plan)
-    renamed = {n: name_before[id(p)] for n, p in plain.named_parameters() if id(p) in name_before}
-    run.model = sharding.shard(plain)
-    run.optimizer = build_optimizer(run.model, cfg, info.device)
-    kept = {n: moments[renamed[n]] for n, p in run.model.named_parameters()
-            if p.requires_grad and renamed.get(n) in moments}
-    sharding.load_state_by_name(run.model, run.optimizer, kept)
-    return record
-
-
-@torch.no_grad()
-def grow_and_measure(model: Student, plan: StagePlan, cfg: RunConfig, probe_x: torch.Tensor) -> dict:
-    """Apply the stage's growth event; its record plus the logit change it caused on probe_x."""
-    was_training = model.training
-    model.eval()
-    before = model(probe_x).float()  # (b, T, V)
-    event = grow(model, plan, cfg)
-    assert event == plan.growth, (event, plan.growth)  # the operator did what the plan says
-    after = model(probe_x).float()
-    model.train(was_training)
-    diff = after - before
-    return {**event.record(cfg.curriculum.growth, cfg.curriculum.growth_init),
-            "grow/logit_max_abs_diff": diff.abs().max().item(),
-            "grow/logit_rms_diff": diff.pow(2).mean().sqrt().item(),
-            "grow/logit_rms": before.pow(2).mean().sqrt().item()}
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -12,9 +12,9 @@ from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
 from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
+from normgrow.growth import build_optimizer, rebuild_optimizer, set_trainable
 from normgrow.model import Student
 from normgrow.pipeline import run
-from normgrow.train import build_optimizer, rebuild_optimizer, set_trainable
 
 QUIET = dict(log=lambda *_: None, progress=False)
 APPEND = GROWTH["append"]
