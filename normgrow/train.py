@@ -1,7 +1,7 @@
 """The one training loop: a student distilled from a teacher through the stages of a curriculum.
 
     train(inputs, out):
-        run ← open_run(inputs, out)        student, optimizer, data, probe; on resume the growth
+        run ← open_run(inputs, out)        student, optimizer, data, evaluation sets; on resume the growth
                                            events are replayed (growth.restore: the same path as in a fresh
                                            run), then the latest checkpoint is loaded
         for each remaining stage:
@@ -14,7 +14,7 @@
         write_summary(run)
 
 The growth event itself (new blocks, what trains, the optimizer state carried over, its measurement) is in
-growth.py.
+growth.py; evaluation (validation, model selection, the diagnostics' probe) in evaluate.py.
 
 Everything a run writes goes into its run directory (rundir.py). Running again on an existing run
 directory resumes from its latest checkpoint: the events logged after that checkpoint are dropped
@@ -48,12 +48,13 @@ from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_sequences, val_sequences
-from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
+from normgrow.data import Batch, BatchIterator, Prepared
+from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
+from normgrow.evaluate import Evaluator, autocast, micro_batch_size, open_evaluator
 from normgrow.growth import build_optimizer, grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
-from normgrow.losses import KEEP_TEACHER_BYTES, SparseTeacher, TeacherChunks, distill_loss, eval_sums
+from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss
 from normgrow.model import Student
 from normgrow.rundir import (
     MetricsWriter,
@@ -134,16 +135,6 @@ def wrap_for_training(model: Student, info: dist.DistInfo, compile: bool = False
     return torch.compile(wrapped) if compile else wrapped
 
 
-def autocast(cfg: RunConfig, device: torch.device):
-    if cfg.train.dtype == "bfloat16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def micro_batch_size(cfg: RunConfig, info: dist.DistInfo) -> int:
-    return cfg.train.micro_batch_size or cfg.train.batch_size // info.world_size
-
-
 def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
     """Every accumulation step of a rank the same size (the config checked that it divides the global batch)."""
     local, mb = cfg.train.batch_size // info.world_size, micro_batch_size(cfg, info)
@@ -210,56 +201,6 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
     return train_loss, grad_norm
 
 
-@torch.no_grad()
-def evaluate(model: Student, teacher: Optional[Teacher], val: torch.Tensor, cfg: RunConfig,
-             info: dist.DistInfo, kept: Optional[dict] = None) -> dict[str, float]:
-    """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
-    (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
-    micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit)."""
-    was_training = model.training
-    model.eval()
-    rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
-    totals = torch.zeros(5, dtype=torch.float64)
-    # sharded weights are gathered collectively by each forward: every rank runs as many of them
-    pad_teacher = teacher is not None and teacher.sharded and not kept
-    if sharding.is_sharded(model) or pad_teacher:
-        _pad_forwards(model if sharding.is_sharded(model) else None, teacher if pad_teacher else None, val,
-                      -(-len(val) // info.world_size), len(rows), mb, cfg, info)
-    for i, batch in enumerate(rows.split(mb)):
-        x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
-        with autocast(cfg, info.device):
-            h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
-        view = None
-        if teacher is not None:
-            view = kept.get(i) if kept is not None else None
-            if view is None:
-                view = teacher.chunks(x)
-                if kept is not None:
-                    view.keep, kept[i] = True, view
-        s = eval_sums(h.reshape(-1, h.shape[-1]), model.lm_head.weight, view, y.reshape(-1), cfg.distill.chunk_tokens)
-        totals += torch.tensor([s["ce"], s["kl"], s["teacher_entropy"], s["nll"], s["tokens"]], dtype=torch.float64)
-    dist.all_reduce_sum(totals)
-    model.train(was_training)
-    ce, kl, ent, nll, n = totals.tolist()
-    out = {"val/nll": nll / n}
-    if teacher is not None:
-        out.update({"val/ce": ce / n, "val/kl": kl / n, "val/teacher_entropy": ent / n})
-    return out
-
-
-def _pad_forwards(model: Optional[torch.nn.Module], teacher: Optional[Teacher], val: torch.Tensor, most: int,
-                  mine: int, mb: int, cfg: RunConfig, info: dist.DistInfo) -> None:
-    """A rank with fewer validation rows than another runs the sharded forwards (student's, teacher's) it lacks,
-    on one row, unused."""
-    x = val[:1, :-1].to(info.device)
-    for _ in range(-(-most // mb) - -(-mine // mb)):
-        if model is not None:
-            with autocast(cfg, info.device):
-                model(x, hidden_only=True)
-        if teacher is not None:
-            teacher.chunks(x)
-
-
 # ----------------------------------------------------------------------------- run state
 
 
@@ -306,13 +247,10 @@ class Run:
     optimizer: torch.optim.AdamW
     step_fn: torch.nn.Module  # what the step calls: the model, wrapped for DDP and/or compiled
     batches: BatchIterator
-    val: torch.Tensor
-    probe: Optional[Probe]
+    evals: Evaluator  # the validation, model-selection and probe sets, and the measurements on them
     writer: MetricsWriter
     state: RunState
     say: Callable[[str], None]
-    select: Optional[torch.Tensor] = None  # the model-selection sequences (data.select_tokens), if any
-    val_kept: Optional[dict] = None  # the teacher's log-probs on val, kept across evaluations when they fit
     t_start: float = 0.0
     lock: Optional[DirLock] = None  # held by rank 0 while the run is open
 
@@ -338,24 +276,23 @@ class Run:
         finally:
             self.state.time_s[part] = self.state.time_s.get(part, 0.0) + time.perf_counter() - t0
 
-    def evaluate(self, sequences: Optional[torch.Tensor] = None) -> dict[str, float]:
-        """Evaluation on the validation set (or on `sequences`, e.g. the model-selection set)."""
+    def evaluate(self) -> dict[str, float]:
+        """val/… on the validation set."""
         with self.timed("eval"):
-            if sequences is not None:  # evaluated once: nothing to keep
-                return evaluate(self.model, self.inputs.teacher, sequences, self.cfg, self.inputs.info)
-            return evaluate(self.model, self.inputs.teacher, self.val, self.cfg, self.inputs.info, self.val_kept)
+            return self.evals.validation(self.model)
+
+    def evaluate_selection(self) -> dict[str, float]:
+        """select/… on the model-selection set."""
+        with self.timed("eval"):
+            return self.evals.selection(self.model)
 
     def diagnose(self, event: str) -> None:
         """Diagnostics on the probe batch (rank 0), appended to diagnostics.jsonl."""
-        model = self.model
-        if sharding.is_sharded(model):  # every rank gathers; rank 0 diagnoses a plain copy
-            weights = sharding.full_weights(model, rank0_only=True)
-            if self.probe is not None:
-                model = sharding.plain_student(self.cfg, self.plans[self.state.stage], weights, self.inputs.info.device)
-        if self.probe is None:
+        model = self.evals.probe_student(self.model, self.plans[self.state.stage])  # every rank gathers a sharded one
+        if model is None:
             return
         with self.timed("diagnostics"):
-            rec = diagnose(model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
+            rec = self.evals.diagnostics(model)
         st = self.state
         head = {"step": st.step, "tokens": st.tokens, "active_layer_tokens": st.active_layer_tokens,
                 "n_layer": self.model.depth, "stage": st.stage, "event": event}
@@ -409,16 +346,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
                             info.world_size)
     check_micro_batch(cfg, info)
-    val = val_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens)
-    select = (select_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens, cfg.data.select_tokens)
-              if cfg.data.select_tokens else None)
-    probe = None
-    if cfg.diagnostics.enabled and info.is_main:
-        rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
-        probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher, info.device)
-    elif cfg.diagnostics.enabled and inputs.teacher is not None and inputs.teacher.sharded:
-        rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)  # rank 0's teacher forward
-        inputs.teacher.chunks(rows[:, :-1].to(info.device))  # on its probe gathers from every rank
+    evals = open_evaluator(inputs.prep, cfg, info, inputs.teacher)
     check_loggers(cfg)
     # everything that can fail on bad input has been checked: now the run directory may be created, and is
     # locked (rank 0) until the run ends, so no second trainer can write into it
@@ -427,7 +355,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
         resume = open_run_dir(out, cfg)
         lock = DirLock(out, "run").acquire()
     try:
-        run = _open_locked(inputs, out, say, plans, model, batches, val, select, probe,
+        run = _open_locked(inputs, out, say, plans, model, batches, evals,
                            dist.broadcast_object(resume if info.is_main else True))
     except BaseException:
         if lock is not None:
@@ -438,8 +366,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
 
 
 def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans: list[StagePlan], model: Student,
-                 batches: BatchIterator, val: torch.Tensor, select: Optional[torch.Tensor], probe: Optional[Probe],
-                 resume: bool) -> Run:
+                 batches: BatchIterator, evals: Evaluator, resume: bool) -> Run:
     """The rest of open_run, once the run directory is ours: resume from its newest intact checkpoint or
     start afresh."""
     cfg, info = inputs.cfg, inputs.info
@@ -461,13 +388,8 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
             (out / "metrics.jsonl").unlink(missing_ok=True)
             (out / "diagnostics.jsonl").unlink(missing_ok=True)
     writer = MetricsWriter(out, cfg, info.is_main)
-    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, val,
-              probe, writer, state, say, select)
-    teacher = inputs.teacher
-    if teacher is not None:
-        rows = len(val[info.rank :: info.world_size])
-        if rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
-            run.val_kept = {}
+    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, evals,
+              writer, state, say)
     run.t_start = time.perf_counter() - state.wall_time_s
     return run
 
@@ -522,7 +444,7 @@ def growth_event(run: Run, plan: StagePlan) -> dict:
     as the `pre_growth` event."""
     run.record("pre_growth", run.state.stages[-1]["end"])
     run.model, run.optimizer, record = grow_student(run.model, run.optimizer, run.plans[plan.index - 1], plan,
-                                                    run.cfg, run.inputs.info.device, run.val)
+                                                    run.cfg, run.inputs.info.device, run.evals.val)
     run.step_fn = wrap_for_training(run.model, run.inputs.info, run.cfg.train.compile)
     return record
 
@@ -583,8 +505,8 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.record("stage_end", end)
         run.diagnose("stage_end")
         st.stages[-1]["end"] = end
-        if run.select is not None and plan.index == len(run.plans) - 1:  # the model-selection set, once, at the end
-            sel = {k.replace("val/", "select/"): v for k, v in run.evaluate(run.select).items()}
+        if run.evals.select is not None and plan.index == len(run.plans) - 1:  # the selection set, once, at the end
+            sel = run.evaluate_selection()
             run.record("select", sel)
             st.stages[-1]["select"] = sel
     elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
@@ -647,7 +569,7 @@ def write_summary(run: Run) -> dict:
         "teacher": teacher.report if teacher is not None else None,
         "data": {"shards": str(prep.dir), "train_tokens": prep.meta["n_tokens"]["train"],
                  "val_split_tokens": prep.meta["n_tokens"]["val"],
-                 "val_eval_tokens": int(run.val.shape[0] * cfg.data.seq_len)},
+                 "val_eval_tokens": int(run.evals.val.shape[0] * cfg.data.seq_len)},
         "init": run.model.init_record(),
         "versions": versions(),
         "world_size": inputs.info.world_size,

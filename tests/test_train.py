@@ -276,8 +276,9 @@ def test_kept_teacher_log_probs_give_the_same_evaluation_bit_for_bit(tiny_cache)
     from normgrow.data import val_sequences
     from normgrow.diagnostics import diagnose, make_probe
     from normgrow.dist import DistInfo
+    from normgrow.evaluate import evaluate
     from normgrow.pipeline import build_inputs
-    from normgrow.train import build_student, evaluate
+    from normgrow.train import build_student
 
     info = DistInfo(0, 1, 0, torch.device("cpu"))
     inputs = build_inputs(tiny_cfg(tiny_cache), info, log=lambda *_: None)
