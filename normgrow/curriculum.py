@@ -17,7 +17,11 @@ operator that inserts below the top, a block's index changes as the model grows,
 follows every block through the growth events to its final index. One `GrowthOperator` object answers every
 question about a growth event — which blocks are new (the freeze rule `train: new`), which
 residual indices are boundaries (diagnostics, report), which block a `copy` init copies — and
-performs it (`apply`), for a fresh run and for the replay on resume alike.
+performs it (`apply`), for a fresh run and for the replay on resume alike. It also carries the policy
+after the event, which growth.py applies on every path (plain, sharded, resumed): which blocks a stage
+trains (`train_blocks`, at planning time, so compute accounting sees it), which parameters that makes
+trainable (`set_trainable`) and which parameters keep their AdamW state (`keeps_state`); the defaults
+are the stage's `train` field and `curriculum.optimizer`.
 
 Compute accounting (docs/DESIGN.md §3.3), summed over optimizer steps (`step_cost`, the one formula the
 training loop and the planned totals both use):
@@ -81,6 +85,15 @@ class GrowthOperator:
     a forked RNG, so growth neither depends on nor disturbs the global RNG, and a resumed run
     replays it identically. `inits` lists the inits that mean something for the operator (config
     validation refuses the others).
+
+    The policy after the event, overridable like the placement of the blocks (growth.py calls it on
+    the plain, the sharded and the resumed path alike):
+      train_blocks  which blocks a stage trains (default: the stage's `train` field: all, new, indices);
+      set_trainable which parameters that makes trainable (default: blocks outside the list frozen, the
+                    embedding trains exactly when block 0 does, the final norm and head always);
+      keeps_state   whether a parameter that trains on keeps its AdamW moments and step count across
+                    the event (default: curriculum.optimizer — keep: yes, reset: no; new and newly
+                    unfrozen parameters always start fresh).
     """
 
     inits: tuple[str, ...] = ("random", "zero", "copy")
@@ -106,6 +119,30 @@ class GrowthOperator:
             raise ValueError(f"{type(self).__name__}: new blocks {list(new)} are not {depth - prefix} distinct "
                              f"positions in 0..{depth - 1}")
         return GrowthEvent(prefix, depth, new, tuple(self.boundaries(prefix, depth)))
+
+    # --- the policy after the event
+
+    def train_blocks(self, spec: str, n_layer: int, event: GrowthEvent | None) -> list[int]:
+        """Block indices a stage of `n_layer` blocks trains, from its `train` spec; `event` is the growth event
+        opening the stage (None for the first stage, whose blocks are all new)."""
+        return parse_train_blocks(spec, n_layer, event.new_blocks if event is not None else range(n_layer))
+
+    def set_trainable(self, model: Student, plan: StagePlan) -> None:
+        """Blocks outside the stage's train list are frozen (no gradients, so no optimizer state and no weight
+        decay). The token embedding trains exactly when block 0 does (it feeds the prefix: a frozen prefix on
+        moving embeddings would be retrained in effect); the final norm and LM head always train."""
+        for i, block in enumerate(model.layers):
+            block.requires_grad_(i in plan.train_blocks)
+        model.embed_tokens.requires_grad_(0 in plan.train_blocks)
+        if model.cfg.tie_embeddings:  # a tied head is the embedding: it must train for the head to train
+            model.embed_tokens.requires_grad_(True)
+
+    def keeps_state(self, name: str, plan: StagePlan, optimizer: str) -> bool:
+        """Does the parameter `name` (its name in the grown model), which trained before the event into `plan`
+        (so has AdamW state) and trains on after it, keep that state? `optimizer` is curriculum.optimizer."""
+        return optimizer == "keep"
+
+    # --- the event
 
     def apply(self, model: Student, depth: int, init: str, seed: int,
               placements: tuple[str, ...] | None = None) -> GrowthEvent:
@@ -216,6 +253,8 @@ class StagePlan:
     placements: tuple[str, ...]  # placement of each block held during the stage, bottom to top
     growth: GrowthEvent | None  # the event that opens the stage (None for the first)
     provenance: tuple[str, ...]  # where each block came from: "initial" or "appended at stage k (<init> init)"
+    # the run's growth operator (curriculum.growth), whose policy the stage follows (GrowthOperator.set_trainable, …)
+    operator: GrowthOperator = dataclasses.field(repr=False, compare=False)
 
 
 def tokens_per_step(cfg: RunConfig) -> int:
@@ -231,25 +270,27 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
     per_step = tokens_per_step(cfg)
     op = GROWTH[cfg.curriculum.growth]
     stages = cfg.curriculum.stages
-    events: list[GrowthEvent | None] = [None] + [op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:])]
+    events: list[GrowthEvent | None] = [None] + [op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:], strict=False)]
     blocks = block_identities(stages[0].n_layer, events)  # each stage's blocks, bottom to top, as identities
     final = {b: i for i, b in enumerate(blocks[-1])}  # identity → index in the last stage's model
     verb = "appended" if cfg.curriculum.growth == "append" else f"inserted ({cfg.curriculum.growth})"
     plans: list[StagePlan] = []
-    for i, (s, event, ids) in enumerate(zip(stages, events, blocks)):
+    for i, (s, event, ids) in enumerate(zip(stages, events, blocks, strict=True)):
         budget = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
         steps = max(1, round(budget / per_step))
         placements = tuple(placement_of(cfg.model, final[b]) for b in ids)
         if event is None:
-            provenance, new = ["initial"] * s.n_layer, range(s.n_layer)
+            provenance = ["initial"] * s.n_layer
         else:
             check_copies(cfg, op, event, plans[-1].placements, placements)
             provenance = list(plans[-1].provenance)
             for position in event.new_blocks:
                 provenance.insert(position, f"{verb} at stage {i} ({cfg.curriculum.growth_init} init)")
-            new = event.new_blocks
-        plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, tuple(parse_train_blocks(s.train, s.n_layer, new)),
-                               placements, event, tuple(provenance)))
+        trained = tuple(op.train_blocks(s.train, s.n_layer, event))
+        if not trained or not all(0 <= b < s.n_layer for b in trained):
+            raise ConfigError(f"curriculum.growth: {cfg.curriculum.growth}: its train_blocks {list(trained)} for stage "
+                              f"{i} are not a non-empty set of blocks in 0..{s.n_layer - 1}")
+        plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, event, tuple(provenance), op))
     return plans
 
 
@@ -383,13 +424,13 @@ def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     plans = plan_stages(cfg)
     # tokens of each stage and the cost of one of its tokens in the matched unit
     per_stage = [(s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer, step_cost(cfg, p)[by] / per_step)
-                 for s, p in zip(c.stages, plans)]
+                 for s, p in zip(c.stages, plans, strict=True)]
     current = sum(t * u for t, u in per_stage)
     scale = target / current
     steps = [max(1, round(t * scale / per_step)) for t, _ in per_stage[:-1]]
-    spent = sum(n * per_step * u for n, (_, u) in zip(steps, per_stage))
+    spent = sum(n * per_step * u for n, (_, u) in zip(steps, per_stage, strict=False))
     steps.append(max(1, round((target - spent) / (per_stage[-1][1] * per_step))))
-    stages = [dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps)]
+    stages = [dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps, strict=True)]
     new = dataclasses.replace(cfg, curriculum=dataclasses.replace(c, stages=stages))
     got = planned_totals(new)[by]
     return new, {"reference": c.match_budget, "source": source, "by": by, "target": target, "planned": got,

@@ -6,9 +6,9 @@ the root's parameters stay gathered after its forward, so the chunked loss proje
 head (tied or not), and the gradients are reduce-scattered in the backward pass; accumulation steps skip
 the reduction (`set_requires_gradient_sync`) as DDP's `no_sync` does.
 
-Everything that needs the whole model works on a *plain* copy, rebuilt from the gathered weights:
-diagnostics (rank 0), growth events (every rank grows its plain copy with the same `grow`, which is then
-sharded again), and checkpoints, which hold the full weights and an optimizer state in the ordinary
+Everything that needs the whole model works on a *plain* copy (`plain_student`), rebuilt from the gathered
+weights: diagnostics (rank 0), growth events (every rank grows its plain copy with the same `grow`, which is
+then sharded again), and checkpoints, which hold the full weights and an optimizer state in the ordinary
 (index-keyed) form — the same files a DDP or single-process run writes, so resume, `diagnose` and
 `export` read them unchanged. tests/test_train.py checks one step against one process and DDP, and a one-process
 run resumed sharded (teacher too) through a growth event against the uninterrupted one-process run.
@@ -28,6 +28,10 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
+
+from normgrow.config import RunConfig
+from normgrow.curriculum import StagePlan
+from normgrow.model import Student
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
@@ -66,6 +70,17 @@ def full_weights(model: torch.nn.Module, rank0_only: bool = False) -> dict[str, 
     """The full state dict, on every rank (or on rank 0 alone, in CPU memory). Every rank must call it."""
     opts = StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
     return get_model_state_dict(model, options=opts)
+
+
+def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tensor], device: torch.device) -> Student:
+    """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (from `full_weights`; its
+    construction's RNG draws undone)."""
+    with torch.random.fork_rng(devices=[]):
+        model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
+                        placements=list(plan.placements)).to(device)
+    model.load_state_dict(weights)
+    model.activation_checkpointing = cfg.train.activation_checkpointing
+    return model
 
 
 def set_gradient_sync(model: torch.nn.Module, sync: bool) -> None:
@@ -112,7 +127,7 @@ def _forget_unloaded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, l
     parameters it was given no state for must start fresh (step 0) as in an unsharded run."""
     names = _param_names(model, optimizer)
     params = [p for g in optimizer.param_groups for p in g["params"]]
-    for name, p in zip(names, params):
+    for name, p in zip(names, params, strict=True):
         if name not in loaded:
             optimizer.state.pop(p, None)
 

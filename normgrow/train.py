@@ -1,16 +1,20 @@
 """The one training loop: a student distilled from a teacher through the stages of a curriculum.
 
     train(inputs, out):
-        run ← open_run(inputs, out)        student, optimizer, data, probe; on resume the growth events
-                                           are replayed (the same path as in a fresh run), then the
-                                           latest checkpoint is loaded
+        run ← open_run(inputs, out)        student, optimizer, data, evaluation sets; on resume the growth
+                                           events are replayed (growth.restore: the same path as in a fresh
+                                           run), then the latest checkpoint is loaded
         for each remaining stage:
-            start_stage(run, plan)         a growth event opens every stage after the first; evaluate; diagnose
+            start_stage(run, plan)         growth_event (every stage after the first: growth.grow_student,
+                                           logged); evaluate; diagnose
             while steps remain:
                 lr ← lr_at(tokens)
                 train_step(…)              batch → teacher → loss → backward → clip → step
                 end_step(run, …)           compute accounting; log / evaluate / diagnose / checkpoint when due
         write_summary(run)
+
+The growth event itself (new blocks, what trains, the optimizer state carried over, its measurement) is in
+growth.py; evaluation (validation, model selection, the diagnostics' probe) in evaluate.py.
 
 Everything a run writes goes into its run directory (rundir.py). Running again on an existing run
 directory resumes from its latest checkpoint: the events logged after that checkpoint are dropped
@@ -43,12 +47,14 @@ from tqdm import tqdm
 from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared, probe_batch, select_sequences, val_sequences
-from normgrow.diagnostics import Probe, boundary_summary, diagnose, make_probe
+from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
+from normgrow.data import Batch, BatchIterator, Prepared
+from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
+from normgrow.evaluate import Evaluator, autocast, micro_batch_size, open_evaluator
+from normgrow.growth import build_optimizer, grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
-from normgrow.losses import KEEP_TEACHER_BYTES, SparseTeacher, TeacherChunks, distill_loss, eval_sums
+from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss
 from normgrow.model import Student
 from normgrow.rundir import (
     MetricsWriter,
@@ -112,49 +118,7 @@ def schedule_span(plans: list[StagePlan], stage: int, cfg: RunConfig) -> tuple[i
     return sum(p.tokens for p in plans[:stage]), plans[stage].tokens
 
 
-# ----------------------------------------------------------------------------- model and optimizer
-
-
-def build_optimizer(model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices of the blocks and the LM head only (not norms or embeddings).
-
-    Only trainable parameters enter the optimizer, in a deterministic order (module order), so a
-    checkpointed optimizer state maps back onto the same parameters.
-    """
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (decay if p.ndim == 2 and not name.startswith("embed_tokens") else no_decay).append(p)
-    t = cfg.train
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
-
-
-def rebuild_optimizer(old: torch.optim.AdamW, model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
-    """The optimizer after growth. `keep`: parameters still trainable keep their moments and step
-    counts, new (and newly unfrozen) ones start fresh; `reset`: every parameter starts fresh.
-    Frozen parameters leave the optimizer, and their state with them."""
-    new = build_optimizer(model, cfg, device)
-    if cfg.curriculum.optimizer == "keep":
-        for group in new.param_groups:
-            for p in group["params"]:
-                if p in old.state:
-                    new.state[p] = old.state[p]
-    return new
-
-
-def set_trainable(model: Student, plan: StagePlan) -> None:
-    """Blocks outside the stage's train list are frozen (no gradients, so no optimizer state and no
-    weight decay). The token embedding trains exactly when block 0 does (it feeds the prefix: a
-    frozen prefix on moving embeddings would be retrained in effect); the final norm and LM head
-    always train."""
-    for i, block in enumerate(model.layers):
-        block.requires_grad_(i in plan.train_blocks)
-    model.embed_tokens.requires_grad_(0 in plan.train_blocks)
-    if model.cfg.tie_embeddings:  # a tied head is the embedding: it must train for the head to train
-        model.embed_tokens.requires_grad_(True)
+# ----------------------------------------------------------------------------- wrapping and micro-batches
 
 
 def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
@@ -169,16 +133,6 @@ def wrap_for_training(model: Student, info: dist.DistInfo, compile: bool = False
     if info.world_size > 1 and not sharding.is_sharded(model):
         wrapped = DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
     return torch.compile(wrapped) if compile else wrapped
-
-
-def autocast(cfg: RunConfig, device: torch.device):
-    if cfg.train.dtype == "bfloat16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def micro_batch_size(cfg: RunConfig, info: dist.DistInfo) -> int:
-    return cfg.train.micro_batch_size or cfg.train.batch_size // info.world_size
 
 
 def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
@@ -218,7 +172,7 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
     mb = micro_batch_size(cfg, info)
     micro, index = batch.tokens.split(mb), batch.index.split(mb)
     loss_sum = torch.zeros((), device=info.device)
-    for i, (part, idx) in enumerate(zip(micro, index)):
+    for i, (part, idx) in enumerate(zip(micro, index, strict=True)):
         x, y = part[:, :-1].to(info.device), part[:, 1:].to(info.device)  # both (b, T)
         # DDP and FSDP reduce gradients on the last micro-batch only (no_sync / no gradient sync on the others)
         sync = contextlib.nullcontext()
@@ -245,56 +199,6 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return train_loss, grad_norm
-
-
-@torch.no_grad()
-def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: RunConfig,
-             info: dist.DistInfo, kept: dict | None = None) -> dict[str, float]:
-    """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
-    (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
-    micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit)."""
-    was_training = model.training
-    model.eval()
-    rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
-    totals = torch.zeros(5, dtype=torch.float64)
-    # sharded weights are gathered collectively by each forward: every rank runs as many of them
-    pad_teacher = teacher is not None and teacher.sharded and not kept
-    if sharding.is_sharded(model) or pad_teacher:
-        _pad_forwards(model if sharding.is_sharded(model) else None, teacher if pad_teacher else None, val,
-                      -(-len(val) // info.world_size), len(rows), mb, cfg, info)
-    for i, batch in enumerate(rows.split(mb)):
-        x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
-        with autocast(cfg, info.device):
-            h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
-        view = None
-        if teacher is not None:
-            view = kept.get(i) if kept is not None else None
-            if view is None:
-                view = teacher.chunks(x)
-                if kept is not None:
-                    view.keep, kept[i] = True, view
-        s = eval_sums(h.reshape(-1, h.shape[-1]), model.lm_head.weight, view, y.reshape(-1), cfg.distill.chunk_tokens)
-        totals += torch.tensor([s["ce"], s["kl"], s["teacher_entropy"], s["nll"], s["tokens"]], dtype=torch.float64)
-    dist.all_reduce_sum(totals)
-    model.train(was_training)
-    ce, kl, ent, nll, n = totals.tolist()
-    out = {"val/nll": nll / n}
-    if teacher is not None:
-        out.update({"val/ce": ce / n, "val/kl": kl / n, "val/teacher_entropy": ent / n})
-    return out
-
-
-def _pad_forwards(model: torch.nn.Module | None, teacher: Teacher | None, val: torch.Tensor, most: int,
-                  mine: int, mb: int, cfg: RunConfig, info: dist.DistInfo) -> None:
-    """A rank with fewer validation rows than another runs the sharded forwards (student's, teacher's) it lacks,
-    on one row, unused."""
-    x = val[:1, :-1].to(info.device)
-    for _ in range(-(-most // mb) - -(-mine // mb)):
-        if model is not None:
-            with autocast(cfg, info.device):
-                model(x, hidden_only=True)
-        if teacher is not None:
-            teacher.chunks(x)
 
 
 # ----------------------------------------------------------------------------- run state
@@ -343,13 +247,10 @@ class Run:
     optimizer: torch.optim.AdamW
     step_fn: torch.nn.Module  # what the step calls: the model, wrapped for DDP and/or compiled
     batches: BatchIterator
-    val: torch.Tensor
-    probe: Probe | None
+    evals: Evaluator  # the validation, model-selection and probe sets, and the measurements on them
     writer: MetricsWriter
     state: RunState
     say: Callable[[str], None]
-    select: torch.Tensor | None = None  # the model-selection sequences (data.select_tokens), if any
-    val_kept: dict | None = None  # the teacher's log-probs on val, kept across evaluations when they fit
     t_start: float = 0.0
     lock: DirLock | None = None  # held by rank 0 while the run is open
 
@@ -375,24 +276,23 @@ class Run:
         finally:
             self.state.time_s[part] = self.state.time_s.get(part, 0.0) + time.perf_counter() - t0
 
-    def evaluate(self, sequences: torch.Tensor | None = None) -> dict[str, float]:
-        """Evaluation on the validation set (or on `sequences`, e.g. the model-selection set)."""
+    def evaluate(self) -> dict[str, float]:
+        """val/… on the validation set."""
         with self.timed("eval"):
-            if sequences is not None:  # evaluated once: nothing to keep
-                return evaluate(self.model, self.inputs.teacher, sequences, self.cfg, self.inputs.info)
-            return evaluate(self.model, self.inputs.teacher, self.val, self.cfg, self.inputs.info, self.val_kept)
+            return self.evals.validation(self.model)
+
+    def evaluate_selection(self) -> dict[str, float]:
+        """select/… on the model-selection set."""
+        with self.timed("eval"):
+            return self.evals.selection(self.model)
 
     def diagnose(self, event: str) -> None:
         """Diagnostics on the probe batch (rank 0), appended to diagnostics.jsonl."""
-        model = self.model
-        if sharding.is_sharded(model):  # every rank gathers; rank 0 diagnoses a plain copy
-            weights = sharding.full_weights(model, rank0_only=True)
-            if self.probe is not None:
-                model = plain_student(self.inputs, self.plans[self.state.stage], weights)
-        if self.probe is None:
+        model = self.evals.probe_student(self.model, self.plans[self.state.stage])  # every rank gathers a sharded one
+        if model is None:
             return
         with self.timed("diagnostics"):
-            rec = diagnose(model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
+            rec = self.evals.diagnostics(model)
         st = self.state
         head = {"step": st.step, "tokens": st.tokens, "active_layer_tokens": st.active_layer_tokens,
                 "n_layer": self.model.depth, "stage": st.stage, "event": event}
@@ -436,17 +336,6 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     return model
 
 
-def plain_student(inputs: RunInputs, plan: StagePlan, weights: dict[str, torch.Tensor]) -> Student:
-    """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (its RNG draws undone)."""
-    cfg = inputs.cfg
-    with torch.random.fork_rng(devices=[]):
-        model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
-                        placements=list(plan.placements)).to(inputs.info.device)
-    model.load_state_dict(weights)
-    model.activation_checkpointing = cfg.train.activation_checkpointing
-    return model
-
-
 def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     """Build everything the loop needs; create the run directory, or resume the run it holds."""
     cfg, info = inputs.cfg, inputs.info
@@ -457,16 +346,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
                             info.world_size)
     check_micro_batch(cfg, info)
-    val = val_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens)
-    select = (select_sequences(inputs.prep, cfg.data.seq_len, cfg.data.val_tokens, cfg.data.select_tokens)
-              if cfg.data.select_tokens else None)
-    probe = None
-    if cfg.diagnostics.enabled and info.is_main:
-        rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
-        probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher, info.device)
-    elif cfg.diagnostics.enabled and inputs.teacher is not None and inputs.teacher.sharded:
-        rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)  # rank 0's teacher forward
-        inputs.teacher.chunks(rows[:, :-1].to(info.device))  # on its probe gathers from every rank
+    evals = open_evaluator(inputs.prep, cfg, info, inputs.teacher)
     check_loggers(cfg)
     # everything that can fail on bad input has been checked: now the run directory may be created, and is
     # locked (rank 0) until the run ends, so no second trainer can write into it
@@ -475,7 +355,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
         resume = open_run_dir(out, cfg)
         lock = DirLock(out, "run").acquire()
     try:
-        run = _open_locked(inputs, out, say, plans, model, batches, val, select, probe,
+        run = _open_locked(inputs, out, say, plans, model, batches, evals,
                            dist.broadcast_object(resume if info.is_main else True))
     except BaseException:
         if lock is not None:
@@ -486,8 +366,7 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
 
 
 def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans: list[StagePlan], model: Student,
-                 batches: BatchIterator, val: torch.Tensor, select: torch.Tensor | None, probe: Probe | None,
-                 resume: bool) -> Run:
+                 batches: BatchIterator, evals: Evaluator, resume: bool) -> Run:
     """The rest of open_run, once the run directory is ours: resume from its newest intact checkpoint or
     start afresh."""
     cfg, info = inputs.cfg, inputs.info
@@ -509,35 +388,20 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
             (out / "metrics.jsonl").unlink(missing_ok=True)
             (out / "diagnostics.jsonl").unlink(missing_ok=True)
     writer = MetricsWriter(out, cfg, info.is_main)
-    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, val,
-              probe, writer, state, say, select)
-    teacher = inputs.teacher
-    if teacher is not None:
-        rows = len(val[info.rank :: info.world_size])
-        if rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
-            run.val_kept = {}
+    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, evals,
+              writer, state, say)
     run.t_start = time.perf_counter() - state.wall_time_s
     return run
 
 
 def resume_from(ckpt: Path, model: Student, plans: list[StagePlan], batches: BatchIterator, inputs: RunInputs,
                 out: Path) -> tuple[RunState, torch.optim.AdamW]:
-    """Restore a checkpoint: replay the growth events up to its stage (the same `grow` as a fresh run;
-    the weights are then overwritten), load weights, optimizer, RNG and data position, and drop the
-    events logged after it."""
+    """Restore a checkpoint: its student and optimizer (growth.restore replays the growth events up to its
+    stage, the same path as a fresh run), RNG and data position, and drop the events logged after it."""
     cfg, info = inputs.cfg, inputs.info
     model_sd, optim_sd, rng, raw = checkpoint.load(ckpt, map_location=info.device)
     state = RunState.from_json(raw)
-    replay_growth(model, plans, state.stage, cfg)
-    model.load_state_dict(model_sd)
-    set_trainable(model, plans[state.stage])
-    if uses_fsdp(cfg, info):
-        sharding.shard(model)
-        optimizer = build_optimizer(model, cfg, info.device)
-        sharding.load_optimizer_state(model, optimizer, optim_sd)
-    else:
-        optimizer = build_optimizer(model, cfg, info.device)
-        optimizer.load_state_dict(optim_sd)
+    optimizer = restore(model, plans, state.stage, cfg, model_sd, optim_sd, info.device, uses_fsdp(cfg, info))
     checkpoint.restore_rng(rng)
     batches.load_state_dict(state.data)
     if info.is_main:
@@ -564,8 +428,7 @@ def start_stage(run: Run, plan: StagePlan) -> None:
     st.stage, st.stage_step = plan.index, 0
     start = run.evaluate()
     if growth is not None:
-        pre = st.stages[-1]["end"]
-        growth.update({f"grow/val_{k[4:]}_jump": start[k] - pre[k] for k in start})
+        growth.update(val_jumps(start, st.stages[-1]["end"]))
         run.record("growth", growth)
     run.record("stage_start", start)
     run.diagnose("stage_start")
@@ -574,62 +437,16 @@ def start_stage(run: Run, plan: StagePlan) -> None:
                       "start": start})
 
 
-GROWTH_PROBE_ROWS = 2  # validation rows on which a growth event's logit change is measured
-
-
 def growth_event(run: Run, plan: StagePlan) -> dict:
-    """Grow the student into this stage, measuring how much its function moved on a fixed batch. The
-    model just before growth is the one evaluated at the end of the previous stage, so that evaluation
-    is logged again as the `pre_growth` event."""
+    """Grow the student into this stage (growth.grow_student: new blocks, what trains, the optimizer state
+    carried over, the logit change on a fixed batch) and wrap it again for DDP / compile. The model just
+    before growth is the one evaluated at the end of the previous stage, so that evaluation is logged again
+    as the `pre_growth` event."""
     run.record("pre_growth", run.state.stages[-1]["end"])
-    info = run.inputs.info
-    # the logit change is measured on a fixed slice of the validation split, the same whatever the micro-batch,
-    # ranks or sharding (two rows: the full logits, before and after, of a paper-scale vocabulary take ≈ 10 GB)
-    probe_x = run.val[:GROWTH_PROBE_ROWS, :-1].to(info.device)
-    if sharding.is_sharded(run.model):
-        record = grow_sharded(run, plan, probe_x)
-    else:
-        record = grow_and_measure(run.model, plan, run.cfg, probe_x)
-        set_trainable(run.model, plan)
-        run.optimizer = rebuild_optimizer(run.optimizer, run.model, run.cfg, info.device)
-    run.step_fn = wrap_for_training(run.model, info, run.cfg.train.compile)
+    run.model, run.optimizer, record = grow_student(run.model, run.optimizer, run.plans[plan.index - 1], plan,
+                                                    run.cfg, run.inputs.info.device, run.evals.val)
+    run.step_fn = wrap_for_training(run.model, run.inputs.info, run.cfg.train.compile)
     return record
-
-
-def grow_sharded(run: Run, plan: StagePlan, probe_x: torch.Tensor) -> dict:
-    """The growth event of a sharded student: every rank gathers it into a plain copy, grows that with the same
-    `grow` as an unsharded run, and shards the result; parameters that train on keep their AdamW state
-    (curriculum.optimizer=keep), found by name before growth and by object identity through it."""
-    cfg, info = run.cfg, run.inputs.info
-    moments = sharding.optimizer_state_by_name(run.model, run.optimizer) if cfg.curriculum.optimizer == "keep" else {}
-    plain = plain_student(run.inputs, run.plans[plan.index - 1], sharding.full_weights(run.model))
-    name_before = {id(p): n for n, p in plain.named_parameters()}
-    record = grow_and_measure(plain, plan, cfg, probe_x)
-    set_trainable(plain, plan)
-    renamed = {n: name_before[id(p)] for n, p in plain.named_parameters() if id(p) in name_before}
-    run.model = sharding.shard(plain)
-    run.optimizer = build_optimizer(run.model, cfg, info.device)
-    kept = {n: moments[renamed[n]] for n, p in run.model.named_parameters()
-            if p.requires_grad and renamed.get(n) in moments}
-    sharding.load_state_by_name(run.model, run.optimizer, kept)
-    return record
-
-
-@torch.no_grad()
-def grow_and_measure(model: Student, plan: StagePlan, cfg: RunConfig, probe_x: torch.Tensor) -> dict:
-    """Apply the stage's growth event; its record plus the logit change it caused on probe_x."""
-    was_training = model.training
-    model.eval()
-    before = model(probe_x).float()  # (b, T, V)
-    event = grow(model, plan, cfg)
-    assert event == plan.growth, (event, plan.growth)  # the operator did what the plan says
-    after = model(probe_x).float()
-    model.train(was_training)
-    diff = after - before
-    return {**event.record(cfg.curriculum.growth, cfg.curriculum.growth_init),
-            "grow/logit_max_abs_diff": diff.abs().max().item(),
-            "grow/logit_rms_diff": diff.pow(2).mean().sqrt().item(),
-            "grow/logit_rms": before.pow(2).mean().sqrt().item()}
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -688,8 +505,8 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.record("stage_end", end)
         run.diagnose("stage_end")
         st.stages[-1]["end"] = end
-        if run.select is not None and plan.index == len(run.plans) - 1:  # the model-selection set, once, at the end
-            sel = {k.replace("val/", "select/"): v for k, v in run.evaluate(run.select).items()}
+        if run.evals.select is not None and plan.index == len(run.plans) - 1:  # the selection set, once, at the end
+            sel = run.evaluate_selection()
             run.record("select", sel)
             st.stages[-1]["select"] = sel
     elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
@@ -752,7 +569,7 @@ def write_summary(run: Run) -> dict:
         "teacher": teacher.report if teacher is not None else None,
         "data": {"shards": str(prep.dir), "train_tokens": prep.meta["n_tokens"]["train"],
                  "val_split_tokens": prep.meta["n_tokens"]["val"],
-                 "val_eval_tokens": int(run.val.shape[0] * cfg.data.seq_len)},
+                 "val_eval_tokens": int(run.evals.val.shape[0] * cfg.data.seq_len)},
         "init": run.model.init_record(),
         "versions": versions(),
         "world_size": inputs.info.world_size,

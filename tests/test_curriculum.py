@@ -12,9 +12,9 @@ from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
 from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
+from normgrow.growth import build_optimizer, rebuild_optimizer, set_trainable
 from normgrow.model import Student
 from normgrow.pipeline import run
-from normgrow.train import build_optimizer, rebuild_optimizer, set_trainable
 
 QUIET = dict(log=lambda *_: None, progress=False)
 APPEND = GROWTH["append"]
@@ -78,7 +78,7 @@ def test_random_growth_changes_the_function():
 def test_copy_growth_duplicates_the_last_prefix_block_and_seeds_are_reproducible():
     model = Student(small(), depth=2)
     APPEND.apply(model, 3, "copy", seed=0)
-    for (n1, p1), (n2, p2) in zip(model.layers[1].named_parameters(), model.layers[2].named_parameters()):
+    for (n1, p1), (_n2, p2) in zip(model.layers[1].named_parameters(), model.layers[2].named_parameters(), strict=True):
         assert torch.equal(p1, p2) and p1.data_ptr() != p2.data_ptr(), n1
     a, b = Student(small(), depth=2), Student(small(), depth=2)
     torch.manual_seed(123)  # the global RNG does not influence growth
@@ -247,5 +247,5 @@ def test_matching_lands_within_one_step_upward_and_downward(tmp_path, stages):
         # stage proportions are kept (up to whole steps)
         old = [s.tokens for s in cfg.curriculum.stages]
         new = [s.tokens for s in matched.curriculum.stages]
-        for o, n in zip(old[:-1], new[:-1]):
+        for o, n in zip(old[:-1], new[:-1], strict=True):
             assert abs(n - o * rec["scale"]) <= per_step / 2

@@ -5,20 +5,23 @@ shards and a tiny run."""
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import normgrow
-from conftest import cli, tiny_cfg
+from conftest import assert_same_run, cli, kill_and_resume, stage_started, tiny_cfg
 from normgrow import checkpoint
-from normgrow.config import ModelConfig
-from normgrow.curriculum import GROWTH, plan_stages
+from normgrow.config import ModelConfig, load_config
+from normgrow.curriculum import GROWTH, plan_stages, student_at_stage
 from normgrow.data import SOURCES, corpus_sha256, prepare
 from normgrow.diagnostics import DIAGNOSTICS
 from normgrow.errors import ConfigError
+from normgrow.growth import build_optimizer, set_trainable
 from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
 from normgrow.pipeline import run
 from normgrow.study.claims import CLAIMS, sign_claim, values
@@ -60,7 +63,7 @@ def top_rms_gap(r, m):
     """A claim of this file's own: the top residual's RMS differs between two arms it names by new roles."""
     return sign_claim(f"top residual RMS, {r.toy_b} − {r.toy_a}",
                       [b[-1] - a[-1] for a, b in zip(values(m, r.toy_a, "toy/block_rms").values(),
-                                                     values(m, r.toy_b, "toy/block_rms").values())], -1)
+                                                     values(m, r.toy_b, "toy/block_rms").values(), strict=False)], -1)
 
 
 LAUNCHED = []
@@ -221,7 +224,7 @@ def test_a_registered_corpus_source_feeds_the_tokenizer_the_shards_and_a_run(gen
     decoded = set()
     for split in ("train", "val"):
         tokens, starts = getattr(prep, split), getattr(prep, f"{split}_docs")
-        for start, end in zip(starts, [*starts[1:], len(tokens)]):
+        for start, end in zip(starts, [*starts[1:], len(tokens)], strict=True):
             assert tokens[start] == prep.bos_id
             decoded.add(prep.tokenizer.decode(tokens[start + 1:end].tolist()))
     assert decoded == {generated.text(i) for i in range(120)}
@@ -236,3 +239,83 @@ def test_a_registered_corpus_source_feeds_the_tokenizer_the_shards_and_a_run(gen
     again = prepare(cfg, log=lambda *_: None)
     assert again.dir != prep.dir and not again.cache_hit
     assert again.tokenizer.decode(again.train[1:again.train_docs[1]].tolist()).startswith("quokka1 document")
+
+
+class NewAndBelow(normgrow.GrowthOperator):
+    """append with its own policy after growth: the new blocks and the block just below them train (the blocks
+    further down and the embedding freeze), and that block restarts its AdamW moments."""
+
+    def new_blocks(self, prefix, depth):
+        return list(range(prefix, depth))
+
+    def train_blocks(self, spec, n_layer, event):
+        if event is None:  # the first stage: its `train` field, as by default
+            return super().train_blocks(spec, n_layer, event)
+        return sorted({*event.new_blocks, event.new_blocks[0] - 1})
+
+    def keeps_state(self, name, plan, optimizer):
+        below = f"layers.{plan.growth.new_blocks[0] - 1}."
+        return not name.startswith(below) and super().keeps_state(name, plan, optimizer)
+
+
+def optimizer_steps(run_dir, ckpt, stage):
+    """{parameter name: AdamW step count} of a checkpoint's optimizer state, taken at `stage`."""
+    cfg = load_config(str(run_dir / "config.yaml"))  # resolved: vocabulary size filled in
+    model = student_at_stage(cfg, stage)
+    set_trainable(model, plan_stages(cfg)[stage])
+    names = {id(p): n for n, p in model.named_parameters()}
+    order = [names[id(p)] for g in build_optimizer(model, cfg, torch.device("cpu")).param_groups for p in g["params"]]
+    _, optim, _, _ = checkpoint.load(ckpt)
+    return {order[int(i)]: int(s["step"]) for i, s in optim["state"].items()}
+
+
+@pytest.fixture
+def newbelow(tmp_path, monkeypatch):
+    """`curriculum.growth=newbelow` registered here, and in the processes a test starts (an entry point importing
+    the operator from this file)."""
+    normgrow.register_growth("newbelow", NewAndBelow())
+    site = tmp_path / "site"
+    (site / "newbelow_ext-0.1.dist-info").mkdir(parents=True)
+    (site / "newbelow_ext.py").write_text("import normgrow\nfrom test_extensions import NewAndBelow\n\n"
+                                          "normgrow.register_growth('newbelow', NewAndBelow())\n")
+    (site / "newbelow_ext-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: newbelow_ext\n"
+                                                                   "Version: 0.1\n")
+    (site / "newbelow_ext-0.1.dist-info" / "entry_points.txt").write_text("[normgrow.extensions]\n"
+                                                                           "newbelow = newbelow_ext\n")
+    path = [str(site), str(Path(__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
+    yield
+    GROWTH.unregister("newbelow")
+
+
+def test_a_growth_operator_brings_its_own_trainability_and_optimizer_policy(newbelow, tiny_cache, tmp_path):
+    overrides = [f"data.cache_dir={tiny_cache}", "model.n_layer=4", "curriculum.growth=newbelow",
+                 "train.weight_decay=0.5", "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}, "
+                 "{n_layer: 4, tokens: 20480}]",
+                 "train.checkpoint_every_tokens=100000", "train.threads=1"]
+    plans = plan_stages(tiny_cfg(tiny_cache, *overrides))
+    assert [p.train_blocks for p in plans] == [(0, 1), (1, 2), (2, 3)]  # the stages' `train: all` overridden
+    # killed just after the second growth event: the resumed run replays the first with the policy's trainability
+    full, killed = kill_and_resume(tmp_path, ["tiny", *overrides, "--no-progress"], stage_started(2))
+    summary = json.loads((full / "summary.json").read_text())
+    assert summary["compute"]["trainable_layer_tokens"] == 2560 * 2 + 2560 * 2 + 20480 * 2  # accounting follows it
+    ckpts = checkpoint.list_checkpoints(full / "checkpoints")  # the ends of stages 0, 1 and 2 (steps 10, 20, 100)
+    (w0, _, _, _), (w1, _, _, _), (w2, _, _, _) = (checkpoint.load(c) for c in ckpts)
+
+    def same(a, b, prefix):
+        keys = [k for k in a if k.startswith(prefix)]
+        assert keys, prefix
+        return all(torch.equal(a[k], b[k]) for k in keys)
+
+    # frozen by the policy: bit-identical from the growth event on; trained by it: changed
+    assert same(w0, w1, "layers.0.") and same(w0, w2, "layers.0.") and same(w0, w2, "embed_tokens.")
+    assert same(w1, w2, "layers.1.") and not same(w0, w1, "layers.1.")
+    assert not same(w1, w2, "layers.2.") and not same(w1, w2, "lm_head.")
+    # AdamW state: the block below the new ones restarts (step counts from the event), the head keeps its own
+    steps1, steps2 = optimizer_steps(full, ckpts[1], 1), optimizer_steps(full, ckpts[2], 2)
+    assert steps1["lm_head.weight"] == 20 and steps1["layers.1.mlp.up_proj.weight"] == 10
+    assert steps1["layers.2.mlp.up_proj.weight"] == 10 and not any(n.startswith("layers.0.") for n in steps1)
+    assert steps2["lm_head.weight"] == steps2["norm.weight"] == 100
+    assert steps2["layers.2.mlp.up_proj.weight"] == steps2["layers.3.mlp.up_proj.weight"] == 80
+    assert not any(n.startswith(("layers.0.", "layers.1.", "embed_tokens.")) for n in steps2)
+    assert_same_run(full, killed)

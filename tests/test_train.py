@@ -276,8 +276,9 @@ def test_kept_teacher_log_probs_give_the_same_evaluation_bit_for_bit(tiny_cache)
     from normgrow.data import val_sequences
     from normgrow.diagnostics import diagnose, make_probe
     from normgrow.dist import DistInfo
+    from normgrow.evaluate import evaluate
     from normgrow.pipeline import build_inputs
-    from normgrow.train import build_student, evaluate
+    from normgrow.train import build_student
 
     info = DistInfo(0, 1, 0, torch.device("cpu"))
     inputs = build_inputs(tiny_cfg(tiny_cache), info, log=lambda *_: None)
@@ -325,10 +326,10 @@ def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path):
     comp = run(tiny_cfg(tiny_cache, stages, "train.compile=true"), tmp_path / "comp", log=lambda *_: None, progress=False)
     assert [s["n_layer"] for s in comp["stages"]] == [2, 3]
     assert counters["stats"]["unique_graphs"] >= 2, dict(counters["stats"])  # compiled, and again after growth
-    for se, sc in zip(eager["stages"], comp["stages"]):
+    for se, sc in zip(eager["stages"], comp["stages"], strict=True):
         assert sc["end"]["val/ce"] == pytest.approx(se["end"]["val/ce"], abs=2e-3)
     losses = [(e["train/loss"], c["train/loss"]) for e, c in zip(events(tmp_path / "eager", "train"),
-                                                                  events(tmp_path / "comp", "train"))]
+                                                                  events(tmp_path / "comp", "train"), strict=True)]
     assert len(losses) > 3 and all(c == pytest.approx(e, abs=2e-3) for e, c in losses)
 
 
