@@ -6,7 +6,9 @@
 
 Every field carries a one-line attribute docstring; `field_docs()` reads them back from this file,
 so the docstring is the help text (`normgrow config --fields`). A resolved config saved with
-`save_config` reloads to an equal `RunConfig`.
+`save_config` reloads to an equal `RunConfig`. Every field also declares its meaning (`setting`,
+`section`): whether it enters the default teacher's key (`teacher_key_view`) and whether a resumed
+run may change it (`resume_may_differ`); teacher.py and rundir.py read these instead of keeping lists.
 
 Presets are the YAML files in `configs/` (installed as the package `normgrow.configs`); a preset is
 named by its file stem (`tiny`) or given as a path. `load_structured` is the one merge loop: run
@@ -20,15 +22,16 @@ registers are valid too.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import functools
 import importlib.resources
 import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from omegaconf import OmegaConf
@@ -41,91 +44,159 @@ from normgrow.errors import ConfigError
 PLACEMENT_RULES = ("mixln",)
 
 
+# ----------------------------------------------------------------------------- field meanings
+#
+# Beside its value and help line, a field declares what it means to the rest of the package, once, here:
+# whether it enters the default teacher's content key (teacher.default_teacher_key: the default teacher is trained
+# once per recipe and cached under a hash of its resolved config), whether a resumed run may change it
+# (rundir.check_same_run), and when it or its default arrived after teachers were first keyed. `setting(...)`
+# declares it with the field, `@section(...)` for every field of a section that does not declare its own;
+# tests/test_config.py checks that every field has both decisions:
+#
+#     d_model: int = setting(256, key=True)                      # shapes the teacher: in its key
+#     device: str = setting("auto", key=False, resume=True)      # where it runs: not in the key, may change on resume
+#     mixln_ratio: float = setting(0.25, key=True, before=0.25)  # added later: left out of the key while at 0.25
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()  # a meaning entry not given (None is a value)
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """What a config field means beyond its value (`setting` / `section` declare it; `meaning_of` reads it)."""
+
+    key: bool | None = None
+    """Enters the default teacher's key. False for what cannot change the teacher's weights: where it runs, how often
+    it logs, evaluates and checkpoints, diagnostics, the distillation settings (the teacher trains on next-token CE;
+    the loss chunk changes only the order of float sums). The key then holds the field's default whatever the run
+    sets, so changing it does not retrain the teacher; the full config is still saved with the teacher."""
+    resume: bool | None = None
+    """May differ when a run directory is resumed: where it runs and how a step is laid out in memory (micro-batches,
+    sharding, recomputation), none of which changes what is computed beyond summation order (tests/test_train.py:
+    split invariance; a DDP run resumed sharded). config.yaml keeps the first values."""
+    before: Any = UNSET
+    """The field was added after default teachers were first keyed: while it holds this value (the behaviour from
+    before it existed, which an older key implies) it is left out of the key, so adding it orphans no cached
+    teacher."""
+    old_default: Any = UNSET
+    """The field's default changed after teachers were keyed: while it holds the new default, the key records this old
+    one (teacher.dtype became `auto`, resolved per run), so the change orphaned no cached teacher."""
+
+
+_MEANING = "normgrow.meaning"  # the dataclasses.field metadata entry `setting` fills
+
+
+def setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, key: bool | None = None,
+            resume: bool | None = None, before: Any = UNSET, old_default: Any = UNSET) -> Any:
+    """A config field with its `Meaning` (unset entries come from its section's): `default`, or `factory` for a
+    mutable one, as in dataclasses.field."""
+    meaning = Meaning(key, resume, before, old_default)
+    return field(default=default, default_factory=factory, metadata={_MEANING: meaning})
+
+
+def section(*, key: bool | None = None, resume: bool | None = None):
+    """Class decorator: the meaning of every field of a config section that does not declare its own."""
+
+    def declare(cls: type) -> type:
+        cls._meaning = Meaning(key, resume)
+        return cls
+
+    return declare
+
+
+@section(resume=False)
 @dataclass
 class ModelConfig:
-    norm: str = "pre"
+    norm: str = setting("pre", key=True)
     """Normalization placement of every block: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h))) | deepnorm N(α·h+F(h)) | a registered one; or the rule mixln (post in the first floor(mixln_ratio·n_layer) blocks, pre above)."""
-    block_norms: list[str] = field(default_factory=list)
+    block_norms: list[str] = setting(factory=list, key=True, before=[])
     """Per-block placements, one per block of the full-depth student (block i at index i); empty = model.norm everywhere."""
-    n_layer: int = 9
+    n_layer: int = setting(9, key=True)
     """Number of blocks of the full-depth student (growth appends up to this depth)."""
-    d_model: int = 256
+    d_model: int = setting(256, key=True)
     """Width of the residual stream."""
-    n_head: int = 4
+    n_head: int = setting(4, key=True)
     """Number of query heads."""
-    n_kv_head: int = 2
+    n_kv_head: int = setting(2, key=True)
     """Number of key/value heads (grouped-query attention); must divide n_head."""
-    head_dim: int | None = None
+    head_dim: int | None = setting(None, key=True)
     """Per-head width; null = d_model // n_head. Must be even (rotary embeddings)."""
-    d_ff: int = 768
+    d_ff: int = setting(768, key=True)
     """Hidden width of the SwiGLU MLP."""
-    vocab_size: int | None = None
+    vocab_size: int | None = setting(None, key=True)
     """Student vocabulary size; null = the tokenizer's size (resolved and saved)."""
-    rope_theta: float = 10000.0
+    rope_theta: float = setting(10000.0, key=True)
     """Rotary embedding base."""
-    norm_eps: float = 1e-6
+    norm_eps: float = setting(1e-6, key=True)
     """RMSNorm epsilon (all norms, including q/k norms)."""
-    qk_norm: bool = True
+    qk_norm: bool = setting(True, key=True)
     """Per-head RMSNorm on queries and keys (Qwen3)."""
-    final_norm: bool = True
+    final_norm: bool = setting(True, key=True)
     """RMSNorm between the last block and the LM head (a pre-norm student with it is a Qwen3)."""
-    tie_embeddings: bool = False
+    tie_embeddings: bool = setting(False, key=True)
     """Share the token embedding matrix with the LM head."""
-    init_std: float = 0.02
+    init_std: float = setting(0.02, key=True)
     """Std of the normal init of linear weights (and of the token embedding unless embed_init_std is set)."""
-    embed_init_std: float | None = None
-    """Std of the normal init of the token embedding; null = init_std. Larger keeps block 0's update from swamping a pre-norm stream, but 1.0 collapses post-norm at d_model 256 (README: the regime both placements share)."""
-    init_embeddings: Literal["random", "teacher"] = "random"
+    embed_init_std: float | None = setting(None, key=True, before=None)
+    """Std of the normal init of the token embedding; null = init_std. Larger keeps block 0's update from swamping a pre-norm stream, but 1.0 collapses post-norm at d_model 256 (docs/DESIGN.md §5.6: the regime both placements share)."""
+    init_embeddings: Literal["random", "teacher"] = setting("random", key=True)
     """Token embeddings and LM head: random, or copied from the teacher (needs equal widths)."""
-    init_depth: int | None = None
+    init_depth: int | None = setting(None, key=True)
     """Depth D in the std/sqrt(2D) init of residual output projections (and DeepNorm's α, β); null = model.n_layer."""
-    mixln_ratio: float = 0.25
+    mixln_ratio: float = setting(0.25, key=True, before=0.25)
     """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm."""
 
 
+@section(resume=False)
 @dataclass
 class DataConfig:
-    corpus: str = "stdlib"
+    corpus: str = setting("stdlib", key=True)
     """'stdlib' (this interpreter's standard library source), a file, glob, directory, JSONL, Parquet or `datasets` name/path."""
-    format: str = "auto"
+    format: str = setting("auto", key=True)
     """How to read `corpus`: auto (from its name: stdlib, *.jsonl, *.parquet, saved dataset dir, else text), text, jsonl, parquet, datasets, or a source registered with normgrow.register_corpus_source."""
-    text_field: str = "text"
+    text_field: str = setting("text", key=True)
     """Field holding the document text in JSONL, Parquet and `datasets` corpora."""
-    dataset_config: str | None = None
+    dataset_config: str | None = setting(None, key=True)
     """Configuration name for a hub `datasets` corpus."""
-    dataset_split: str = "train"
+    dataset_split: str = setting("train", key=True)
     """Split of a `datasets` corpus to read."""
-    max_documents: int | None = None
+    max_documents: int | None = setting(None, key=True)
     """Use only the first N documents of the corpus (null = all)."""
-    tokenizer: str = "bpe"
+    tokenizer: str = setting("bpe", key=True)
     """'bpe' trains a byte-level BPE on the corpus; 'teacher' uses teacher.path's tokenizer; else an AutoTokenizer path or hub id."""
-    vocab_size: int = 8192
+    vocab_size: int = setting(8192, key=True)
     """Vocabulary size of a trained BPE tokenizer (ignored for other tokenizers)."""
-    bos_token: str | None = None
+    bos_token: str | None = setting(None, key=True)
     """Token that starts every document; null = the tokenizer's BOS, else its EOS (Qwen has no BOS)."""
-    seq_len: int = 256
+    seq_len: int = setting(256, key=True)
     """Tokens per training sequence (the model sees seq_len inputs, predicts seq_len next tokens)."""
-    val_fraction: float = 0.05
+    val_fraction: float = setting(0.05, key=True)
     """Fraction of documents held out for validation (split by a hash of the document id)."""
-    val_tokens: int = 32768
+    val_tokens: int = setting(32768, key=False)
     """Validation tokens evaluated at every eval (a fixed prefix of the validation split)."""
-    probe_sequences: int = 16
+    probe_sequences: int = setting(16, key=False)
     """Sequences in the fixed diagnostics probe batch (each starts at a document start)."""
-    select_tokens: int = 0
+    select_tokens: int = setting(0, key=False, before=0)
     """Tokens of the model-selection set (val-split documents after the validation set's), evaluated at the end; 0 = none."""
-    cache_dir: str | None = None
+    cache_dir: str | None = setting(None, key=False)
     """Where tokenizers and token shards are cached; null = $NORMGROW_CACHE or ~/.cache/normgrow."""
 
 
+@section(key=False, resume=False)
 @dataclass
 class TeacherConfig:
     path: str = "default"
     """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher; 'none' = plain next-token training."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = setting("auto", old_default="float32")
     """Dtype the teacher is loaded in; 'auto' = the student's resolved train.dtype."""
     default_preset: str = "teacher"
     """Preset whose run trains the embedded default teacher (used when path is 'default')."""
-    sharding: Literal["none", "fsdp"] = "none"
+    sharding: Literal["none", "fsdp"] = setting("none", resume=True, before="none")
     """Over several ranks: 'fsdp' shards the teacher's decoder layers (each gathered for its forward) for a teacher too big for one device; 'none' keeps a full copy on every rank."""
     cache: bool = False
     """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
@@ -135,6 +206,7 @@ class TeacherConfig:
     """Use this cache directory (verified field by field) instead of the one keyed in the cache root."""
 
 
+@section(key=False, resume=False)
 @dataclass
 class DistillConfig:
     loss: Literal["ce", "kl", "reverse_kl", "jsd"] = "ce"
@@ -149,87 +221,91 @@ class DistillConfig:
     """Tokens per chunk when materializing full-vocabulary logits in the loss."""
 
 
+@section(resume=False)
 @dataclass
 class StageConfig:
-    n_layer: int = 9
+    n_layer: int = setting(9, key=True)
     """Depth of the student during this stage."""
-    tokens: int = 0
+    tokens: int = setting(0, key=True)
     """Training tokens of this stage (set this or active_layer_tokens)."""
-    active_layer_tokens: int = 0
+    active_layer_tokens: int = setting(0, key=True)
     """Budget as active-layer tokens (tokens x depth) instead of tokens."""
-    train: str = "all"
+    train: str = setting("all", key=True)
     """Blocks that train: 'all', 'new' (blocks added at this stage; prefix frozen) or indices '0,1,5'."""
 
 
+@section(resume=False)
 @dataclass
 class CurriculumConfig:
-    stages: list[StageConfig] = field(default_factory=lambda: [StageConfig(n_layer=9, tokens=1_000_000)])
+    stages: list[StageConfig] = setting(factory=lambda: [StageConfig(n_layer=9, tokens=1_000_000)], key=True)
     """Stages in order; joint training is one stage at full depth, growth appends blocks between stages."""
-    growth: str = "append"
+    growth: str = setting("append", key=True, before="append")
     """Growth operator: where appended blocks go (append = on top of the trained prefix) | a registered one."""
-    growth_init: Literal["random", "zero", "copy"] = "zero"
+    growth_init: Literal["random", "zero", "copy"] = setting("zero", key=True)
     """Init of appended blocks: fresh random, random with residual-branch outputs zeroed, or a copy of the last prefix block."""
-    optimizer: Literal["keep", "reset"] = "keep"
+    optimizer: Literal["keep", "reset"] = setting("keep", key=True)
     """Optimizer state at growth: keep existing moments (new params start fresh) or reset all."""
-    lr_schedule: Literal["global", "restart"] = "global"
+    lr_schedule: Literal["global", "restart"] = setting("global", key=True)
     """One LR schedule over the whole run, or a re-warmup and decay per stage."""
-    match_budget: str | None = None
+    match_budget: str | None = setting(None, key=True)
     """Take the budget from another run directory or config (preset name or YAML): stage budgets are scaled to match its total."""
-    match_by: Literal["active_layer_tokens", "tokens", "flops"] = "active_layer_tokens"
+    match_by: Literal["active_layer_tokens", "tokens", "flops"] = setting("active_layer_tokens", key=True)
     """The compute measure matched by match_budget (active-layer tokens is the paper's compute control)."""
 
 
+@section(resume=False)
 @dataclass
 class TrainConfig:
-    batch_size: int = 16
+    batch_size: int = setting(16, key=True)
     """Sequences per optimizer step, summed over ranks and accumulation steps."""
-    micro_batch_size: int | None = None
+    micro_batch_size: int | None = setting(None, key=True, resume=True)
     """Sequences per forward/backward on one rank; null = batch_size / world size (no accumulation). Gradient
     accumulation steps = batch_size / (world size × micro_batch_size); `normgrow plan --device-memory` sizes it."""
-    tokens_per_step: int | None = None
+    tokens_per_step: int | None = setting(None, key=True, before=None)
     """Tokens per optimizer step (all ranks and accumulation steps); when set, batch_size = tokens_per_step / data.seq_len."""
-    lr: float = 1e-3
+    lr: float = setting(1e-3, key=True)
     """Peak learning rate."""
-    min_lr_ratio: float = 0.1
+    min_lr_ratio: float = setting(0.1, key=True)
     """Final LR as a fraction of the peak."""
-    schedule: Literal["cosine", "wsd", "constant"] = "cosine"
+    schedule: Literal["cosine", "wsd", "constant"] = setting("cosine", key=True)
     """LR schedule after warmup, over tokens."""
-    warmup_tokens: int = 50_000
+    warmup_tokens: int = setting(50_000, key=True)
     """Linear warmup length in tokens."""
-    decay_fraction: float = 0.2
+    decay_fraction: float = setting(0.2, key=True)
     """WSD: fraction of the budget spent decaying."""
-    weight_decay: float = 0.1
+    weight_decay: float = setting(0.1, key=True)
     """AdamW weight decay (matrices only; not norms, embeddings or biases)."""
-    beta1: float = 0.9
+    beta1: float = setting(0.9, key=True)
     """AdamW beta1."""
-    beta2: float = 0.95
+    beta2: float = setting(0.95, key=True)
     """AdamW beta2."""
-    grad_clip: float = 1.0
+    grad_clip: float = setting(1.0, key=True)
     """Max global gradient norm (0 = off)."""
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16"] = setting("auto", key=True)
     """Autocast dtype for the student's forward; 'auto' = bfloat16 only where it is native and measured faster (CUDA with bf16; CPUs with AMX/AVX-512-BF16 after a cached probe), else float32 (hardware.py)."""
-    compile: bool = False
+    compile: bool = setting(False, key=False)
     """torch.compile the student."""
-    sharding: Literal["ddp", "fsdp"] = "ddp"
+    sharding: Literal["ddp", "fsdp"] = setting("ddp", key=False, resume=True, before="ddp")
     """Over several ranks: 'ddp' replicates the student; 'fsdp' shards its weights, gradients and optimizer state (FSDP2, per block)."""
-    activation_checkpointing: bool = False
+    activation_checkpointing: bool = setting(False, key=False, resume=True, before=False)
     """Recompute each block's activations in the backward pass instead of keeping them (less memory, ≈ 1/3 more compute; same gradients)."""
-    device: str = "auto"
+    device: str = setting("auto", key=False, resume=True)
     """'auto' (cuda if available, else cpu), 'cpu', 'cuda' or 'cuda:N'."""
-    threads: int | None = None
+    threads: int | None = setting(None, key=False, resume=True)
     """CPU threads for torch (null = torch's default)."""
-    eval_every_tokens: int = 250_000
+    eval_every_tokens: int = setting(250_000, key=False)
     """Evaluate on the validation set every this many training tokens."""
-    log_every_steps: int = 10
+    log_every_steps: int = setting(10, key=False)
     """Write train metrics every this many steps."""
-    checkpoint_every_tokens: int = 500_000
+    checkpoint_every_tokens: int = setting(500_000, key=False)
     """Save a checkpoint every this many training tokens (and at the end)."""
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = setting(2, key=False)
     """Keep this many most recent checkpoints."""
-    loggers: list[str] = field(default_factory=list)
+    loggers: list[str] = setting(factory=list, key=False)
     """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise)."""
 
 
+@section(key=False, resume=False)
 @dataclass
 class DiagnosticsConfig:
     enabled: bool = True
@@ -240,15 +316,16 @@ class DiagnosticsConfig:
     """A (layer, head) counts as an attention sink when later queries give position 0 more than this."""
     skip_ce: bool = True
     """Measure the probe CE change when each block is skipped (one extra partial forward per block)."""
-    include: list[str] | None = None
+    include: list[str] | None = setting(None, before=None)
     """Diagnostics to compute, by registered name; null = every registered diagnostic."""
 
 
+@section(resume=False)
 @dataclass
 class RunConfig:
-    name: str = ""
+    name: str = setting("", key=False)
     """Free-form run name, recorded with the results."""
-    seed: int = 0
+    seed: int = setting(0, key=True)
     """Seed of model init, batch order and everything random in the run."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """The student."""
@@ -550,18 +627,73 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def field_default(f: dataclasses.Field) -> Any:
+    """A dataclass field's default value (a fresh one for a default factory)."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _is_section_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and dataclasses.is_dataclass(value[0])
+
+
+def leaf_fields(cls: type = RunConfig, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field]]:
+    """(dotted key, section class, field) for every field that holds a value, depth first. Sections are walked
+    into; a list of sections (curriculum.stages) is a field, followed by its entries' fields as `key[].name`."""
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        default = field_default(f)
+        if dataclasses.is_dataclass(default):
+            yield from leaf_fields(type(default), key + ".")
+            continue
+        yield key, cls, f
+        if _is_section_list(default):
+            yield from leaf_fields(type(default[0]), key + "[].")
+
+
 def describe_fields(cls: type = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
     """(dotted key, default, help) for every leaf field, depth first."""
     rows = []
-    docs = field_docs(cls)
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}{f.name}"
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if dataclasses.is_dataclass(default):
-            rows += describe_fields(type(default), key + ".")
-        elif isinstance(default, list) and default and dataclasses.is_dataclass(default[0]):
-            rows.append((key, f"[{len(default)} entries]", docs.get(f.name, "")))
-            rows += describe_fields(type(default[0]), key + "[].")
-        else:
-            rows.append((key, repr(default), docs.get(f.name, "")))
+    for key, owner, f in leaf_fields(cls, prefix):
+        default = field_default(f)
+        shown = f"[{len(default)} entries]" if _is_section_list(default) else repr(default)
+        rows.append((key, shown, field_docs(owner).get(f.name, "")))
     return rows
+
+
+# ----------------------------------------------------------------------------- what fields mean (see `Meaning`)
+
+
+def meaning_of(cls: type, f: dataclasses.Field) -> Meaning:
+    """Field `f` of config section `cls`: its own `setting(...)` entries, the unset ones from `@section(...)`."""
+    own = f.metadata.get(_MEANING, Meaning())
+    sec = getattr(cls, "_meaning", Meaning())
+    return dataclasses.replace(own, key=sec.key if own.key is None else own.key,
+                               resume=sec.resume if own.resume is None else own.resume)
+
+
+def teacher_key_view(cfg: Any) -> dict:
+    """The config (a RunConfig or one of its sections) as the default teacher's key sees it, which
+    teacher.default_teacher_key hashes: `to_dict(cfg)` with key-free fields at their defaults, fields added later
+    left out while they hold their `before` value, and changed defaults written as the old ones."""
+    fresh = type(cfg)()
+    view = {}
+    for f in dataclasses.fields(cfg):
+        m = meaning_of(type(cfg), f)
+        value = getattr(fresh if m.key is False else cfg, f.name)  # a section (key None) is walked into
+        if dataclasses.is_dataclass(value):
+            value = teacher_key_view(value)
+        elif _is_section_list(value):
+            value = [teacher_key_view(v) for v in value]
+        else:
+            value = copy.deepcopy(value)
+        if m.before is not UNSET and value == m.before:
+            continue
+        if m.old_default is not UNSET and value == getattr(fresh, f.name):
+            value = m.old_default
+        view[f.name] = value
+    return view
+
+
+def resume_may_differ() -> frozenset[str]:
+    """Dotted keys (as rundir.config_differences names them) a resumed run directory may change."""
+    return frozenset(key for key, cls, f in leaf_fields() if "[]" not in key and meaning_of(cls, f).resume)

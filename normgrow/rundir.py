@@ -7,8 +7,9 @@
     summary.json       final metrics, compute totals, one entry per stage, vocabulary and init records
     tensorboard/       with train.loggers=[tensorboard]: a mirror of metrics.jsonl
 
-A run directory holds one run: reopening it with a different config (other than where it runs,
-`RESUME_MAY_DIFFER`) is an error. Only rank 0 writes here.
+A run directory holds one run: reopening it with a different config (other than where it runs and
+how a step is laid out in memory: the fields config.py marks `resume=True`) is an error. Only rank 0
+writes here.
 """
 
 from __future__ import annotations
@@ -20,14 +21,8 @@ import os
 import shutil
 from pathlib import Path
 
-from normgrow.config import RunConfig, load_config, save_config, to_dict
+from normgrow.config import RunConfig, load_config, resume_may_differ, save_config, to_dict
 from normgrow.errors import ConfigError, NormgrowError, disk_full, no_space
-
-# Keys allowed to differ when resuming a run directory: where it runs and how a step is laid out in memory
-# (micro-batches, sharding, recomputation), none of which changes what is computed beyond summation order
-# (tests/test_train.py: split invariance; a DDP run resumed sharded). config.yaml keeps the first values.
-RESUME_MAY_DIFFER = ("train.device", "train.threads", "train.micro_batch_size", "train.sharding", "teacher.sharding",
-                     "train.activation_checkpointing")
 
 
 def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
@@ -43,9 +38,11 @@ def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 
 def check_same_run(out: Path, cfg: RunConfig) -> None:
-    """Raise unless the run directory's saved config is `cfg` (up to RESUME_MAY_DIFFER)."""
+    """Raise unless the run directory's saved config is `cfg`, up to the fields config.py declares may differ on
+    resume (`resume_may_differ`: where it runs, how a step is laid out in memory)."""
     old = load_config(str(out / "config.yaml"))
-    differ = [k for k in config_differences(to_dict(old), to_dict(cfg)) if k not in RESUME_MAY_DIFFER]
+    may_differ = resume_may_differ()
+    differ = [k for k in config_differences(to_dict(old), to_dict(cfg)) if k not in may_differ]
     if differ:
         raise ConfigError(f"{out}: holds a run with a different config ({', '.join(differ[:3])}"
                           f"{' …' if len(differ) > 3 else ''}); choose another output directory")

@@ -35,7 +35,7 @@ from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from normgrow import sharding
-from normgrow.config import ModelConfig, RunConfig, load_config, to_dict
+from normgrow.config import ModelConfig, RunConfig, load_config, teacher_key_view
 from normgrow.data import cache_root, corpus_sha256
 from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
@@ -91,48 +91,11 @@ def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
         return None
 
 
-# Fields of the teacher's run that cannot change its weights: where it runs, how often it logs, evaluates and
-# checkpoints, diagnostics, and the distillation settings (the teacher trains on next-token CE; the loss chunk
-# changes only the order of float sums). They are left out of the default teacher's cache key, so that changing
-# one of them (or its default) does not retrain the teacher. The full config is still saved with the teacher.
-_KEY_FREE = {
-    "data": ("cache_dir", "val_tokens", "probe_sequences", "select_tokens"),
-    "train": ("device", "sharding", "threads", "compile", "activation_checkpointing", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens",
-              "keep_checkpoints", "loggers"),
-}
-_KEY_FREE_SECTIONS = ("name", "teacher", "distill", "diagnostics")
-
-
-# Fields added to the config after default teachers were first keyed. While at their default (which is the
-# behaviour from before they existed) they are left out of the key, so adding them did not orphan cached teachers.
-_KEY_ADDED_LATER = {("model", "block_norms"): [], ("model", "embed_init_std"): None,
-                    ("model", "mixln_ratio"): 0.25, ("train", "activation_checkpointing"): False,
-                    ("train", "tokens_per_step"): None, ("train", "sharding"): "ddp", ("teacher", "sharding"): "none",
-                    ("data", "select_tokens"): 0,
-                    ("curriculum", "growth"): "append", ("diagnostics", "include"): None}
-
-
-# Key-free sections enter the key with their defaults; where such a default changed, the key keeps the old value
-# (teacher.dtype became `auto`, resolved per run), so the change did not orphan cached teachers.
-_KEY_DEFAULT_CHANGED = {("teacher", "dtype"): ("auto", "float32")}
-
-
 def default_teacher_key(cfg: RunConfig) -> str:
-    """Hash of the default teacher's training recipe: its resolved config less the fields in `_KEY_FREE`."""
-    tcfg = default_teacher_config(cfg)
-    fresh = RunConfig()
-    tcfg = dataclasses.replace(tcfg, **{k: getattr(fresh, k) for k in _KEY_FREE_SECTIONS})
-    for section, names in _KEY_FREE.items():
-        sub = getattr(tcfg, section)
-        sub = dataclasses.replace(sub, **{n: getattr(getattr(fresh, section), n) for n in names})
-        tcfg = dataclasses.replace(tcfg, **{section: sub})
-    recipe = to_dict(tcfg)
-    for (section, name), default in _KEY_ADDED_LATER.items():
-        if recipe[section][name] == default:
-            del recipe[section][name]
-    for (section, name), (now, then) in _KEY_DEFAULT_CHANGED.items():
-        if recipe[section][name] == now:
-            recipe[section][name] = then
+    """Hash of the default teacher's training recipe: its resolved config as the key sees it, which each field
+    declares in config.py (`Meaning`: key-free fields at their defaults, fields added later left out at their
+    old behaviour), so that a setting which cannot change the teacher's weights does not retrain it."""
+    recipe = teacher_key_view(default_teacher_config(cfg))
     return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.create(recipe), sort_keys=False).encode()).hexdigest()[:16]
 
 

@@ -8,11 +8,17 @@ from normgrow.config import (
     RunConfig,
     describe_fields,
     field_docs,
+    leaf_fields,
     load_config,
+    meaning_of,
     preset_names,
+    resume_may_differ,
     save_config,
+    teacher_key_view,
+    to_dict,
 )
 from normgrow.errors import ConfigError
+from normgrow.rundir import check_same_run
 
 
 def test_every_preset_loads_and_validates():
@@ -110,6 +116,44 @@ def test_every_field_has_a_help_line():
     missing = [key for key, _, doc in rows if not doc.strip()]
     assert not missing, missing
     assert "placement" in field_docs(type(RunConfig().model))["norm"]
+
+
+def test_every_field_declares_its_meaning():
+    """A new field must decide whether it enters the default teacher's key and whether a resumed run may change it."""
+    undecided = [f"{key} ({what})" for key, cls, f in leaf_fields() for what in ("key", "resume")
+                 if getattr(meaning_of(cls, f), what) is None]
+    assert not undecided, (f"config fields without a declared meaning: {', '.join(undecided)}. In normgrow/config.py "
+                           "declare each with setting(default, key=True|False, resume=True|False), or its whole "
+                           "section with @section(key=..., resume=...) (see config.Meaning)")
+    in_lists = [key for key, cls, f in leaf_fields() if "[]" in key and meaning_of(cls, f).resume]
+    assert not in_lists, f"{in_lists}: a resumed run compares a list of sections whole; resume=True cannot apply here"
+
+
+def dotted_keys(d: dict, prefix: str = "") -> set[str]:
+    """Every dotted key rundir.config_differences can name in a config dict."""
+    keys = [dotted_keys(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k} for k, v in d.items()]
+    return set().union(*keys)
+
+
+def test_resume_may_differ_names_real_keys_and_the_key_view_the_config():
+    leaves = dotted_keys(to_dict(RunConfig()))
+    assert resume_may_differ() and resume_may_differ() <= leaves, resume_may_differ() - leaves
+    view = teacher_key_view(RunConfig())
+    assert set(view) == set(to_dict(RunConfig())) and "block_norms" not in view["model"]  # left out at its `before`
+    assert view["teacher"]["dtype"] == "float32" and "sharding" not in view["train"]  # an old default; added later
+    moved = load_config("tiny", ["train.device=cpu", "name=x", "distill.loss=kl"])
+    assert teacher_key_view(moved) == teacher_key_view(load_config("tiny"))
+
+
+def test_a_resumed_run_may_change_where_it_runs_not_what_it_computes(tmp_path):
+    save_config(load_config("tiny"), tmp_path / "config.yaml")
+    check_same_run(tmp_path, load_config("tiny", ["train.device=cpu", "train.threads=2", "train.micro_batch_size=4",
+                                                  "train.sharding=fsdp", "teacher.sharding=fsdp",
+                                                  "train.activation_checkpointing=true"]))
+    for changed in ("train.lr=0.5", "model.norm=post", "train.compile=true", "train.eval_every_tokens=999",
+                    "data.cache_dir=/elsewhere"):
+        with pytest.raises(ConfigError, match=changed.split("=")[0]):
+            check_same_run(tmp_path, load_config("tiny", [changed]))
 
 
 def test_a_micro_batch_that_does_not_divide_a_ranks_share_is_refused():

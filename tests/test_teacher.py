@@ -178,6 +178,11 @@ def test_student_embeddings_copied_from_the_teacher(tiny_cache, tmp_path):
     assert proc.returncode == 2 and "model.init_embeddings" in proc.stderr and not (tmp_path / "bad").exists()
 
 
+KEY_FIX = ("normgrow/config.py declares what enters the key, with each field: setting(..., key=False) for a field "
+           "that cannot change the teacher's weights, before=<the behaviour from before it existed> for a new field, "
+           "old_default=<the old default> for a changed default (see config.Meaning)")
+
+
 def test_default_teacher_key_covers_its_recipe_only(tmp_path):
     """Settings that cannot change the default teacher's weights do not retrain it; its recipe does."""
     from normgrow.config import load_config
@@ -194,15 +199,15 @@ def test_default_teacher_key_covers_its_recipe_only(tmp_path):
     # the student's own settings and the teacher run's bookkeeping
     for free in (["data.cache_dir=/elsewhere"], ["distill.chunk_tokens=64"], ["data.val_tokens=4096"],
                  ["diagnostics.enabled=false"], ["model.d_model=64"], ["train.lr=1e-2"], ["seed=3"]):
-        assert key(*free) == base, free
+        assert key(*free) == base, f"{free} changed the default teacher's key; {KEY_FIX}"
     for free in ("train: {eval_every_tokens: 777, log_every_steps: 3, checkpoint_every_tokens: 999}",
                  "distill: {chunk_tokens: 32}", "diagnostics: {enabled: false}", "name: renamed"):
-        assert key(teacher_yaml=free) == base, free
+        assert key(teacher_yaml=free) == base, f"{free} changed the default teacher's key; {KEY_FIX}"
     # the data it trains on and its own recipe
     for bound in (["data.seq_len=64"], ["data.vocab_size=1024"], ["data.max_documents=100"], ["data.val_fraction=0.1"]):
-        assert key(*bound) != base, bound
+        assert key(*bound) != base, f"{bound} left the default teacher's key unchanged; {KEY_FIX}"
     for bound in ("train: {lr: 1.0e-2}", "model: {d_model: 64}", "seed: 5", "curriculum: {stages: [{n_layer: 2, tokens: 9000}]}"):
-        assert key(teacher_yaml=bound) != base, bound
+        assert key(teacher_yaml=bound) != base, f"{bound} left the default teacher's key unchanged; {KEY_FIX}"
 
 
 def test_cached_default_teachers_keep_their_keys():
@@ -213,9 +218,13 @@ def test_cached_default_teachers_keep_their_keys():
     from normgrow.hardware import BF16_FLAGS, cpu_info
     from normgrow.teacher import default_teacher_key
 
-    assert default_teacher_key(load_config("tiny")) == "1220da9fb7215c4e"
+    pinned = {"tiny": "1220da9fb7215c4e"}
     if not cpu_info().flags & BF16_FLAGS:  # the default teacher since issue 13's redesign (4 × d_model 192)
-        assert default_teacher_key(load_config("default")) == "1c59d1c739189016"
+        pinned["default"] = "1c59d1c739189016"
+    for preset, want in pinned.items():
+        got = default_teacher_key(load_config(preset))
+        assert got == want, (f"a config field changed the default teacher's key of the {preset} preset ({got}, pinned "
+                             f"{want}), which would retrain every cached default teacher; {KEY_FIX}")
 
 
 def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_path):
