@@ -37,7 +37,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from normgrow import registry
+from normgrow import atomic, registry
 from normgrow.errors import ConfigError
 
 # Placement names that are rules over positions rather than one block class (model.placement_of resolves them).
@@ -466,10 +466,7 @@ def to_yaml(cfg: RunConfig) -> str:
 
 def save_config(cfg: RunConfig, path: str | Path) -> None:
     """Write the resolved config atomically (temp file, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(to_yaml(cfg))
-    os.replace(tmp, path)
+    atomic.write_text(path, to_yaml(cfg))
 
 
 # ----------------------------------------------------------------------------- validation

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -213,20 +210,18 @@ def build_default_teacher(cfg: RunConfig, log: Log = print, progress: bool = Tru
     summary = run(tcfg, run_dir, log=log, progress=progress)
     prep = prepare(tcfg, teacher_path=None, log=quiet)
     unigram = unigram_nll(prep.train, prep.val, prep.vocab_size)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    export_student(run_dir, tmp, tokenizer=prep.tokenizer)
-    info = {
-        "val/nll": summary["val/nll"], "unigram_val_nll": unigram,
-        "corpus_sha256": corpus_sha256(tcfg.data), "tokenizer_sha256": tokenizer_hash(AutoTokenizer.from_pretrained(str(tmp))),
-        "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
-        "config": dataclasses.asdict(tcfg),
-    }
-    (tmp / "normgrow_teacher.json").write_text(json.dumps(info, indent=1))
-    try:
-        os.rename(tmp, out)
-    except OSError:  # another process published it first
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(tmp: Path) -> None:  # published whole, or not at all (another process may publish it first)
+        export_student(run_dir, tmp, tokenizer=prep.tokenizer)
+        info = {
+            "val/nll": summary["val/nll"], "unigram_val_nll": unigram, "corpus_sha256": corpus_sha256(tcfg.data),
+            "tokenizer_sha256": tokenizer_hash(AutoTokenizer.from_pretrained(str(tmp))),
+            "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
+            "config": dataclasses.asdict(tcfg),
+        }
+        (tmp / "normgrow_teacher.json").write_text(json.dumps(info, indent=1))
+
+    atomic.publish_directory(out, write)
     log(f"default teacher: val NLL {summary['val/nll']:.4f} nats/token vs unigram baseline {unigram:.4f}")
     return out
 

@@ -21,6 +21,7 @@ import os
 import shutil
 from pathlib import Path
 
+from normgrow import atomic
 from normgrow.config import RunConfig, load_config, resume_may_differ, save_config, to_dict
 from normgrow.errors import ConfigError, NormgrowError, disk_full, no_space
 
@@ -74,17 +75,12 @@ def truncate_jsonl(path: Path, n_lines: int) -> None:
     if len(lines) < n_lines:
         raise NormgrowError(f"{path}: holds {len(lines)} events but the checkpoint being resumed was taken after "
                             f"{n_lines}; it was cut or deleted — restore it, or start the run over in a new directory")
-    kept = lines[:n_lines]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
+    atomic.write_text(path, "".join(line + "\n" for line in lines[:n_lines]))
 
 
 def write_json(path: Path, obj) -> None:
     """Write a JSON file atomically (temp file, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(obj, indent=1))
 
 
 def append_jsonl(path: Path, record: dict) -> None:
