@@ -44,7 +44,7 @@ def finished(rows: list[dict], arm: str) -> dict[int, dict]:
 
 
 def aggregate(arms: list[str], contrasts: dict[str, list[str]], gap_ratio: list[str], phase: list[str],
-              rows: list[dict], stages: dict[str, list[dict]]) -> dict:
+              rows: list[dict], stages: dict[tuple[str, int], list[dict]]) -> dict:
     """Every number the report shows. `rows` are results.csv's; `stages` maps a run, (arm, seed), to its
     summary's per-stage records (only the phase arms' are read)."""
     per_arm = {}
@@ -74,7 +74,7 @@ def paired(rows: list[dict], a: str, b: str) -> dict:
     return {"a": a, "b": b, "seeds": seeds, "diffs": diffs, **mean_ci(diffs)}
 
 
-def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]]) -> dict | None:
+def phase_table(a: str, b: str, rows: list[dict], stages: dict[tuple[str, int], list[dict]]) -> dict | None:
     """val/ce of the two phase arms at the end of every stage (and just after each growth), per seed,
     their paired differences b − a, and the stage where the leader changes (the crossover)."""
     ra, rb = finished(rows, a), finished(rows, b)
@@ -94,7 +94,7 @@ def phase_table(a: str, b: str, rows: list[dict], stages: dict[str, list[dict]])
                         "diff": diff, "leader": b if diff["mean"] < 0 else a})
     ends = [r for r in out if r["point"] == "stage end"]
     crossover = None
-    for prev, cur in zip(ends, ends[1:], strict=True):
+    for prev, cur in zip(ends, ends[1:], strict=False):
         if cur["leader"] != prev["leader"]:
             crossover = {"stage": cur["stage"], "n_layer": cur["n_layer"], "from": prev["leader"], "to": cur["leader"]}
             break
