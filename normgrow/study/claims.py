@@ -75,7 +75,11 @@ class ClaimsConfig:
     roles: dict[str, str] = field(default_factory=dict)
     """Further roles → arms, for claims registered by user code (`register_claim(..., roles=...)`)."""
     margin: float = 0.01
-    """Differences inside ±margin (nats/token) count as 'about zero' for the claims that say so."""
+    """Practical margin δ (nats/token of val/ce): differences inside ±δ count as 'about zero', and a claim that one
+    arm beats another is supported only when the whole interval lies beyond δ."""
+    magnitude: float = 10.0
+    """'An order of magnitude larger': the grow gap's |lower bound| must reach this many times the joint gap's
+    |upper bound|."""
 
 
 @dataclass
@@ -109,16 +113,16 @@ def _interval(diffs: list[float]) -> tuple[int, float | None, float | None, floa
     return s["n"], s["mean"], s["mean"] - s["ci95"], s["mean"] + s["ci95"]
 
 
-def sign_verdict(n: int, lo: float | None, hi: float | None, expected: int) -> str:
-    """expected −1: the paper says the value is negative; +1: positive."""
+def sign_verdict(n: int, lo: float | None, hi: float | None, expected: int, margin: float = 0.0) -> str:
+    """expected −1: the paper says the value is negative; +1: positive. With a practical margin δ > 0 the claim is
+    *supported* only when the whole interval lies beyond −δ (+δ), and *contradicted* when it lies entirely on the
+    near side of −δ (+δ): an effect smaller than δ in the paper's direction, or one the other way, is all it
+    allows. With δ = 0 these are the signs of the interval."""
     if n < 2 or lo is None:
         return UNDETERMINED
-    side = interval_sign(lo, hi)
-    if side == expected:
-        return SUPPORTED
-    if side == -expected:
-        return CONTRADICTED
-    return UNDETERMINED
+    if expected < 0:
+        return SUPPORTED if hi < -margin else CONTRADICTED if lo > -margin else UNDETERMINED
+    return SUPPORTED if lo > margin else CONTRADICTED if hi < margin else UNDETERMINED
 
 
 def equivalence_verdict(n: int, lo: float | None, hi: float | None, margin: float) -> str:
@@ -148,14 +152,23 @@ def _because(verdict: str, n: int, rule: str) -> str:
     return verdict
 
 
-def sign_claim(measure: str, diffs: list[float], expected: int) -> Claim:
-    """A claim that the paired differences `diffs` have the sign `expected` (−1 or +1)."""
+def sign_claim(measure: str, diffs: list[float], expected: int, margin: float = 0.0) -> Claim:
+    """A claim that the paired differences `diffs` have the sign `expected` (−1 or +1), by more than `margin`."""
     n, mean, lo, hi = _interval(diffs)
-    verdict = sign_verdict(n, lo, hi, expected)
+    verdict = sign_verdict(n, lo, hi, expected, margin)
     side = "below" if expected < 0 else "above"
+    edge = f"{-expected * margin:+g}" if margin else "0"
+    if verdict == CONTRADICTED and margin:
+        reversed_ = (lo > margin) if expected < 0 else (hi < -margin)
+        why = (f"contradicted: the whole interval lies {'above' if expected < 0 else 'below'} {edge}: "
+               + ("the effect is reversed beyond the margin" if reversed_ else
+                  f"any effect in the paper's direction is smaller than the margin of {margin:g} (practically none)"))
+    elif verdict == SUPPORTED and margin:
+        why = f"supported: the whole interval lies {side} {edge} (the margin of {margin:g})"
+    else:
+        why = _because(verdict, n, f"includes {edge} (the paper puts it {side} {edge})")
     c = Claim("", "", measure, n, mean, lo, hi, verdict)
-    c.sentence = (f"{measure}: {describe(n, mean, lo, hi)} — "
-                  f"{_because(verdict, n, f'includes 0 (the paper puts it {side} 0)')}.")
+    c.sentence = f"{measure}: {describe(n, mean, lo, hi)} — {why}."
     return c
 
 
@@ -178,6 +191,8 @@ def not_tested(why: str) -> Claim:
 
 Roles = SimpleNamespace  # role → arm (None where the study names none), plus `margin`; e.g. r.pre_grow
 Evaluate = Callable[[Roles, Measures], Claim]
+
+SETTINGS = {"roles", "margin", "magnitude"}  # ClaimsConfig fields that are not roles
 
 # roles that name two arms, with the parts they play (for the "not tested" sentence)
 PAIR_ROLES = {"matched": ("joint", "grow")}
@@ -209,16 +224,16 @@ def register_claim(key: str, paper: str, evaluate: Evaluate, roles: tuple[str, .
 
 def role_names() -> set[str]:
     """Every role some registered claim needs, and every role ClaimsConfig declares."""
-    declared = {f.name for f in fields(ClaimsConfig)} - {"roles", "margin"}
+    declared = {f.name for f in fields(ClaimsConfig)} - SETTINGS
     return declared | {r for name in CLAIMS for r in CLAIMS[name].roles}
 
 
 def study_roles(cfg: ClaimsConfig) -> Roles:
     """The study's roles as attributes: r.pre_grow is an arm name or None, r.matched a [joint, grow] list."""
     values = {name: None for name in role_names()}
-    values.update({f.name: getattr(cfg, f.name) for f in fields(ClaimsConfig) if f.name not in ("roles", "margin")})
+    values.update({f.name: getattr(cfg, f.name) for f in fields(ClaimsConfig) if f.name not in SETTINGS})
     values.update(cfg.roles)
-    return Roles(**values, margin=cfg.margin)
+    return Roles(**values, margin=cfg.margin, magnitude=cfg.magnitude)
 
 
 def validate_roles(cfg: ClaimsConfig, arms) -> None:
@@ -229,13 +244,14 @@ def validate_roles(cfg: ClaimsConfig, arms) -> None:
             parts = ", ".join(PAIR_ROLES[f.name])
             need(not value or (len(value) == 2 and all(a in arms for a in value)), f"claims.{f.name}",
                  f"expected two arm names [{parts}], got {value}")
-        elif f.name not in ("roles", "margin"):
+        elif f.name not in SETTINGS:
             need(value is None or value in arms, f"claims.{f.name}", f"no arm named '{value}'")
     known = role_names()
     for role, arm in cfg.roles.items():
         need(role in known, f"claims.roles.{role}", f"no registered claim needs this role (roles: {', '.join(sorted(known))})")
         need(arm in arms, f"claims.roles.{role}", f"no arm named '{arm}'")
     need(cfg.margin > 0, "claims.margin", f"must be positive, got {cfg.margin}")
+    need(cfg.magnitude >= 1, "claims.magnitude", f"must be at least 1, got {cfg.magnitude}")
 
 
 def _missing(r: Roles, spec: ClaimSpec) -> str | None:
@@ -288,43 +304,110 @@ def joint_gap(r: Roles, m: Measures) -> Claim:
 
 
 def grow_gap(r: Roles, m: Measures) -> Claim:
-    return sign_claim(f"grow gap, val/ce {r.post_grow} − {r.pre_grow}", gap(m, r.pre_grow, r.post_grow), -1)
+    return sign_claim(f"grow gap, val/ce {r.post_grow} − {r.pre_grow}", gap(m, r.pre_grow, r.post_grow), -1, r.margin)
+
+
+def magnitude_verdict(n: int, grow: tuple, joint: tuple, k: float, margin: float) -> str:
+    """"The grow gap is an order of magnitude larger than the joint gap", from the two 95% intervals (lo, hi):
+    supported when the grow gap favours post beyond the margin and its smallest plausible size, |hi|, is at least
+    k times the joint gap's largest plausible size, max(|lo|, |hi|); contradicted when the grow gap does not favour
+    post beyond the margin (its sign claim is contradicted), or when its largest plausible size is below k times the
+    joint gap's smallest (0 if the joint interval contains 0); undetermined otherwise or with one seed."""
+    (glo, ghi), (jlo, jhi) = grow, joint
+    if n < 2 or glo is None or jlo is None:
+        return UNDETERMINED
+    if sign_verdict(n, glo, ghi, -1, margin) == CONTRADICTED:
+        return CONTRADICTED
+    joint_most, joint_least = max(abs(jlo), abs(jhi)), (0.0 if jlo <= 0 <= jhi else min(abs(jlo), abs(jhi)))
+    if ghi < -margin and -ghi >= k * joint_most:
+        return SUPPORTED
+    if max(abs(glo), abs(ghi)) < k * joint_least:
+        return CONTRADICTED
+    return UNDETERMINED
 
 
 def interaction(r: Roles, m: Measures) -> Claim:
     js, gs = gap_by_seed(m, r.pre_joint, r.post_joint), gap_by_seed(m, r.pre_grow, r.post_grow)
     seeds = sorted(set(js) & set(gs))
-    c = sign_claim("grow gap − joint gap (how much more growth favours post)", [gs[s] - js[s] for s in seeds], -1)
-    n, _, glo, ghi = _interval([gs[s] for s in seeds])
-    grow_verdict = sign_verdict(n, glo, ghi, -1)
-    if grow_verdict == CONTRADICTED or c.verdict == CONTRADICTED:
-        c.verdict = CONTRADICTED
-    elif grow_verdict != SUPPORTED:
-        c.verdict = UNDETERMINED  # "larger in post's favour" needs the grow gap itself to favour post
-    c.sentence = c.sentence.rsplit(" — ", 1)[0] + f" — {_because(c.verdict, n, 'of the grow gap or of this difference includes 0')}."
+    n, mean, glo, ghi = _interval([gs[s] for s in seeds])
+    _, jmean, jlo, jhi = _interval([js[s] for s in seeds])
+    c = Claim("", "", f"|grow gap| against {r.magnitude:g} × |joint gap| (val/ce, post − pre)", n, mean, glo, ghi)
+    c.verdict = magnitude_verdict(n, (glo, ghi), (jlo, jhi), r.magnitude, r.margin)
+    if n < 2 or glo is None or jlo is None:
+        c.sentence = f"{c.measure}: grow gap {describe(n, mean, glo, ghi)} — undetermined at one seed."
+        return c
+    bound = max(abs(jlo), abs(jhi))
+    c.sentence = (f"{c.measure}: grow gap {describe(n, mean, glo, ghi)}, joint gap {describe(n, jmean, jlo, jhi)}; "
+                  f"the grow gap is at least {max(-ghi, 0.0):.4f} in post's favour, {r.magnitude:g} × the joint gap's "
+                  f"largest plausible size is {r.magnitude * bound:.4f} — {c.verdict}")
     ratio = fieller_ratio([gs[s] for s in seeds], [js[s] for s in seeds])
     if ratio["ratio"] is None:
-        c.sentence += " Ratio grow gap / joint gap: undefined (the joint gap is 0)."
+        c.sentence += ". Ratio grow gap / joint gap: undefined (the joint gap is 0)."
     elif ratio["lo"] is None:
-        c.sentence += (f" Ratio grow gap / joint gap: {ratio['ratio']:+.1f}, interval undefined "
-                       f"({ratio['why']}).")
+        c.sentence += f". Ratio grow gap / joint gap: {ratio['ratio']:+.1f}, interval undefined ({ratio['why']})."
     else:
-        c.sentence += f" Ratio grow gap / joint gap: {ratio['ratio']:+.1f} [{ratio['lo']:+.1f}, {ratio['hi']:+.1f}] (Fieller)."
+        c.sentence += f". Ratio grow gap / joint gap: {ratio['ratio']:+.1f} [{ratio['lo']:+.1f}, {ratio['hi']:+.1f}] (Fieller)."
     return c
 
 
-def matched_control(r: Roles, m: Measures) -> Claim:
-    joint, grow = r.matched
-    c = sign_claim(f"at equal active-layer tokens, val/ce {grow} − {joint}", gap(m, joint, grow), -1)
-    scales = list(values(m, joint, "match_scale").values()) + list(values(m, grow, "match_scale").values())
-    if scales and all(s < 1 for s in scales) and c.verdict == SUPPORTED:
-        c.verdict = UNDETERMINED
-        c.sentence += (" But the matched arm was given less compute than its own preset (matched downward): a "
-                       "comparator that only loses compute cannot test the compute explanation — undetermined.")
-    elif scales:
-        way = "upward" if all(s >= 1 for s in scales) else "downward"
-        c.sentence += f" The matched arm's budget was scaled {way} (×{sum(scales) / len(scales):.2f})."
-    return c
+MATCH_TOLERANCE = 0.02  # budgets are matched to one optimizer step; closer than this counts as equal compute
+
+
+def compute_ratio(m: Measures, joint: str, grow: str, key: str) -> float | None:
+    """Mean over seeds of grow's compute / joint's under one measure (None where the runs do not record it)."""
+    ratios = [m[grow][s].compute[key] / m[joint][s].compute[key] for s in sorted(set(m.get(joint, {})) & set(m.get(grow, {})))
+              if m[grow][s].compute.get(key) and m[joint][s].compute.get(key)]
+    return sum(ratios) / len(ratios) if ratios else None
+
+
+def matched_by(key: str, label: str) -> Evaluate:
+    """The compute-matched control read under one compute measure. "Compute alone does not explain the gap" is
+    supported only when grow beats joint beyond the margin while having no more compute than joint by this measure;
+    contradicted only when grow fails to beat it while having no less; otherwise matching left one arm ahead in
+    compute and the comparison cannot decide — undetermined, whichever arm was matched and in whichever direction."""
+    def evaluate(r: Roles, m: Measures) -> Claim:
+        joint, grow = r.matched
+        c = sign_claim(f"at matched compute, val/ce {grow} − {joint}", gap(m, joint, grow), -1, r.margin)
+        ratio = compute_ratio(m, joint, grow, key)
+        scales = {arm: [v for v in values(m, arm, "match_scale").values()] for arm in (joint, grow)}
+        matched = [f"{arm} matched to {other} (×{sum(v) / len(v):.2f}, {'upward' if sum(v) / len(v) >= 1 else 'downward'})"
+                   for arm, other, v in ((joint, grow, scales[joint]), (grow, joint, scales[grow])) if v]
+        how = "; ".join(matched) or "neither arm was budget-matched"
+        if ratio is None:
+            c.verdict, c.sentence = UNDETERMINED, c.sentence.rstrip(".") + f"; {label} not recorded — undetermined."
+            return c
+        c.sentence += f" {label}: {grow} / {joint} = ×{ratio:.3f} ({how})."
+        if c.verdict == SUPPORTED and ratio > 1 + MATCH_TOLERANCE:
+            c.verdict = UNDETERMINED
+            c.sentence += (f" But {grow} had more {label} than {joint}, so its lead may be compute — undetermined "
+                           f"by this measure.")
+        elif c.verdict == CONTRADICTED and ratio < 1 - MATCH_TOLERANCE:
+            c.verdict = UNDETERMINED
+            c.sentence += f" But {joint} had more {label} than {grow} — undetermined by this measure."
+        return c
+    return evaluate
+
+
+def crossover_verdict(signs: list[int], n: int) -> tuple[str, str]:
+    """The phase-wise claim from the sign of post − pre at every stage end (−1 post leads, +1 pre leads, 0 the
+    interval contains 0): supported when pre leads before the first append (stage 0) and post leads from an append
+    on through the final stage, each interval excluding 0; contradicted when pre leads at the final stage or post
+    already leads before any block is appended; undetermined otherwise. Returns (verdict, why)."""
+    if n < 2:
+        return UNDETERMINED, "undetermined at one seed (a crossover needs intervals)"
+    if len(signs) < 2:
+        return UNDETERMINED, "undetermined: a single stage has no append to cross over at"
+    if signs[-1] > 0:
+        return CONTRADICTED, "pre still leads at the last stage end"
+    if signs[0] < 0:
+        return CONTRADICTED, "post already leads before any block is appended"
+    tail = len(signs)
+    while tail > 1 and signs[tail - 1] < 0:
+        tail -= 1  # post leads at every stage end from `tail` on
+    if signs[0] > 0 and tail < len(signs):
+        return SUPPORTED, (f"pre leads at stage 0 and post at every stage end from stage {tail} on, each interval "
+                           "excluding 0")
+    return UNDETERMINED, f"undetermined at {n} seeds: no lead change with intervals excluding 0 that lasts to the end"
 
 
 def crossover(r: Roles, m: Measures) -> Claim:
@@ -335,22 +418,9 @@ def crossover(r: Roles, m: Measures) -> Claim:
     n_stages = min(len(pre[s]) for s in seeds)
     ends = [_interval([post[s][k] - pre[s][k] for s in seeds]) for k in range(n_stages)]
     text = "; ".join(f"stage {k}: {describe(*e)}" for k, e in enumerate(ends))
-    sig = [(k, interval_sign(e[2], e[3])) for k, e in enumerate(ends)]
-    pre_leads = [k for k, s in sig if s > 0]
-    post_leads = [k for k, s in sig if s < 0]
     measure = "val/ce post − pre at every stage end of the grow arms"
     c = Claim("", "", measure, len(seeds))
-    if len(seeds) < 2:
-        c.verdict, why = UNDETERMINED, "undetermined at one seed (a crossover needs intervals)"
-    elif pre_leads and post_leads and min(post_leads) > min(pre_leads) and max(post_leads) >= 1:
-        k0, k1 = min(pre_leads), min(k for k in post_leads if k > min(pre_leads))
-        c.verdict, why = SUPPORTED, f"pre leads at stage {k0} and post at stage {k1}, both intervals excluding 0"
-    elif post_leads and 0 in post_leads and not pre_leads:
-        c.verdict, why = CONTRADICTED, "post already leads before any block is appended and never loses the lead"
-    elif pre_leads and n_stages - 1 in pre_leads:
-        c.verdict, why = CONTRADICTED, "pre still leads at the last stage end"
-    else:
-        c.verdict, why = UNDETERMINED, f"undetermined at {len(seeds)} seeds: no lead change with intervals excluding 0"
+    c.verdict, why = crossover_verdict([interval_sign(e[2], e[3]) for e in ends], len(seeds))
     c.sentence = f"{measure}: {text} — {why}."
     return c
 
@@ -359,7 +429,7 @@ def control(pre_role: str, post_role: str) -> Evaluate:
     """A claim that post beats pre between the arms of two roles (the single-block and freeze controls)."""
     def evaluate(r: Roles, m: Measures) -> Claim:
         pre, post = getattr(r, pre_role), getattr(r, post_role)
-        return sign_claim(f"val/ce {post} − {pre}", gap(m, pre, post), -1)
+        return sign_claim(f"val/ce {post} − {pre}", gap(m, pre, post), -1, r.margin)
     return evaluate
 
 
@@ -413,8 +483,12 @@ register_claim("grow_gap", "Under curriculum growth post-norm beats pre-norm (po
                grow_gap, roles=("pre_grow", "post_grow"))
 register_claim("grow_vs_joint", "The grow gap is an order of magnitude larger than the joint gap (−0.0328 vs −0.0004).",
                interaction, roles=("pre_joint", "post_joint", "pre_grow", "post_grow"))
-register_claim("matched", "A compute-matched post-norm joint control stays worse than post-norm growth: compute alone "
-               "does not explain the gap.", matched_control, roles=("matched",), reads=("val_ce", "match_scale"))
+MATCHED = ("A compute-matched post-norm joint control stays worse than post-norm growth: compute alone does not explain "
+           "the gap.")
+register_claim("matched", MATCHED, matched_by("active_layer_tokens", "active-layer tokens"), roles=("matched",),
+               reads=("val_ce", "match_scale", "compute"))
+register_claim("matched_flops", MATCHED + " (Read at total FLOPs: the student's, LM head included, and the teacher's.)",
+               matched_by("total_flops", "total FLOPs"), roles=("matched",), reads=("val_ce", "match_scale", "compute"))
 register_claim("crossover", "Phase-wise, the pre/post ranking crosses over: post-norm takes the lead once blocks are appended.",
                crossover, roles=("pre_grow", "post_grow"), reads=("stage_ce",))
 register_claim("single_block", "Single-block control: appending one block per stage also favours post-norm.",

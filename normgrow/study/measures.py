@@ -3,7 +3,9 @@ nowhere else from the run directory (summary.json and diagnostics.jsonl).
 
     RunMeasures
         val_ce, stage_ce                 final validation CE; validation CE at every stage end
-        match_scale                      how much budget matching scaled the run (1 = unmatched)
+        match_scale                      how much budget matching scaled the run (None = unmatched)
+        compute                          tokens, active-layer tokens, the student's training FLOPs (LM head
+                                         included), the teacher's forward FLOPs and their sum `total_flops`
         growth                           one GrowthEvent per growth event (depths, init, logit and CE jumps)
         boundary_drift, struct_drift     |log| drift of the boundary RMS and of the structural/content RMS ratio
                                          from a growth event to the end of the next stage, mean over events
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normgrow.config import load_config
+from normgrow.costs import teacher_flops_per_token
 from normgrow.rundir import read_jsonl, read_summary
 
 
@@ -46,6 +50,7 @@ class RunMeasures:
     val_ce: float | None = None
     stage_ce: list[float] = field(default_factory=list)
     match_scale: float | None = None
+    compute: dict[str, float] = field(default_factory=dict)
     growth: list[GrowthEvent] = field(default_factory=list)
     boundary_drift: float | None = None
     struct_drift: float | None = None
@@ -66,7 +71,7 @@ class RunMeasures:
         return self.diagnostics.get(name)
 
 
-MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries"}
+MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries", "compute"}
 
 Measures = dict[str, dict[int, RunMeasures]]  # arm → seed → the run's measures
 
@@ -80,6 +85,17 @@ def _log_drift(pairs: list[tuple[float, float]]) -> float | None:
 def _worst_block(record: dict, key: str) -> float | None:
     """The largest per-block value of a diagnostic, block 0 (the embedding's output) left out."""
     return max(record[key][1:], default=None) if key in record else None
+
+
+def run_compute(run_dir: Path, summary: dict) -> dict[str, float]:
+    """The compute a run consumed: its summary's counters, plus the teacher's forward FLOPs over its tokens
+    (costs.teacher_flops_per_token, from the run's resolved config; 0 for a teacher of unknown shape)."""
+    counted = summary.get("compute") or {}
+    if "tokens" not in counted or not (run_dir / "config.yaml").is_file():
+        return {}
+    teacher = teacher_flops_per_token(load_config(str(run_dir / "config.yaml"))) * counted["tokens"]
+    return {"tokens": counted["tokens"], "active_layer_tokens": counted["active_layer_tokens"],
+            "student_flops": counted["flops"], "teacher_flops": teacher, "total_flops": counted["flops"] + teacher}
 
 
 def run_measures(run_dir: Path) -> RunMeasures:
@@ -97,6 +113,7 @@ def run_measures(run_dir: Path) -> RunMeasures:
         val_ce=s.get("val/ce"),
         stage_ce=[st["end"]["val/ce"] for st in s.get("stages", []) if "val/ce" in (st.get("end") or {})],
         match_scale=(s.get("budget_match") or {}).get("scale"),
+        compute=run_compute(run_dir, s),
         growth=growth,
         boundary_drift=_log_drift([(b["rms_at_growth"]["all"], b["rms_end_of_next_stage"]["all"])
                                    for b in bounds if "rms_at_growth" in b]),

@@ -76,12 +76,24 @@ def collapsed_arms(study, measures: Measures) -> list[str]:
     return out
 
 
-def _claims_section(claims: list[Claim], collapsed: list[str] = ()) -> list[str]:
+def _mean_kl(rows: list[dict]) -> float | None:
+    """The finished runs' mean val/kl: how far the arms are from their teacher."""
+    return _mean([float(r["val_kl"]) for r in rows if r["status"] == "ok" and r.get("val_kl") not in ("", None)])
+
+
+def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: float | None = None,
+                    mean_kl: float | None = None) -> list[str]:
     if not claims:
         return []
     L = ["## The paper's claims at this scale", "",
          "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
-         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed).", ""]
+         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed)."]
+    if margin is not None:
+        share = f", {margin / mean_kl:.1%} of the arms' mean KL to the teacher ({mean_kl:.4f})" if mean_kl else ""
+        L.append(f"The practical margin δ is {margin:g} nats/token{share}: a claim that one arm beats another is "
+                 "supported only beyond δ, and contradicted when the interval excludes any advantage as large as δ "
+                 "(rules: docs/DESIGN.md §3.7).")
+    L.append("")
     if collapsed:
         L += [f"> **Caution: {len(collapsed)} arm(s) end collapsed** ({', '.join(f'`{a}`' for a in collapsed)}; see "
               "\"Collapse of the residual stream\"): verdicts that rest on them describe a collapsed regime, not the "
@@ -289,7 +301,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir)
-    L += _claims_section(list(claims), collapsed_arms(study, measures))
+    L += _claims_section(list(claims), collapsed_arms(study, measures), study.claims.margin, _mean_kl(rows))
     L += _arms_section(rows, agg, selection)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
