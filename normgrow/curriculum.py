@@ -130,12 +130,11 @@ class GrowthOperator:
     def set_trainable(self, model: Student, plan: StagePlan) -> None:
         """Blocks outside the stage's train list are frozen (no gradients, so no optimizer state and no weight
         decay). The token embedding trains exactly when block 0 does (it feeds the prefix: a frozen prefix on
-        moving embeddings would be retrained in effect); the final norm and LM head always train."""
+        moving embeddings would be retrained in effect); the final norm and LM head always train. A tied head is
+        the embedding, so a stage that freezes block 0 of a tied student is refused when the stages are planned."""
         for i, block in enumerate(model.layers):
             block.requires_grad_(i in plan.train_blocks)
         model.embed_tokens.requires_grad_(0 in plan.train_blocks)
-        if model.cfg.tie_embeddings:  # a tied head is the embedding: it must train for the head to train
-            model.embed_tokens.requires_grad_(True)
 
     def keeps_state(self, name: str, plan: StagePlan, optimizer: str) -> bool:
         """Does the parameter `name` (its name in the grown model), which trained before the event into `plan`
@@ -290,6 +289,10 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
         if not trained or not all(0 <= b < s.n_layer for b in trained):
             raise ConfigError(f"curriculum.growth: {cfg.curriculum.growth}: its train_blocks {list(trained)} for stage "
                               f"{i} are not a non-empty set of blocks in 0..{s.n_layer - 1}")
+        if cfg.model.tie_embeddings and 0 not in trained:
+            raise ConfigError(f"curriculum.stages.{i}.train: block 0 is frozen, but model.tie_embeddings=true makes the "
+                              "training LM head the embedding that feeds it, so the frozen prefix would still be "
+                              "retrained; set model.tie_embeddings=false for this arm")
         plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, event, tuple(provenance), op))
     return plans
 

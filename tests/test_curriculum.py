@@ -249,3 +249,16 @@ def test_matching_lands_within_one_step_upward_and_downward(tmp_path, stages):
         new = [s.tokens for s in matched.curriculum.stages]
         for o, n in zip(old[:-1], new[:-1], strict=True):
             assert abs(n - o * rec["scale"]) <= per_step / 2
+
+
+def test_a_tied_student_cannot_freeze_the_block_its_embedding_feeds():
+    """With tied embeddings the LM head is the embedding: a stage freezing block 0 would still retrain the input of the
+    frozen prefix, so it is refused when the stages are planned (before anything trains); the paper's freeze arms untie."""
+    stages = "curriculum.stages=[{n_layer: 1, tokens: 256}, {n_layer: 2, tokens: 256, train: new}]"
+    with pytest.raises(ConfigError, match=r"curriculum.stages.1.train: block 0 is frozen, but model.tie_embeddings=true"):
+        plan_stages(load_config("tiny", [stages, "model.n_layer=2", "model.tie_embeddings=true", "model.vocab_size=64"]))
+    plans = plan_stages(load_config("tiny", [stages, "model.n_layer=2", "model.tie_embeddings=false", "model.vocab_size=64"]))
+    assert plans[1].train_blocks == (1,)
+    paper = load_config("paper-freeze")
+    assert paper.model.tie_embeddings is False and load_config("paper-grow").model.tie_embeddings is True
+    assert all(0 not in p.train_blocks for p in plan_stages(paper)[1:])
