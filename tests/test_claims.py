@@ -179,3 +179,21 @@ def test_sign_verdicts_have_a_practical_margin():
     assert sign_verdict(3, 0.002, 0.030, +1, 0.01) == UNDETERMINED
     c = verdicts(study(joint_gap=0.0, grow_gap=-0.006))["grow_gap"]  # [−0.0084841, −0.0035159]: resolved, negligible
     assert c.verdict == CONTRADICTED and "smaller than the margin of 0.01 (practically none)" in c.sentence
+
+
+def test_each_verdict_carries_its_p_value_and_holm_adjusts_across_claims():
+    # grow gap of three seeds −0.05, −0.04, −0.03 (mean −0.04, sd 0.01), δ = 0.01: supported down to the α where the
+    # interval's upper end reaches −δ: t = (−0.04 + 0.01) / (0.01 / √3) = −5.19615; with 2 degrees of freedom the
+    # t cdf is 1/2 + t / (2√(2 + t²)), so p = 2 · (1/2 − 5.19615 / (2√29)) = 0.035098
+    m = study(joint_gap=0.0, grow_gap=-0.04, jitter=0.01)
+    c = verdicts(m)
+    assert c["grow_gap"].verdict == SUPPORTED
+    assert c["grow_gap"].p == pytest.approx(1 - 5.196152 / 29 ** 0.5, rel=1e-4)
+    # twelve claims: the tested ones enter Holm's family; 0.035 times the claims left is far above 0.05
+    assert c["grow_gap"].holm == UNDETERMINED
+    assert all(x.p is None and x.holm == NOT_TESTED for x in c.values() if x.verdict == NOT_TESTED)
+    # a claim decided with overwhelming evidence survives the adjustment
+    strong = verdicts(study(joint_gap=0.5, grow_gap=+0.2, crossing=False))["joint_gap"]
+    assert strong.verdict == CONTRADICTED and strong.p < 1e-4 and strong.holm == CONTRADICTED
+    one = verdicts(study(joint_gap=0.0, grow_gap=-0.04, seeds=(0,)))["grow_gap"]
+    assert one.p is None and one.holm == UNDETERMINED

@@ -154,7 +154,7 @@ claims: {{roles: {{toy_a: pre, toy_b: parallel}}}}
     # the registered claim read the per-block diagnostic by name, through the study's measures (one seed: undetermined)
     tops = {arm: [json.loads(line) for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl")
                   .read_text().splitlines() if '"stage_end"' in line][-1]["toy/block_rms"][-1] for arm in values}
-    assert f"| toy_rms | **undetermined** | {tops['parallel'] - tops['pre']:+.4f} |" in text
+    assert f"| toy_rms | **undetermined** | undetermined | — | {tops['parallel'] - tops['pre']:+.4f} |" in text
     assert "The top residual is smaller in b." in text and "| grow_gap | **not tested** |" in text
 
 

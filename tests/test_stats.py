@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from normgrow.study.stats import aggregate, fieller_ratio, mean_ci, paired, phase_table, t95
+from normgrow.study.stats import aggregate, fieller_ratio, holm, mean_ci, paired, phase_table, t95
 
 # two-sided 95% t quantiles in closed form: df 1 is the Cauchy, df 2 has t = (2p − 1) / sqrt(2p(1 − p))
 T_DF1 = math.tan(0.475 * math.pi)  # 12.7062…
@@ -98,3 +98,11 @@ def test_phase_table_rows_and_crossover():
     assert end1["diff"]["mean"] == pytest.approx(-0.3) and end1["leader"] == "b"
     assert ph["crossover"] == {"stage": 1, "n_layer": 2, "from": "a", "to": "b"}
     assert paired(rows, "a", "b")["diffs"] == [0.0, 0.0]
+
+
+def test_holm_step_down_by_hand():
+    # sorted 0.01, 0.02, 0.03, 0.5 (m = 4): 4 × 0.01 = 0.04, max(0.04, 3 × 0.02 = 0.06), max(0.06, 2 × 0.03), 0.5
+    assert holm([0.03, 0.01, 0.5, 0.02]) == pytest.approx([0.06, 0.04, 0.5, 0.06])
+    # 2 × 0.8 = 1.6 is capped at 1, and the step-down keeps it monotone: 0.9 becomes max(1, 0.9) = 1
+    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []

@@ -36,6 +36,8 @@ and a study names the new role under `claims.roles: {post_sandwich: <arm>}`. Two
 
 from __future__ import annotations
 
+import contextvars
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
@@ -43,7 +45,7 @@ from types import SimpleNamespace
 from normgrow.config import need
 from normgrow.registry import Registry
 from normgrow.study.measures import Measures
-from normgrow.study.stats import fieller_ratio, interval_sign, mean_ci
+from normgrow.study.stats import fieller_ratio, holm, interval_sign, mean_ci
 
 SUPPORTED, CONTRADICTED, UNDETERMINED, NOT_TESTED = "supported", "contradicted", "undetermined", "not tested"
 
@@ -93,6 +95,8 @@ class Claim:
     hi: float | None = None
     verdict: str = NOT_TESTED
     sentence: str = ""
+    p: float | None = None  # the smallest two-sided α at which the verdict still holds (1 when undetermined)
+    holm: str = NOT_TESTED  # the verdict after Holm's adjustment across the study's tested claims
 
 
 # per-seed values of one measure for one arm: {seed: value}
@@ -104,8 +108,13 @@ def paired(a: Values, b: Values) -> list[float]:
     return [b[s] - a[s] for s in sorted(set(a) & set(b))]
 
 
+# The interval level the claims are computed at: 95% for the verdicts, other levels only while `evaluate_claims`
+# finds each verdict's p-value (the smallest α at which it holds) for Holm's adjustment.
+LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("claims_level", default=0.95)
+
+
 def _interval(diffs: list[float]) -> tuple[int, float | None, float | None, float | None]:
-    s = mean_ci(diffs)
+    s = mean_ci(diffs, LEVEL.get())
     if s["mean"] is None:
         return 0, None, None, None
     if s["ci95"] is None:
@@ -262,15 +271,50 @@ def _missing(r: Roles, spec: ClaimSpec) -> str | None:
     return f"the study names no {', '.join(missing)} arm" if missing else None
 
 
+FAMILY_ALPHA = 0.05  # a verdict stands at 95%: two-sided α 0.05 for the raw verdicts and, across claims, for Holm's
+
+
+def verdict_at(spec: ClaimSpec, r: Roles, measures: Measures, alpha: float) -> str:
+    """The claim's verdict with every interval at level 1 − alpha."""
+    token = LEVEL.set(1 - alpha)
+    try:
+        return spec.evaluate(r, measures).verdict
+    finally:
+        LEVEL.reset(token)
+
+
+def decision_p(spec: ClaimSpec, r: Roles, measures: Measures, verdict: str) -> float:
+    """The smallest two-sided α at which `verdict` (decided at α = 0.05) still holds, by bisection on log α: the
+    claim's p-value for that decision. Wider intervals only ever turn a decision into *undetermined*, so the set of
+    α where it holds is an interval [p, 0.05]."""
+    if verdict not in (SUPPORTED, CONTRADICTED):
+        return 1.0
+    lo, hi = 1e-12, FAMILY_ALPHA
+    if verdict_at(spec, r, measures, lo) == verdict:
+        return lo
+    for _ in range(48):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if verdict_at(spec, r, measures, mid) == verdict else (mid, hi)
+    return hi
+
+
 def evaluate_claims(cfg: ClaimsConfig, measures: Measures) -> list[Claim]:
-    """Every registered claim's verdict for this study, in registration order."""
-    r, out = study_roles(cfg), []
+    """Every registered claim's verdict for this study, in registration order, each with its p-value and its
+    verdict after Holm's adjustment across the claims tested with at least two seeds (the multiplicity of asking
+    twelve questions of one study: a verdict survives only if it holds at α = 0.05 / (claims left))."""
+    r, out, tested = study_roles(cfg), [], []
     for name in CLAIMS:
         spec = CLAIMS[name]
         why = _missing(r, spec)
         claim = not_tested(why) if why else spec.evaluate(r, measures)
         claim.key, claim.paper = spec.key, spec.paper
+        if claim.verdict != NOT_TESTED and claim.n >= 2:
+            claim.p = decision_p(spec, r, measures, claim.verdict)
+            tested.append(claim)
+        claim.holm = claim.verdict if claim.verdict == NOT_TESTED or claim.n >= 2 else UNDETERMINED
         out.append(claim)
+    for claim, adjusted in zip(tested, holm([c.p for c in tested]), strict=True):
+        claim.holm = claim.verdict if adjusted <= FAMILY_ALPHA else UNDETERMINED
     return out
 
 

@@ -98,10 +98,15 @@ def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: floa
         L += [f"> **Caution: {len(collapsed)} arm(s) end collapsed** ({', '.join(f'`{a}`' for a in collapsed)}; see "
               "\"Collapse of the residual stream\"): verdicts that rest on them describe a collapsed regime, not the "
               "placements. A longer budget or another regime is needed before reading them as the paper's claims.", ""]
-    L += ["| claim | verdict | this study |", "|---|---|---|"]
+    tested = sum(1 for c in claims if c.p is not None)
+    L += [f"*Holm-adjusted*: the verdict after Holm's step-down adjustment across the {tested} claims tested with two "
+          "or more seeds (each claim's p is the smallest two-sided α at which its verdict still holds); the headline "
+          "counts these.", "",
+          "| claim | verdict | Holm-adjusted | p | this study |", "|---|---|---|---|---|"]
     for c in claims:
         value = "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
-        L.append(f"| {c.key} | **{c.verdict}** | {value} |")
+        p = "—" if c.p is None else f"{c.p:.2g}"
+        L.append(f"| {c.key} | **{c.verdict}** | {c.holm} | {p} | {value} |")
     L.append("")
     for c in claims:
         L.append(f"- **{c.key}** — paper: {c.paper} Here: {c.sentence}")
@@ -286,8 +291,10 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
     if claims:
         counts: dict[str, int] = {}
         for c in claims:
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
-        L.append("paper's claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+            counts[c.holm] = counts.get(c.holm, 0) + 1
+        raw = sum(c.verdict in ("supported", "contradicted") for c in claims)
+        L.append("paper's claims (Holm-adjusted): " + ", ".join(f"{n} {v}" for v, n in counts.items())
+                 + f" ({raw} decided before adjustment)")
     if collapsed:
         L.append(f"collapsed at the end of training (collapse share > {study.collapse_threshold}): {', '.join(collapsed)}")
     return L

@@ -16,15 +16,34 @@ from __future__ import annotations
 import math
 
 
-def t95(df: int) -> float:
-    """Two-sided 95% Student-t quantile with `df` degrees of freedom (exact: scipy)."""
+def t_quantile(df: int, level: float = 0.95) -> float:
+    """Two-sided Student-t quantile for a `level` interval with `df` degrees of freedom (exact: scipy)."""
     from scipy.stats import t as student_t  # imported here: run processes never need scipy
 
-    return float(student_t.ppf(0.975, df))
+    return float(student_t.ppf((1 + level) / 2, df))
 
 
-def mean_ci(values: list[float]) -> dict:
-    """mean, sd, and the half-width of a 95% t-interval (None with fewer than two values)."""
+def t95(df: int) -> float:
+    """Two-sided 95% Student-t quantile with `df` degrees of freedom."""
+    return t_quantile(df, 0.95)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the i-th smallest p becomes
+    max over j ≤ i of min(1, (m − j + 1) · p_(j)). Rejecting where the adjusted p ≤ α keeps the chance of any false
+    rejection among the m at most α, whatever their dependence."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def mean_ci(values: list[float], level: float = 0.95) -> dict:
+    """mean, sd, and the half-width `ci95` of a t-interval at `level` (95% unless asked; None with fewer than two
+    values)."""
     n = len(values)
     if n == 0:
         return {"n": 0, "mean": None, "sd": None, "ci95": None}
@@ -32,7 +51,7 @@ def mean_ci(values: list[float]) -> dict:
     if n < 2:
         return {"n": 1, "mean": mean, "sd": None, "ci95": None}
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return {"n": n, "mean": mean, "sd": sd, "ci95": t95(n - 1) * sd / math.sqrt(n)}
+    return {"n": n, "mean": mean, "sd": sd, "ci95": t_quantile(n - 1, level) * sd / math.sqrt(n)}
 
 
 COMPUTE = ("tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")
