@@ -64,8 +64,10 @@ def test_a_study_like_the_paper_supports_its_claims():
     assert "[-0.0" in c["grow_gap"].sentence and "over 3 seeds" in c["grow_gap"].sentence
     assert "Provenance of that block: initial" in c["identity"].sentence
     # matched by active-layer tokens (×1.000), but with 1.4× the total FLOPs: that reading cannot rule compute out
-    assert "active-layer tokens: qg / mj = ×1.000 (mj matched to qg (×1.50, upward))" in c["matched"].sentence
-    assert c["matched_flops"].verdict == UNDETERMINED and "qg had more total FLOPs than mj" in c["matched_flops"].sentence
+    assert "Active-layer tokens: qg / mj = ×1.000 (mj matched to qg (×1.50, upward))" in c["matched"].sentence
+    assert c["matched_flops"].verdict == UNDETERMINED
+    assert "— undetermined by this measure: qg had more total FLOPs than mj" in c["matched_flops"].sentence
+    assert "— supported: the whole interval lies below -0.01" in c["grow_gap"].sentence
 
 
 def test_a_contrary_study_contradicts_them():

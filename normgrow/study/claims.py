@@ -166,7 +166,7 @@ def sign_claim(measure: str, diffs: list[float], expected: int, margin: float = 
     n, mean, lo, hi = _interval(diffs)
     verdict = sign_verdict(n, lo, hi, expected, margin)
     side = "below" if expected < 0 else "above"
-    edge = f"{-expected * margin:+g}" if margin else "0"
+    edge = f"{expected * margin:+g}" if margin else "0"  # the boundary the interval must clear: −δ or +δ
     if verdict == CONTRADICTED and margin:
         reversed_ = (lo > margin) if expected < 0 else (hi < -margin)
         why = (f"contradicted: the whole interval lies {'above' if expected < 0 else 'below'} {edge}: "
@@ -420,14 +420,15 @@ def matched_by(key: str, label: str) -> Evaluate:
         if ratio is None:
             c.verdict, c.sentence = UNDETERMINED, c.sentence.rstrip(".") + f"; {label} not recorded — undetermined."
             return c
-        c.sentence += f" {label}: {grow} / {joint} = ×{ratio:.3f} ({how})."
+        compute = f"{label}: {grow} / {joint} = ×{ratio:.3f} ({how})"
+        head, decided = c.sentence.split(" — ", 1)
         if c.verdict == SUPPORTED and ratio > 1 + MATCH_TOLERANCE:
             c.verdict = UNDETERMINED
-            c.sentence += (f" But {grow} had more {label} than {joint}, so its lead may be compute — undetermined "
-                           f"by this measure.")
+            decided = f"undetermined by this measure: {grow} had more {label} than {joint}, so its lead may be compute."
         elif c.verdict == CONTRADICTED and ratio < 1 - MATCH_TOLERANCE:
             c.verdict = UNDETERMINED
-            c.sentence += f" But {joint} had more {label} than {grow} — undetermined by this measure."
+            decided = f"undetermined by this measure: {joint} had more {label} than {grow}."
+        c.sentence = f"{head} — {decided} {compute[0].upper()}{compute[1:]}."
         return c
     return evaluate
 
