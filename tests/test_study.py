@@ -188,7 +188,10 @@ def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
 @pytest.mark.parametrize("over,needle", [(["seeds=[]"], "seeds"), (["launcher.parallel=0"], "launcher.parallel"),
                                          (["arms.post-grow-matched.match=nobody"], "arms.post-grow-matched.match"),
                                          (["model.norm=diagonal"], "model.norm"),
-                                         (["model.norm=post"], "every arm of the study sets model.norm")])
+                                         (["model.norm=post"], "every arm of the study sets model.norm"),
+                                         (["claims.roles={nope: pre-joint}"], "claims.roles.nope: no registered claim"),
+                                         (["claims.roles={post_grow: nobody}"], "claims.roles.post_grow: no arm"),
+                                         (["claims.magnitude=0.5"], "claims.magnitude: must be at least 1")])
 def test_bad_study_input_is_one_line(tmp_path, over, needle):
     proc = cli("study", "default", "-o", tmp_path / "s", *over, check=False)
     assert proc.returncode == 2
