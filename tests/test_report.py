@@ -12,10 +12,10 @@ T_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% t quantile, 1 degree of freed
 CE = {("pre", 0): 5.10, ("pre", 1): 5.30, ("post", 0): 4.90, ("post", 1): 5.00}
 
 
-def write_run(run_dir, arm, seed, ce, norm):
+def write_run(run_dir, arm, seed, ce, norm, dtype="float32"):
     run_dir.mkdir(parents=True)
-    save_config(load_config("tiny", [f"model.norm={norm}", f"seed={seed}", f"name={arm}", "model.vocab_size=512"]),
-                run_dir / "config.yaml")
+    save_config(load_config("tiny", [f"model.norm={norm}", f"seed={seed}", f"name={arm}", "model.vocab_size=512",
+                                     f"train.dtype={dtype}"]), run_dir / "config.yaml")
     stages = [{"index": 0, "n_layer": 1, "steps": 4, "tokens": 1024, "start": {"val/ce": 8.0}, "end": {"val/ce": ce + 0.5}},
               {"index": 1, "n_layer": 2, "steps": 4, "tokens": 1024,
                "growth": {"grow/from": 1, "grow/to": 2, "grow/init": "zero", "grow/boundaries": [1],
@@ -92,6 +92,14 @@ claims: {pre_grow: pre, post_grow: post}
     for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
         assert (out / "plots" / f"{fig}.png").stat().st_size > 5_000, fig
         assert f"plots/{fig}.png" in report
+    assert "Computed in float32/float32 (student/teacher" in report and "different compute dtypes" not in report
     again = (out / "report.md").read_text()
     cli("report", out)
     assert (out / "report.md").read_text() == again  # deterministic
+    # one run recomputed on a machine where `auto` chose bfloat16: the report says the study mixes precisions
+    run = out / "runs" / "post-s1"
+    save_config(load_config("tiny", ["model.norm=post", "seed=1", "name=post", "model.vocab_size=512",
+                                     "train.dtype=bfloat16"]), run / "config.yaml")
+    cli("report", out)
+    assert "**Caution: the runs used different compute dtypes** (bfloat16/float32, float32/float32" in \
+        (out / "report.md").read_text()

@@ -6,6 +6,8 @@ nowhere else from the run directory (summary.json and diagnostics.jsonl).
         match_scale                      how much budget matching scaled the run (None = unmatched)
         compute                          tokens, active-layer tokens, the student's training FLOPs (LM head
                                          included), the teacher's forward FLOPs and their sum `total_flops`
+        dtype                            "student/teacher" compute dtypes the run resolved (`dtype: auto`
+                                         depends on the machine, and so can a verdict)
         growth                           one GrowthEvent per growth event (depths, init, logit and CE jumps)
         boundary_drift, struct_drift     |log| drift of the boundary RMS and of the structural/content RMS ratio
                                          from a growth event to the end of the next stage, mean over events
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normgrow.config import load_config
+from normgrow.config import RunConfig, load_config
 from normgrow.costs import teacher_flops_per_token
 from normgrow.rundir import read_jsonl, read_summary
 
@@ -51,6 +53,7 @@ class RunMeasures:
     stage_ce: list[float] = field(default_factory=list)
     match_scale: float | None = None
     compute: dict[str, float] = field(default_factory=dict)
+    dtype: str | None = None
     growth: list[GrowthEvent] = field(default_factory=list)
     boundary_drift: float | None = None
     struct_drift: float | None = None
@@ -71,7 +74,7 @@ class RunMeasures:
         return self.diagnostics.get(name)
 
 
-MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries", "compute"}
+MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries", "compute", "dtype"}
 
 Measures = dict[str, dict[int, RunMeasures]]  # arm → seed → the run's measures
 
@@ -87,20 +90,25 @@ def _worst_block(record: dict, key: str) -> float | None:
     return max(record[key][1:], default=None) if key in record else None
 
 
-def run_compute(run_dir: Path, summary: dict) -> dict[str, float]:
+def run_config(run_dir: Path) -> RunConfig | None:
+    """The run's resolved config (None without one)."""
+    return load_config(str(run_dir / "config.yaml")) if (run_dir / "config.yaml").is_file() else None
+
+
+def run_compute(cfg: RunConfig | None, summary: dict) -> dict[str, float]:
     """The compute a run consumed: its summary's counters, plus the teacher's forward FLOPs over its tokens
     (costs.teacher_flops_per_token, from the run's resolved config; 0 for a teacher of unknown shape)."""
     counted = summary.get("compute") or {}
-    if "tokens" not in counted or not (run_dir / "config.yaml").is_file():
+    if "tokens" not in counted or cfg is None:
         return {}
-    teacher = teacher_flops_per_token(load_config(str(run_dir / "config.yaml"))) * counted["tokens"]
+    teacher = teacher_flops_per_token(cfg) * counted["tokens"]
     return {"tokens": counted["tokens"], "active_layer_tokens": counted["active_layer_tokens"],
             "student_flops": counted["flops"], "teacher_flops": teacher, "total_flops": counted["flops"] + teacher}
 
 
 def run_measures(run_dir: Path) -> RunMeasures:
     """The measures of one run, from its summary and diagnostics."""
-    s = read_summary(run_dir) or {}
+    s, cfg = read_summary(run_dir) or {}, run_config(run_dir)
     bounds = s.get("boundaries") or []
     ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
     final = ends[-1] if ends else {}
@@ -113,7 +121,8 @@ def run_measures(run_dir: Path) -> RunMeasures:
         val_ce=s.get("val/ce"),
         stage_ce=[st["end"]["val/ce"] for st in s.get("stages", []) if "val/ce" in (st.get("end") or {})],
         match_scale=(s.get("budget_match") or {}).get("scale"),
-        compute=run_compute(run_dir, s),
+        compute=run_compute(cfg, s),
+        dtype=f"{cfg.train.dtype}/{cfg.teacher.dtype}" if cfg is not None else None,
         growth=growth,
         boundary_drift=_log_drift([(b["rms_at_growth"]["all"], b["rms_end_of_next_stage"]["all"])
                                    for b in bounds if "rms_at_growth" in b]),

@@ -40,6 +40,19 @@ def _finished(rows: list[dict], arm: str) -> list[dict]:
     return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
 
 
+def _dtype_lines(measures: Measures) -> list[str]:
+    """Which compute dtypes (student/teacher) the runs used, and a caution when they differ between runs."""
+    used = sorted({m.dtype for runs in measures.values() for m in runs.values() if m.dtype})
+    if not used:
+        return []
+    if len(used) == 1:
+        return [f"Computed in {used[0]} (student/teacher; `dtype: auto` resolves per machine, see each run's "
+                "config.yaml).", ""]
+    return [f"> **Caution: the runs used different compute dtypes** ({', '.join(used)}: student/teacher): a contrast "
+            "between arms run at different precisions mixes the precision into the comparison; rerun them on one "
+            "kind of machine or set `train.dtype` / `teacher.dtype` explicitly.", ""]
+
+
 def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
@@ -307,7 +320,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study."""
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
-    L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir)
+    L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir) + _dtype_lines(measures)
     L += _claims_section(list(claims), collapsed_arms(study, measures), study.claims.margin, _mean_kl(rows))
     L += _arms_section(rows, agg, selection)
     L += _selection_section(selection)
