@@ -105,7 +105,9 @@ def test_order_of_magnitude_by_hand():
 
 def test_one_seed_leaves_everything_undetermined():
     c = verdicts(study(joint_gap=0.0004, grow_gap=-0.0328, seeds=(0,)))
-    for key, claim in c.items():
+    tested = {key: claim for key, claim in c.items() if claim.verdict != NOT_TESTED}
+    assert set(c) - set(tested) == {"matched_paper", "matched_paper_flops"}  # ROLES name no joint_matched pair
+    for key, claim in tested.items():
         assert claim.verdict == UNDETERMINED, key
     assert "undetermined at one seed" in c["grow_gap"].sentence
     assert "one seed: no interval" in c["grow_gap"].sentence
@@ -154,6 +156,30 @@ def test_matched_control_is_keyed_on_the_compute_left_after_matching():
     worse = study(joint_gap=0.0, grow_gap=+0.05, compute=(1.0, 1.3))
     assert verdicts(worse)["matched_flops"].verdict == CONTRADICTED
     assert verdicts(study(joint_gap=0.0, grow_gap=+0.05, compute=(0.7, 0.7)))["matched"].verdict == UNDETERMINED
+
+
+def test_both_matched_directions_are_read_and_say_what_each_pair_cannot_show():
+    # the upward pair [qj, qgm] (grow given joint's active-layer tokens) and the paper's direction [qjm, qg] (joint
+    # given grow's): equal in active-layer tokens, but the grow arm of each saw 1.5x the tokens (9 blocks vs a mean
+    # depth of 6 over its stages), so neither pair can rule out compute counted in tokens, steps or teacher queries
+    m = {a: {} for a in ("qj", "qgm", "qjm", "qg")}
+    for s in (0, 1, 2):
+        j = 0.001 * (s - 1)
+        joint = {"tokens": 600.0, "active_layer_tokens": 5400.0, "total_flops": 1.0e12}
+        grow = {"tokens": 900.0, "active_layer_tokens": 5400.0, "total_flops": 1.2e12}
+        m["qj"][s] = RunMeasures(val_ce=5.0 + j, compute=joint)
+        m["qgm"][s] = RunMeasures(val_ce=4.95 + 2 * j, compute=grow, match_scale=1.5)
+        m["qjm"][s] = RunMeasures(val_ce=5.1 + j, compute=joint, match_scale=0.67)
+        m["qg"][s] = RunMeasures(val_ce=5.0 + 2 * j, compute=grow)
+    c = verdicts(m, ClaimsConfig(matched=["qj", "qgm"], joint_matched=["qjm", "qg"], margin=0.01))
+    # grow − joint: −0.05 ± (0.001 per seed spread) beyond −0.01 → supported by active-layer tokens in both
+    assert c["matched"].verdict == SUPPORTED and c["matched_paper"].verdict == SUPPORTED
+    assert "qjm matched to qg (×0.67, downward)" in c["matched_paper"].sentence
+    assert ("This pair is equal in active-layer tokens; not equal in tokens (and with them optimizer steps and "
+            "teacher queries) ×1.50 (qg had more); total FLOPs ×1.20 (qg had more)") in c["matched_paper"].sentence
+    # at total FLOPs grow had 1.2x: its lead may be compute, in both directions
+    assert c["matched_flops"].verdict == UNDETERMINED and c["matched_paper_flops"].verdict == UNDETERMINED
+    assert "(qgm had more)" in c["matched"].sentence
 
 
 def test_missing_arms_are_not_tested():

@@ -61,7 +61,11 @@ class ClaimsConfig:
     post_grow: str | None = None
     """Arm: post-norm, curriculum growth."""
     matched: list[str] = field(default_factory=list)
-    """Two arms [joint, grow] compared at equal compute: one of them is budget-matched to the other."""
+    """Two arms [joint, grow] compared at equal compute: one of them is budget-matched to the other (in the shipped
+    studies the grow arm, given the joint arm's compute: the upward control)."""
+    joint_matched: list[str] = field(default_factory=list)
+    """Two arms [joint, grow], the joint arm budget-matched to the grow arm: the paper's direction (a joint control
+    given the grow arm's compute). Read by the claims `matched_paper` and `matched_paper_flops`."""
     pre_single: str | None = None
     """Arm: pre-norm, the single-block control (one block appended per stage)."""
     post_single: str | None = None
@@ -204,7 +208,7 @@ Evaluate = Callable[[Roles, Measures], Claim]
 SETTINGS = {"roles", "margin", "magnitude"}  # ClaimsConfig fields that are not roles
 
 # roles that name two arms, with the parts they play (for the "not tested" sentence)
-PAIR_ROLES = {"matched": ("joint", "grow")}
+PAIR_ROLES = {"matched": ("joint", "grow"), "joint_matched": ("joint", "grow")}
 
 
 @dataclass(frozen=True)
@@ -404,13 +408,40 @@ def compute_ratio(m: Measures, joint: str, grow: str, key: str) -> float | None:
     return sum(ratios) / len(ratios) if ratios else None
 
 
-def matched_by(key: str, label: str) -> Evaluate:
-    """The compute-matched control read under one compute measure. "Compute alone does not explain the gap" is
-    supported only when grow beats joint beyond the margin while having no more compute than joint by this measure;
-    contradicted only when grow fails to beat it while having no less; otherwise matching left one arm ahead in
-    compute and the comparison cannot decide — undetermined, whichever arm was matched and in whichever direction."""
+COMPUTE_UNITS = (("tokens", "tokens (and with them optimizer steps and teacher queries)"),
+                 ("active_layer_tokens", "active-layer tokens"), ("student_flops", "student FLOPs"),
+                 ("total_flops", "total FLOPs"))
+
+
+def what_matching_shows(m: Measures, joint: str, grow: str) -> str:
+    """The pair's compute in every unit the runs record, generated from the numbers: equal (within
+    MATCH_TOLERANCE) in some, one arm ahead in others. A lead at equal compute by one unit says nothing about
+    compute measured in a unit where the arms differ."""
+    equal, unequal = [], []
+    for key, label in COMPUTE_UNITS:
+        ratio = compute_ratio(m, joint, grow, key)
+        if ratio is None:
+            continue
+        if abs(ratio - 1) <= MATCH_TOLERANCE:
+            equal.append(label)
+        else:
+            unequal.append(f"{label} ×{ratio:.2f} ({grow if ratio > 1 else joint} had more)")
+    if not equal and not unequal:
+        return ""
+    can = f"equal in {', '.join(equal)}" if equal else "equal in no recorded unit"
+    cannot = f"; not equal in {'; '.join(unequal)}, so it cannot rule out compute measured that way" if unequal else ""
+    return f" This pair is {can}{cannot} ({grow} / {joint})."
+
+
+def matched_by(key: str, label: str, role: str = "matched") -> Evaluate:
+    """The compute-matched control read under one compute measure, on the pair of arms of `role`. "Compute alone
+    does not explain the gap" is supported only when grow beats joint beyond the margin while having no more
+    compute than joint by this measure; contradicted only when grow fails to beat it while having no less;
+    otherwise matching left one arm ahead in compute and the comparison cannot decide — undetermined, whichever
+    arm was matched and in whichever direction. The sentence ends with what the pair can and cannot show: its
+    compute ratio in every recorded unit."""
     def evaluate(r: Roles, m: Measures) -> Claim:
-        joint, grow = r.matched
+        joint, grow = getattr(r, role)
         c = sign_claim(f"at matched compute, val/ce {grow} − {joint}", gap(m, joint, grow), -1, r.margin)
         ratio = compute_ratio(m, joint, grow, key)
         scales = {arm: [v for v in values(m, arm, "match_scale").values()] for arm in (joint, grow)}
@@ -428,7 +459,7 @@ def matched_by(key: str, label: str) -> Evaluate:
         elif c.verdict == CONTRADICTED and ratio < 1 - MATCH_TOLERANCE:
             c.verdict = UNDETERMINED
             decided = f"undetermined by this measure: {joint} had more {label} than {grow}."
-        c.sentence = f"{head} — {decided} {compute[0].upper()}{compute[1:]}."
+        c.sentence = f"{head} — {decided} {compute[0].upper()}{compute[1:]}.{what_matching_shows(m, joint, grow)}"
         return c
     return evaluate
 
@@ -534,6 +565,12 @@ register_claim("matched", MATCHED, matched_by("active_layer_tokens", "active-lay
                reads=("val_ce", "match_scale", "compute"))
 register_claim("matched_flops", MATCHED + " (Read at total FLOPs: the student's, LM head included, and the teacher's.)",
                matched_by("total_flops", "total FLOPs"), roles=("matched",), reads=("val_ce", "match_scale", "compute"))
+MATCHED_PAPER = MATCHED + " (The paper's direction: the joint arm given the grow arm's compute.)"
+register_claim("matched_paper", MATCHED_PAPER, matched_by("active_layer_tokens", "active-layer tokens", "joint_matched"),
+               roles=("joint_matched",), reads=("val_ce", "match_scale", "compute"))
+register_claim("matched_paper_flops", MATCHED_PAPER + " (Read at total FLOPs.)",
+               matched_by("total_flops", "total FLOPs", "joint_matched"), roles=("joint_matched",),
+               reads=("val_ce", "match_scale", "compute"))
 register_claim("crossover", "Phase-wise, the pre/post ranking crosses over: post-norm takes the lead once blocks are appended.",
                crossover, roles=("pre_grow", "post_grow"), reads=("stage_ce",))
 register_claim("single_block", "Single-block control: appending one block per stage also favours post-norm.",
