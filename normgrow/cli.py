@@ -39,7 +39,7 @@ from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study
 from normgrow.study.launch import die_with_parent
-from normgrow.study.plan import describe, describe_fit, is_study, job_plan, rate_of, study_plan, vocab_of
+from normgrow.study.plan import describe, describe_fit, is_study, job_plan, pilot_lines, rate_of, study_plan, vocab_of
 from normgrow.study.runner import rebuild_report, run_study
 from normgrow.version import __version__
 
@@ -182,6 +182,10 @@ def cmd_plan(args: argparse.Namespace) -> None:
     lines = describe(jobs, cfgs, rate, title)
     if args.device_memory:
         lines += ["", *describe_fit(jobs, cfgs, args.fsdp, args.device_memory)]
+    if args.pilot:
+        if config is None or not is_study(config):
+            raise NormgrowError("--pilot: needs a study to plan (a study preset or YAML), not a run config")
+        lines += ["", *pilot_lines(study, Path(args.pilot))]
     for line in lines:
         print(line)
 
@@ -280,6 +284,8 @@ def _add_tool_commands(sub) -> None:
                    help="measured training tokens per device-hour (benchmarks/gpu_smoke.sh); else from FLOPs")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)")
     p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
+    p.add_argument("--pilot", default=None, metavar="DIR",
+                   help="a finished pilot study: what this study's seeds can resolve, from its per-seed sd")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("standin", help="write a CPU stand-in for the paper's teacher and dataset")

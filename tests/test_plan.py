@@ -77,3 +77,26 @@ def test_plan_of_the_paper_study_offline():
     assert re.search(r"device-hours, teacher online in every run: [\d,.]+", out)
     assert re.search(r"device-hours with the teacher cache .*: [\d,.]+", out)
     assert "teacher cache on disk" in out
+
+
+def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
+    """A pilot study directory written by hand: two arms, three seeds, differences 0.01, 0.03, 0.05 (mean 0.03,
+    sd 0.02). The default study plans 3 seeds at δ = 0.01: half-width t(2, 0.975)·0.02/√3 = 4.302653·0.011547."""
+    from normgrow.study.results import FIELDS, write_results
+
+    pilot = tmp_path / "pilot"
+    pilot.mkdir()
+    (pilot / "study.yaml").write_text("name: pilot\nbase: tiny\nseeds: [0, 1, 2]\narms:\n  pre-joint: {}\n  post-joint: {}\n"
+                                      "contrasts:\n  joint_gap: [pre-joint, post-joint]\n")
+    rows = [dict.fromkeys(FIELDS, "") | {"arm": arm, "seed": s, "status": "ok", "val_ce": 5.0 + (0.01 + 0.02 * s) * k}
+            for s in range(3) for arm, k in (("pre-joint", 0), ("post-joint", 1))]
+    write_results(rows, pilot / "results.csv")
+    out = cli("plan", "default", "--pilot", pilot).stdout
+    line = next(x for x in out.splitlines() if x.startswith("| joint_gap"))
+    assert "+0.0300 (3)" in line and "| 0.0200 [" in line
+    assert f"| {4.302653 * 0.02 / 3 ** 0.5:.4f} |" in line
+    assert "grow_gap | — (0)" in out  # the pilot has no grow arms
+    # seeds for δ = 0.01 at sd 0.02 (effect size 0.5): 34 by the noncentral t (the textbook table's 34)
+    assert "| 34 (" in line
+    bad = cli("plan", "default", "--pilot", tmp_path, check=False)
+    assert bad.returncode != 0 and "--pilot needs a finished study directory" in bad.stderr

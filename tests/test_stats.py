@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from normgrow.study.stats import aggregate, fieller_ratio, holm, mean_ci, paired, phase_table, t95
@@ -106,3 +107,24 @@ def test_holm_step_down_by_hand():
     # 2 × 0.8 = 1.6 is capped at 1, and the step-down keeps it monotone: 0.9 becomes max(1, 0.9) = 1
     assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
     assert holm([]) == []
+
+
+def test_paired_t_power_against_known_values_and_a_simulation():
+    from scipy.stats import ttest_1samp
+
+    from normgrow.study.stats import detectable, sd_interval, seeds_for, t_power
+
+    assert t_power(0.0, 1.0, 5) == pytest.approx(0.05, abs=1e-12)  # no effect: the test's own α
+    # the textbook case (one-sample t, effect size d = 1, α = 0.05 two-sided, 80% power): 10 subjects, power 0.803
+    assert seeds_for(0.01, 0.01) == 10 and t_power(0.01, 0.01, 10) == pytest.approx(0.8031, abs=5e-4)
+    assert t_power(0.01, 0.01, 9) < 0.8
+    e = detectable(0.02, 3)
+    assert t_power(e, 0.02, 3) == pytest.approx(0.8, abs=1e-9) and t_power(0.99 * e, 0.02, 3) < 0.8
+    # power by simulation with scipy's own t-test: 3 seeds, true contrast 2 sd
+    rng = np.random.default_rng(0)
+    draws = rng.normal(2.0, 1.0, size=(40_000, 3))
+    simulated = float(np.mean(ttest_1samp(draws, 0.0, axis=1).pvalue < 0.05))
+    assert t_power(2.0, 1.0, 3) == pytest.approx(simulated, abs=0.01)
+    # chi-square interval of an sd from 3 values by hand: sd·sqrt(2 / χ²₀.₉₇₅,₂), sd·sqrt(2 / χ²₀.₀₂₅,₂)
+    lo, hi = sd_interval(1.0, 3)
+    assert lo == pytest.approx(math.sqrt(2 / 7.377759), rel=1e-5) and hi == pytest.approx(math.sqrt(2 / 0.0506356), rel=1e-5)

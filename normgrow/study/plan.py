@@ -5,6 +5,11 @@ Memory per device of one job: the cost model of normgrow.costs, every term print
 plus attention, per stage) and the teacher's forward (2·N_teacher per token plus attention) — divided by
 a throughput: `--tokens-per-hour` measured by the GPU smoke check (benchmarks/gpu_smoke.sh) when given,
 else peak FLOP/s × an assumed utilization (`--peak-tflops`, `--mfu`; both printed as assumptions).
+`--pilot DIR` adds, from a finished pilot study's per-seed spread of each contrast (same arm names), what the planned
+seeds can resolve: the 95% half-width at the planned seeds, the smallest true contrast the paired t-test resolves
+from 0 with 80% power, and the seeds that power needs for a contrast of the claims' margin δ (`claims.margin`) —
+each also at the upper end of the sd's own 95% interval, since a pilot of few seeds estimates its sd loosely.
+
 With the teacher cache (`teacher.cache=true`) the teacher runs once over the tokens the runs read (the
 largest run's tokens, a lower bound on the training split the cache covers), and every run reads its
 top-k logits instead: 2·k·(2 + id bytes) + 2 bytes per token on disk.
@@ -20,8 +25,11 @@ from pathlib import Path
 from normgrow.config import RunConfig, read_yaml
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
 from normgrow.curriculum import match_budget, plan_stages, planned_totals
-from normgrow.study.config import study_preset_names
+from normgrow.errors import NormgrowError
+from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
+from normgrow.study.results import read_results
+from normgrow.study.stats import detectable, paired, sd_interval, seeds_for, t_quantile
 
 GIB = 2**30
 
@@ -148,3 +156,33 @@ def is_study(name: str) -> bool:
         data = read_yaml(path)
         return isinstance(data, dict) and "arms" in data
     return False
+
+
+def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list[str]:
+    """What the study's seeds can resolve, from the per-seed sd of each of its contrasts in a finished pilot study."""
+    if not (pilot_dir / "study.yaml").is_file() or not (pilot_dir / "results.csv").is_file():
+        raise NormgrowError(f"{pilot_dir}: --pilot needs a finished study directory (study.yaml and results.csv)")
+    pilot = load_study(str(pilot_dir / "study.yaml"))
+    if pilot.sweep.axes:
+        raise NormgrowError(f"{pilot_dir}: is a sweep study; pass one of its points (DIR/points/<label>) as --pilot")
+    rows = [r for r in read_results(pilot_dir / "results.csv") if r.get("selected") != "no"]
+    n, delta = len(study.seeds), study.claims.margin
+    L = [f"Power from the pilot {pilot_dir} (budget scale {pilot.budget_scale}; this study: {study.budget_scale}), "
+         f"paired over seeds, two-sided 95%, {power:.0%} power; this study plans {n} seeds, margin δ = {delta:g}:", "",
+         "| contrast | pilot Δ (seeds) | per-seed sd [95%] | half-width at "
+         f"{n} seeds | resolvable at {power:.0%} power | seeds for δ (sd at its upper end) |", "|---|---|---|---|---|---|"]
+    for name, (a, b) in study.contrasts.items():
+        c = paired(rows, a, b)
+        if c["n"] < 2 or not c["sd"]:
+            mean = "—" if c["mean"] is None else f"{c['mean']:+.4f}"
+            L.append(f"| {name} | {mean} ({c['n']}) | unknown: fewer than two paired seeds | — | — | — |")
+            continue
+        sd, (sd_lo, sd_hi) = c["sd"], sd_interval(c["sd"], c["n"])
+        half = t_quantile(n - 1) * sd / n ** 0.5 if n >= 2 else None
+        need, need_hi = seeds_for(delta, sd, power), seeds_for(delta, sd_hi, power)
+        L.append(f"| {name} | {c['mean']:+.4f} ({c['n']}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
+                 f"{'— (one seed)' if half is None else f'{half:.4f}'} | "
+                 f"{'—' if n < 2 else f'{detectable(sd, n, power):.4f}'} | {need or '> 10000'} ({need_hi or '> 10000'}) |")
+    L += ["", "A sign claim is supported only when its interval lies beyond δ: a true contrast needs about δ + the "
+          "half-width to be supported at the planned seeds."]
+    return L

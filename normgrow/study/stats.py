@@ -41,6 +41,45 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
+def t_power(effect: float, sd: float, n: int, level: float = 0.95) -> float:
+    """Power of the two-sided paired t-test at `level` over n seeds against a true contrast `effect` with per-seed sd
+    `sd`: P(|T| > t_c) for T noncentral t with n − 1 degrees of freedom and noncentrality effect·√n / sd (exact:
+    scipy)."""
+    from scipy.stats import nct  # imported here: run processes never need scipy
+
+    tc, nc = t_quantile(n - 1, level), effect * math.sqrt(n) / sd
+    return float(nct.sf(tc, n - 1, nc) + nct.cdf(-tc, n - 1, nc))
+
+
+def detectable(sd: float, n: int, power: float = 0.8, level: float = 0.95) -> float:
+    """The smallest true contrast the paired t-test over n seeds resolves from 0 with this power."""
+    from scipy.optimize import brentq
+
+    hi = sd
+    while t_power(hi, sd, n, level) < power:
+        hi *= 2
+    return float(brentq(lambda e: t_power(e, sd, n, level) - power, 0.0, hi, xtol=sd * 1e-9))
+
+
+def seeds_for(effect: float, sd: float, power: float = 0.8, level: float = 0.95, most: int = 10_000) -> int | None:
+    """The fewest seeds (≥ 2) whose paired t-test resolves a true contrast `effect` from 0 with this power (None past
+    `most`)."""
+    n = 2
+    while t_power(abs(effect), sd, n, level) < power:
+        n += 1
+        if n > most:
+            return None
+    return n
+
+
+def sd_interval(sd: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The chi-square `level` interval of a standard deviation estimated from n values."""
+    from scipy.stats import chi2
+
+    df = n - 1
+    return (sd * math.sqrt(df / chi2.ppf((1 + level) / 2, df)), sd * math.sqrt(df / chi2.ppf((1 - level) / 2, df)))
+
+
 def mean_ci(values: list[float], level: float = 0.95) -> dict:
     """mean, sd, and the half-width `ci95` of a t-interval at `level` (95% unless asked; None with fewer than two
     values)."""
