@@ -6,7 +6,9 @@ seed, and a rule that turns the measure's 95% interval over seeds into one of
     supported      the interval lies on the side the paper states
     contradicted   the interval lies on the other side
     undetermined   the interval straddles the boundary, or there are fewer than two seeds
-    not tested     the study lacks the arms the claim needs
+    not tested     the study lacks the arms the claim needs (or the diagnostics records it reads)
+    descriptive    a number reported without a verdict (Claim.kind "descriptive"): outside Holm's family and
+                   the headline's counts
 
 The sentence a report prints for a claim is generated here from the numbers: nothing is written
 by hand, and "undetermined at this number of seeds" is a valid answer.
@@ -513,8 +515,11 @@ def shallow(r: Roles, m: Measures) -> Claim:
 #
 # Each reads a grow run's growth events (measures.BoundaryEvent: the boundary b, the block below it, the training
 # tokens T_k at the event and at the end of the next stage) against the joint run of the same placement and seed at
-# the same residual or block index and the same training tokens (its diagnostics snapshot there). A joint run has a
-# snapshot at T tokens when `diagnostics.every_tokens` divides T; without one the claim is not tested.
+# the same residual or block index and the same training tokens (its diagnostics snapshot there). Indices are the grown
+# model's: residual b, appended block b, block b − 1 below the boundary (for `append` also the final student's). A joint
+# run has a snapshot at T tokens when `diagnostics.every_tokens` divides T; without one the claim is not tested.
+# Verdicts: boundary_update and structural_drift are sign claims (+1) with margin `scale_margin` (log units); identity
+# is `identity_verdict`; boundary_scale is descriptive (kind "descriptive": a number, outside Holm and the headline).
 
 GrowRead = Callable[[BoundaryEvent], Any]  # the grow run's value at one event (None: not recorded)
 JointRead = Callable[[BoundaryEvent, dict, dict], Any]  # the joint's, from its snapshots at T_k and at the end
@@ -702,7 +707,9 @@ def _prefix(ev: BoundaryEvent) -> tuple[float, float] | None:
 
 
 def _joint_prefix(ev: BoundaryEvent, at: dict, end: dict) -> tuple[float, float] | None:
-    rel, skip = _pick(at, "rel_update", ev.prefix), _pick(at, "skip_ce_delta", ev.prefix)
+    """The joint run's block b − 1 at T_k: the grown model's index of the block below the boundary (= ev.prefix, the
+    index before growth, for append)."""
+    rel, skip = _pick(at, "rel_update", ev.boundary - 1), _pick(at, "skip_ce_delta", ev.boundary - 1)
     return None if rel is None or skip is None else (rel, skip)
 
 
