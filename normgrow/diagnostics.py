@@ -5,13 +5,20 @@ parameter, buffer, RNG or data-iterator change; train/eval mode is restored). It
 diagnostic of the registry `DIAGNOSTICS` (or those in `diagnostics.include`) on one
 `Observation` — the model, the probe and the residual streams, computed once — and merges the
 named values they return. User code adds one with `register_diagnostic(name, fn)`; its values land
-in diagnostics.jsonl and the study report without any other change. The built-in ones:
+in diagnostics.jsonl and the study report without any other change.
+
+The probe (`data.probe_batch`) is `data.probe_sequences` fixed validation rows of T inputs, each
+starting T // 2 tokens before a document start: the tail of the previous document, then the
+document's BOS at position T // 2 and its first tokens. So every row carries a BOS at an interior
+position, which enters the `bos` and `structural` classes like any structural token, while
+position 0 (a mid-document token, where attention sinks form whatever the token) is reported alone.
+The built-in diagnostics:
 
 - `residual`: `residual_rms[i]`, `max_abs[i]` for i = 0 … depth: the residual stream entering
   block 0 (the embeddings, i = 0) and leaving block i−1 (i ≥ 1), per token class — `all`, `bos`,
   `whitespace`, `punct`, `content`, `structural` (= bos ∪ whitespace ∪ punct), every one of them
-  *excluding position 0*, and `first` (position 0 of every sequence alone: the BOS there is where
-  attention sinks and massive activations form, so it would otherwise pass for structural drift).
+  *excluding position 0*, and `first` (position 0 of every sequence alone: attention sinks and
+  massive activations form there whatever the token is, so it would otherwise pass for a class's drift).
   RMS over positions p of a class: sqrt(mean_p mean_c h[p, c]²); max_abs: max_p,c |h[p, c]|.
   `struct_content_ratio[i]` = residual_rms[i].structural / residual_rms[i].content.
 - `identity`: for each block b (input h = residual i=b, output B(h) = residual i=b+1), averaged

@@ -1,20 +1,27 @@
 """The paper's claims get their verdicts from the numbers: synthetic studies that support, contradict and
 leave undetermined different claims, with the expected verdicts worked out here by hand."""
 
+import math
+
 import pytest
 
+from normgrow.errors import ConfigError
 from normgrow.study.claims import (
     CONTRADICTED,
+    DESCRIPTIVE,
     NOT_TESTED,
     SUPPORTED,
     UNDETERMINED,
     ClaimsConfig,
     crossover_verdict,
     evaluate_claims,
+    identity_verdict,
     magnitude_verdict,
     sign_verdict,
+    validate_roles,
 )
-from normgrow.study.measures import RunMeasures
+from normgrow.study.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
+from normgrow.study.report import _claims_section, headline
 
 ROLES = ClaimsConfig(pre_joint="pj", post_joint="qj", pre_grow="pg", post_grow="qg", matched=["mj", "qg"],
                      pre_single="ps", post_single="qs", pre_freeze="pf", post_freeze="qf", pre_shallow="pp",
@@ -25,23 +32,51 @@ def run(ce, stages=None, **extra):
     return RunMeasures(val_ce=ce, stage_ce=stages or [ce], **extra)
 
 
+# Two growth events of a 2 → 3 → 4 block append curriculum: boundary 2 (block 1 below it) from 100 to 200 training
+# tokens, boundary 3 (block 2 below it) from 200 to 300. A joint run of 4 blocks is snapshotted at 100, 200, 300.
+EVENTS = ((1, 2, 100, 200), (2, 3, 200, 300))
+
+
+def grow_events(update=0.2, rms=(1.0, 1.0), ratio=(1.0, 1.0), rel=0.05, skip=0.001, events=EVENTS):
+    """BoundaryEvents with the grow run's values: the first appended block's ‖F(h)‖/‖h‖ `update`, the boundary RMS
+    and structural/content ratio at the event and at the end of the next stage, the block below's r and s."""
+    return [BoundaryEvent(stage, b, b - 1, t0, t1, rms_at=rms[0], rms_end=rms[1], ratio_at=ratio[0],
+                          ratio_end=ratio[1], new_update=update, prefix_update=rel, prefix_skip=skip)
+            for stage, b, t0, t1 in events]
+
+
+def joint_snapshots(update=0.2, rms=1.0, ratio=1.0, rel=0.5, skip=0.2, grow_rms=1.0, grow_ratio=1.0, tokens=(100, 200, 300)):
+    """{tokens: snapshot} of a 4-block joint run; the stream's RMS and ratio at every index are `rms`·`grow_rms`^k and
+    `ratio`·`grow_ratio`^k at the k-th snapshot (so |log| drift over one span is |log grow_…|)."""
+    return {t: {"branch_update": [update] * 4, "rel_update": [rel] * 4, "skip_ce_delta": [skip] * 4,
+                "struct_content_ratio": [ratio * grow_ratio ** k] * 5,
+                "residual_rms": [{"all": rms * grow_rms ** k, "structural": 1.0, "content": 1.0}] * 5}
+            for k, t in enumerate(tokens)}
+
+
 def study(joint_gap, grow_gap, seeds=(0, 1, 2), jitter=0.001, crossing=True, matched_scale=1.5,
           compute=(1.0, 1.4)):
     """Per-seed measures: every post-arm is its pre-arm plus a gap (with a little seed-to-seed jitter). The matched
-    pair is [mj, qg]; `compute` is qg's (active-layer tokens, total FLOPs) as multiples of mj's."""
+    pair is [mj, qg]; `compute` is qg's (active-layer tokens, total FLOPs) as multiples of mj's. Mechanism: the
+    first appended block adds 0.1·e^(−j) of its input under pre-grow, 0.3 under post-grow, 0.2 in both joint runs;
+    pre-grow's structural/content ratio drifts by 0.5 + j in log units per event, the joint runs' not at all; the
+    block below each boundary has r = 0.05 + j, s = 0.001 + j under pre-grow."""
     m = {arm: {} for arm in ("pj", "qj", "pg", "qg", "mj", "ps", "qs", "pf", "qf", "pp", "qp")}
     for i, s in enumerate(seeds):
         j = jitter * (i - 1)
-        m["pj"][s] = run(5.0 + j, block_updates=[0.5, 0.4, 0.3, 0.2])
-        m["qj"][s] = run(5.0 + j + joint_gap + j)
+        m["pj"][s] = run(5.0 + j, block_updates=[0.5, 0.4, 0.3, 0.2], snapshots=joint_snapshots())
+        m["qj"][s] = run(5.0 + j + joint_gap + j, snapshots=joint_snapshots())
         pre_stages = [6.0 + j, 5.5 + j, 5.0 + j]
         lead0 = 0.05 if crossing else -0.05  # post − pre at the first stage end
         post_stages = [6.0 + j + lead0 + j, 5.5 + j + grow_gap + j, 5.0 + j + grow_gap + j]
         m["pg"][s] = run(pre_stages[-1], pre_stages, boundary_drift=0.30 + j, struct_drift=0.20 + j,
                          first_new_update=0.2, last_prefix_update=0.05 + j, last_prefix_index=2,
-                         last_prefix_provenance="initial")
+                         last_prefix_provenance="initial",
+                         events=grow_events(0.1 * math.exp(-j), (1.0, math.exp(0.30 + j)), (1.0, math.exp(0.5 + j)),
+                                            0.05 + j, 0.001 + j))
         m["qg"][s] = run(post_stages[-1], post_stages, boundary_drift=0.01 + j, struct_drift=0.01, first_new_update=0.3,
-                         match_scale=None, compute={"active_layer_tokens": 900 * compute[0], "total_flops": 1e12 * compute[1]})
+                         match_scale=None, compute={"active_layer_tokens": 900 * compute[0], "total_flops": 1e12 * compute[1]},
+                         events=grow_events(0.3, (1.0, math.exp(0.01 + j)), (1.0, math.exp(0.01)), 0.4, 0.05))
         m["mj"][s] = run(5.0 + j + 0.02, match_scale=matched_scale,
                          compute={"active_layer_tokens": 900, "total_flops": 1e12})
         m["ps"][s], m["qs"][s] = run(5.1 + j), run(5.1 + j + grow_gap)
@@ -57,12 +92,14 @@ def verdicts(measures, roles=ROLES):
 def test_a_study_like_the_paper_supports_its_claims():
     c = verdicts(study(joint_gap=0.0004, grow_gap=-0.0328))
     for key in ("joint_gap", "grow_gap", "grow_vs_joint", "matched", "crossover", "single_block", "shallow",
-                "boundary_scale", "structural_drift", "identity"):
+                "boundary_update", "structural_drift", "identity"):
         assert c[key].verdict == SUPPORTED, (key, c[key].sentence)
+    assert c["boundary_scale"].verdict == DESCRIPTIVE and c["boundary_scale"].holm == DESCRIPTIVE
+    assert c["boundary_scale"].p is None
     assert c["freeze"].verdict == CONTRADICTED  # this synthetic study has post worse under freeze (+0.03)
     assert c["grow_gap"].n == 3 and c["grow_gap"].hi < 0
     assert "[-0.0" in c["grow_gap"].sentence and "over 3 seeds" in c["grow_gap"].sentence
-    assert "Provenance of that block: initial" in c["identity"].sentence
+    assert "Provenance of the last event's block: initial" in c["identity"].sentence
     # matched by active-layer tokens (×1.000), but with 1.4× the total FLOPs: that reading cannot rule compute out
     assert "Active-layer tokens: qg / mj = ×1.000 (mj matched to qg (×1.50, upward))" in c["matched"].sentence
     assert c["matched_flops"].verdict == UNDETERMINED
@@ -108,7 +145,7 @@ def test_one_seed_leaves_everything_undetermined():
     tested = {key: claim for key, claim in c.items() if claim.verdict != NOT_TESTED}
     assert set(c) - set(tested) == {"matched_paper", "matched_paper_flops"}  # ROLES name no joint_matched pair
     for key, claim in tested.items():
-        assert claim.verdict == UNDETERMINED, key
+        assert claim.verdict == (DESCRIPTIVE if key == "boundary_scale" else UNDETERMINED), key
     assert "undetermined at one seed" in c["grow_gap"].sentence
     assert "one seed: no interval" in c["grow_gap"].sentence
     assert "a crossover needs intervals" in c["crossover"].sentence
@@ -225,3 +262,128 @@ def test_each_verdict_carries_its_p_value_and_holm_adjusts_across_claims():
     assert strong.verdict == CONTRADICTED and strong.p < 1e-4 and strong.holm == CONTRADICTED
     one = verdicts(study(joint_gap=0.0, grow_gap=-0.04, seeds=(0,)))["grow_gap"]
     assert one.p is None and one.holm == UNDETERMINED
+
+
+# ----------------------------------------------------------------------------- the mechanism claims
+
+
+def test_identity_verdict_rule_by_hand():
+    # r threshold 0.1, s threshold 0.01 nats; each event is ((r_lo, r_hi), (s_lo, s_hi))
+    near = ((0.02, 0.08), (-0.003, 0.004))
+    assert identity_verdict(3, [near, near], 0.1, 0.01)[0] == SUPPORTED
+    assert identity_verdict(3, [near, ((0.05, 0.12), (0.0, 0.005))], 0.1, 0.01)[0] == UNDETERMINED  # r crosses 0.1
+    assert identity_verdict(3, [near, ((0.02, 0.08), (0.005, 0.02))], 0.1, 0.01)[0] == UNDETERMINED  # s crosses 0.01
+    verdict, why = identity_verdict(3, [near, ((0.15, 0.30), (0.0, 0.005))], 0.1, 0.01)
+    assert verdict == CONTRADICTED and "at event 2 r's lower bound 0.150 > 0.1" in why  # one event decides
+    verdict, why = identity_verdict(3, [((0.01, 0.02), (0.02, 0.05)), near], 0.1, 0.01)
+    assert verdict == CONTRADICTED and "at event 1 s's lower bound +0.0200 > 0.01" in why
+    assert identity_verdict(1, [((None, None), (None, None))], 0.1, 0.01)[0] == UNDETERMINED
+
+
+def test_boundary_update_is_a_difference_in_differences_against_joint_by_hand():
+    # pre-grow u = 0.1·e^(−j), post-grow 0.3, both joints 0.2 at the same block and tokens: per seed
+    # D = [log 0.3 − log 0.1 + j] − [log 0.2 − log 0.2] = log 3 + j, j = −0.001, 0, +0.001 → log 3 ± HALF
+    c = verdicts(study(joint_gap=0.0, grow_gap=-0.03))["boundary_update"]
+    assert c.verdict == SUPPORTED and c.n == 3
+    assert c.mean == pytest.approx(math.log(3), abs=1e-12) and c.lo == pytest.approx(math.log(3) - HALF, abs=1e-7)
+    assert "pg − pj: -0.693" in c.sentence and "qg − qj: +0.405" in c.sentence  # log 0.5, log 1.5
+    # the joint runs read at the grow run's event tokens, not at their end: a joint whose block 2 and 3 update only
+    # at 300 tokens differs in event 1 (end 200) alone
+    m = study(joint_gap=0.0, grow_gap=-0.03)
+    for s in m["qj"]:
+        m["qj"][s].snapshots[300]["branch_update"] = [0.2, 0.2, 0.2, 0.6]
+    # event 2 (boundary 3, end 300) now has post's joint log ratio log 3 higher: D = log 3 − (log 3) / 2 + j
+    assert verdicts(m)["boundary_update"].mean == pytest.approx(math.log(3) / 2, abs=1e-12)
+
+
+def test_drift_under_joint_too_no_longer_supports_the_mechanism():
+    # pre's stream moves under growth and under joint training alike: each joint snapshot's structural/content ratio
+    # is e^0.5 times the previous one, and the joint's first-appended-block index adds what the grow run's does (0.1
+    # pre, 0.3 post); pre-grow's block below the boundary has r = 0.3 + j where pre-joint's has 0.5.
+    m = study(joint_gap=0.0, grow_gap=-0.03)
+    for i, s in enumerate(sorted(m["pg"])):
+        j = 0.001 * (i - 1)
+        m["pj"][s].snapshots = joint_snapshots(update=0.1, grow_ratio=math.exp(0.5))
+        m["qj"][s].snapshots = joint_snapshots(update=0.3)
+        m["pg"][s].last_prefix_update = 0.3 + j  # what the old identity claim read, against block_updates[2] = 0.3
+        m["pg"][s].block_updates = [0.5, 0.5, 0.5, 0.5]
+        for ev in m["pg"][s].events:
+            ev.prefix_update = 0.3 + j
+    c = verdicts(m)
+    # until this change: boundary_scale (post − pre drift 0.01 − 0.30 < 0), structural_drift (pre 0.20 − post 0.01 > 0)
+    # and identity (0.3 − 0.5 < 0) all read "supported" from these runs
+    # structural: pre-grow drift 0.5 + j, pre-joint 0.5: DiD = j, [−0.0025, +0.0025], entirely below the margin 0.1
+    assert c["structural_drift"].verdict == CONTRADICTED and c["structural_drift"].mean == pytest.approx(0.0, abs=1e-12)
+    # boundary update: D = [log 0.3 − log 0.1 + j] − [log 0.3 − log 0.1] = j: no effect beyond the margin
+    assert c["boundary_update"].verdict == CONTRADICTED and c["boundary_update"].hi == pytest.approx(HALF, abs=1e-7)
+    # identity: r = 0.3 ± HALF, lower bound 0.2975 > 0.1
+    assert c["identity"].verdict == CONTRADICTED and "r's lower bound 0.298 > 0.1" in c["identity"].sentence
+    assert c["boundary_scale"].verdict == DESCRIPTIVE and "descriptive, no verdict" in c["boundary_scale"].sentence
+
+
+def test_identity_reports_every_event_for_all_four_arms():
+    m = study(joint_gap=0.0, grow_gap=-0.03)
+    for s in m["pg"]:  # event 1's block is nearly an identity under pre-grow; event 2's may not be
+        m["pg"][s].events[1].prefix_update = 0.10 + 0.01 * s
+    c = verdicts(m)["identity"]
+    # event 2: r = 0.10, 0.11, 0.12: mean 0.11, sd 0.01, interval 0.11 ± 0.0248 = [0.0852, 0.1348] crosses 0.1
+    assert c.verdict == UNDETERMINED and c.mean == pytest.approx(0.11)
+    assert c.lo == pytest.approx(0.11 - 10 * HALF, abs=1e-7)
+    assert "event 1 (stage 1, boundary 2): pg r 0.050" in c.sentence and "event 2 (stage 2, boundary 3): pg r 0.110" in c.sentence
+    head = c.sentence.split(" | ")[0]
+    assert [head.index(f"{arm} r ") for arm in ("pg", "qg", "pj", "qj")] == sorted(head.index(f"{arm} r ") for arm in ("pg", "qg", "pj", "qj"))
+    assert "qg r 0.400" in head and "pj r 0.500" in head and "qj r 0.500 [0.500, 0.500], s +0.2000" in head
+
+
+def test_mechanism_claims_without_joint_snapshots_at_the_event_tokens_are_not_tested():
+    m = study(joint_gap=0.0, grow_gap=-0.03)
+    for s in m["pj"]:
+        m["pj"][s].snapshots = joint_snapshots(tokens=(100, 300))  # nothing at 200 tokens
+    c = verdicts(m)
+    for key in ("boundary_update", "boundary_scale", "structural_drift", "identity"):
+        assert c[key].verdict == NOT_TESTED, key
+        assert "pj seeds 0, 1, 2 at 200 tokens" in c[key].sentence and "diagnostics.every_tokens" in c[key].sentence
+    assert "to a divisor of 200" in c["identity"].sentence
+    assert c["grow_gap"].verdict == SUPPORTED  # the other claims do not need them
+    # a grow run without growth events (its summary has no boundaries)
+    for r in m["qg"].values():
+        r.events = []
+    assert "no growth events recorded (qg seed 0" in verdicts(study(0.0, -0.03) | {"qg": m["qg"]})["boundary_update"].sentence
+
+
+def test_descriptive_claims_stay_out_of_holm_and_the_headline():
+    c = evaluate_claims(ROLES, study(joint_gap=0.0, grow_gap=-0.04, jitter=0.01))
+    tested = [x for x in c if x.p is not None]
+    assert all(x.key != "boundary_scale" for x in tested)
+    scale = next(x for x in c if x.key == "boundary_scale")
+    assert scale.kind == "descriptive" and scale.holm == DESCRIPTIVE and scale.mean is not None
+    counted = sum(x.key != "boundary_scale" for x in c)  # every claim's Holm verdict but the descriptive one
+    (line,) = headline(None, {"contrasts": {}}, c, [])
+    assert sum(int(part.split()[0]) for part in line.split(": ")[1].split(" (")[0].split(", ")) == counted
+    assert "descriptive" not in line
+    row = next(x for x in _claims_section(c) if x.startswith("| boundary_scale |"))
+    assert row.startswith(f"| boundary_scale | *descriptive* | — | — | {scale.mean:+.4f} [")
+
+
+def test_mechanism_settings_are_one_line_errors_naming_the_field():
+    arms = {"pg", "qg"}
+    with pytest.raises(ConfigError, match=r"^claims\.scale_margin: must be 0 or positive \(log units\), got -0\.1$"):
+        validate_roles(ClaimsConfig(scale_margin=-0.1), arms)
+    with pytest.raises(ConfigError, match=r"^claims\.identity_update: must be positive, got 0$"):
+        validate_roles(ClaimsConfig(identity_update=0), arms)
+
+
+def test_snapshots_and_events_from_diagnostics_records_by_hand():
+    rec = {"event": "interval", "tokens": 64, "stage": 0, "branch_update": [0.1, 0.2], "rel_update": [0.3, 0.4],
+           "skip_ce_delta": [0.5, 0.6], "struct_content_ratio": [1.0, 1.1, 1.2], "sink_share": 0.5,
+           "residual_rms": [{"all": 1.0, "bos": 9.0, "structural": 2.0, "content": 0.5, "first": 7.0}] * 3}
+    snap = snapshot(rec)
+    assert set(snap) == {"branch_update", "rel_update", "skip_ce_delta", "struct_content_ratio", "residual_rms"}
+    assert snap["residual_rms"][0] == {"all": 1.0, "structural": 2.0, "content": 0.5}
+    bound = {"stage": 1, "boundary": 2, "rms_at_growth": {"all": 1.5}, "rms_end_of_next_stage": {"all": 2.5},
+             "struct_content_ratio": [0.9, 1.3], "last_prefix_block": {"index": 1, "rel_update": 0.07, "skip_ce_delta": 0.002},
+             "first_new_block": {"index": 2, "branch_update_end": 0.25}}
+    (ev,) = boundary_events([bound], {0: {"tokens": 65536}, 1: {"tokens": 131072}})
+    assert (ev.stage, ev.boundary, ev.prefix, ev.tokens_at, ev.tokens_end) == (1, 2, 1, 65536, 131072)
+    assert (ev.rms_at, ev.rms_end, ev.ratio_at, ev.ratio_end) == (1.5, 2.5, 0.9, 1.3)
+    assert (ev.new_update, ev.prefix_update, ev.prefix_skip) == (0.25, 0.07, 0.002)

@@ -27,6 +27,7 @@ from normgrow.data import (
     tokenizer_hash,
     val_sequences,
 )
+from normgrow.diagnostics import make_probe
 from normgrow.errors import DataError
 
 
@@ -374,17 +375,20 @@ def test_val_sequences_are_the_split_prefix(stdlib_prepared):
         assert rows[i].tolist() == np.asarray(p.val[i * 32 : i * 32 + 33]).tolist()
 
 
-def test_probe_batch_starts_at_documents_and_counts_classes(stdlib_prepared):
+def test_probe_batch_puts_a_document_start_mid_row_and_counts_classes(stdlib_prepared):
     p = stdlib_prepared
     rows, counts = probe_batch(p, 4, 32)
     assert rows.shape == (4, 33)
-    assert (rows[:, 0] == p.bos_id).all()
+    assert (rows[:, 16] == p.bos_id).all()  # BOS at position seq_len // 2 = 16, an interior position
     starts = set(p.val_docs.tolist())
-    for r in rows:  # each row is the val split from some document start
-        assert any(np.array_equal(np.asarray(p.val[s : s + 33]), r.numpy()) for s in starts)
+    for r in rows:  # each row is the val split from 16 tokens before some document start
+        assert any(np.array_equal(np.asarray(p.val[s - 16 : s + 17]), r.numpy()) for s in starts if s >= 16)
     assert counts["first"] == 4
     assert sum(counts[c] for c in TOKEN_CLASSES) == 4 * 32
     assert counts["bos"] >= 4 and counts["content"] > 0
+    probe = make_probe(rows, p.token_classes)  # the diagnostics' classes: BOS enters bos/structural, not first
+    assert probe.masks["bos"][:, 16].all() and probe.masks["structural"][:, 16].all()
+    assert probe.counts["bos"] >= 4 and probe.counts["first"] == 4
 
 
 def test_probe_batch_from_short_documents_runs_on_into_the_next(tmp_path):
@@ -394,10 +398,13 @@ def test_probe_batch_from_short_documents_runs_on_into_the_next(tmp_path):
         (corpus / f"d{i:02d}.txt").write_text(f"x = {i}\n")
     p = prepare(make_cfg(tmp_path / "cache", f"data.corpus={corpus}", "data.val_fraction=0.5"), log=quiet)
     rows, counts = probe_batch(p, 3, 16)
-    assert (rows[:, 0] == p.bos_id).all()
-    assert ((rows == p.bos_id).sum(dim=1) > 1).all()  # each row crosses into later documents
-    assert counts["bos"] == int((rows[:, :16] == p.bos_id).sum())
+    assert (rows[:, 8] == p.bos_id).all()
+    assert ((rows[:, 9:] == p.bos_id).sum(dim=1) > 0).all()  # each row crosses into later documents
+    assert ((rows[:, :8] == p.bos_id).sum(dim=1) > 0).all()  # and its head is earlier documents' tails
+    assert counts["bos"] == int((rows[:, :16] == p.bos_id).sum()) and counts["bos"] >= 3
     assert sum(counts[c] for c in TOKEN_CLASSES) == 3 * 16
+    with pytest.raises(DataError, match=r"^data.probe_sequences: .* fewer than 1000"):
+        probe_batch(p, 1000, 16)
 
 
 def test_prepare_command_builds_then_reuses(tmp_path):

@@ -114,6 +114,39 @@ def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
     assert "Runs that did not finish" in report and "`bad` seed 0: failed" in report
 
 
+def test_boundary_update_in_the_report_is_read_from_the_runs_diagnostics(tiny_cache, tmp_path):
+    joint = "'curriculum.stages=[{n_layer: 2, tokens: 5120}]'"
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pg": "{overrides: [model.norm=pre]}", "qg": "{overrides: [model.norm=post]}",
+                        "pj": f"{{overrides: [model.norm=pre, {joint}]}}", "qj": f"{{overrides: [model.norm=post, {joint}]}}"},
+                       seeds=(0,), launcher="inline",
+                       extra="claims: {pre_grow: pg, post_grow: qg, pre_joint: pj, post_joint: qj}\n")
+    out = tmp_path / "study"
+    # the joint runs snapshot their diagnostics every 2,560 tokens: at the grow runs' event (2,560) and stage end (5,120)
+    cli("study", spec, "-o", out, "--no-progress", "diagnostics.every_tokens=2560")
+    rows = {r["arm"]: r for r in results(out)}
+
+    def records(arm):
+        return [json.loads(line) for line in (out / rows[arm]["run_dir"] / "diagnostics.jsonl").read_text().splitlines()]
+
+    # one growth event, 1 → 2 blocks: boundary b = 1, the first appended block is block 1; its ‖F(h)‖/‖h‖ at the end
+    # of its stage (5,120 tokens) in each grow run, and block 1's in each joint run at the same tokens
+    u = {arm: next(r for r in records(arm) if r["tokens"] == 5120 and r["event"] == "stage_end")["branch_update"][1]
+         for arm in ("pg", "qg", "pj", "qj")}
+    d = (math.log(u["qg"]) - math.log(u["pg"])) - (math.log(u["qj"]) - math.log(u["pj"]))
+    report = (out / "report.md").read_text()
+    assert f"| boundary_update | **undetermined** | undetermined | — | {d:+.4f} |" in report
+    assert "| boundary_scale | *descriptive* | — | — |" in report
+    assert all(r["counts"]["bos"] >= 4 for r in records("pg"))  # every probe row's interior BOS (4 rows)
+    # without the joint runs' snapshot at the event tokens the claim is not tested, and says what to set
+    path = out / rows["pj"]["run_dir"] / "diagnostics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records("pj") if r["event"] != "interval"))
+    cli("report", out)
+    line = next(x for x in (out / "report.md").read_text().splitlines() if x.startswith("- **boundary_update**"))
+    assert "not tested: the joint runs have no diagnostics record" in line and "pj seed 0 at 2,560 tokens" in line
+    assert "diagnostics.every_tokens" in line
+
+
 @pytest.mark.slow  # the default run covers this in test_faults.py (the study killed, its run resumed)
 def test_a_killed_study_resumes_its_runs(tiny_cache, tmp_path):
     spec = write_study(tmp_path / "s.yaml", tiny_cache, {"long": "{overrides: [model.norm=post]}"}, seeds=(0,),

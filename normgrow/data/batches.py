@@ -2,7 +2,7 @@
 diagnostics probe batch, all cut from a `Prepared` shard dir's flat token arrays.
 
     val.bin    [val_sequences: the first ceil(val_tokens / T)] [to the next BOS] [select_sequences] ...
-               probe_batch: n sequences that each start at a document start (position 0 is a BOS)
+               probe_batch: n sequences that each start T // 2 tokens before a document start (BOS at T // 2)
     train.bin  BatchIterator: a permutation of the split's sequences per epoch, batch_size at a time
 
 Choices:
@@ -113,25 +113,31 @@ def select_sequences(prepared: Prepared, seq_len: int, val_tokens: int, select_t
 
 
 def probe_batch(prepared: Prepared, n: int, seq_len: int) -> tuple[torch.Tensor, dict[str, int]]:
-    """n val sequences (n, T+1) that each start at a document start, so position 0 is always BOS, and the
-    count of input positions per token class (plus "first" = n, the position-0 tokens).
+    """n val sequences (n, T+1) that each start h = T // 2 tokens before a document start: positions 0 … h−1 are
+    the tail of the previous document(s) and position h is the document's BOS, so a BOS sits at an interior
+    position of every row (where it is an ordinary structural token, not the attention sink position 0 is).
+    Returns the rows and the count of input positions per token class (position 0 included) plus "first" = n.
 
-    Documents of at least T+1 tokens come first, evenly spaced across the split; if there are fewer than n,
-    shorter documents (evenly spaced too) fill the rest and run on into the documents after them.
+    Document starts with at least T+1−h tokens of their own after them come first, evenly spaced across the
+    split; if there are fewer than n, shorter documents (evenly spaced too) fill the rest and run on into the
+    documents after them. A start is usable when h tokens precede it and T+1−h follow it in the split.
     """
+    h = seq_len // 2
     starts = prepared.val_docs
     lengths = np.diff(np.append(starts, len(prepared.val)))
-    long = starts[lengths >= seq_len + 1]
-    short = starts[(lengths < seq_len + 1) & (starts + seq_len + 1 <= len(prepared.val))]
+    fits = (starts >= h) & (starts - h + seq_len + 1 <= len(prepared.val))
+    long = starts[fits & (lengths >= seq_len + 1 - h)]
+    short = starts[fits & (lengths < seq_len + 1 - h)]
     if len(long) + len(short) < n:
         raise DataError(f"data.probe_sequences: the validation split has {len(long) + len(short)} document starts "
-                        f"with data.seq_len+1={seq_len + 1} tokens after them, fewer than {n}")
+                        f"with data.seq_len//2={h} tokens before them and {seq_len + 1 - h} from them on, fewer "
+                        f"than {n} (lower data.probe_sequences or raise data.val_fraction)")
 
     def spaced(a: np.ndarray, k: int) -> np.ndarray:
         return a[np.linspace(0, len(a) - 1, k).round().astype(int)] if k > 0 else a[:0]
 
     chosen = spaced(long, n) if len(long) >= n else np.sort(np.concatenate([long, spaced(short, n - len(long))]))
-    rows = _rows(prepared.val, chosen, seq_len + 1)
+    rows = _rows(prepared.val, chosen - h, seq_len + 1)
     classes = prepared.token_classes[rows[:, :seq_len].numpy()]
     counts = {name: int((classes == i).sum()) for i, name in enumerate(TOKEN_CLASSES)}
     counts["first"] = n

@@ -19,6 +19,12 @@ nowhere else from the run directory (summary.json and diagnostics.jsonl).
         diagnostics                      the whole last end-of-stage diagnostics record, by name — scalars and
                                          per-block lists alike, whatever diagnostics the run registered
         boundaries                       the summary's boundary records, one per growth event, as written
+        events                           one BoundaryEvent per growth event and boundary: its indices, the
+                                         training tokens at the growth event and at the end of the next stage,
+                                         and the grow run's values there (read from `boundaries`)
+        snapshots                        {training tokens: a few diagnostics} of every stage_end and interval
+                                         record (SNAPSHOT_KEYS; residual_rms keeps all/structural/content), so a
+                                         claim can read a joint run at a grow run's event tokens
 
 `value(name)` reads a field, or else a diagnostic by its name, so a claim or a figure can use a new
 diagnostic without any reader being edited. A study's measures are `{arm: {seed: RunMeasures}}`.
@@ -48,6 +54,27 @@ class GrowthEvent:
 
 
 @dataclass
+class BoundaryEvent:
+    """One growth event's boundary b in a grow run: residual index b of the grown model (the stream the first
+    inserted block receives, so the first inserted block is block b), `prefix` = the trained block just below
+    it before growth (b − 1 for append), and the training tokens T_k at the event (the end of the stage before)
+    and at the end of the stage the event starts. Values are the grow run's own, at those tokens."""
+
+    stage: int  # the stage the event starts
+    boundary: int  # residual index b (grown model); also the first inserted block's index
+    prefix: int  # block index just below the boundary before growth
+    tokens_at: int | None  # T_k: training tokens at the end of the stage before the event
+    tokens_end: int | None  # training tokens at the end of the stage the event starts
+    rms_at: float | None = None  # boundary residual RMS (class all) at T_k
+    rms_end: float | None = None  # … at the end of the next stage
+    ratio_at: float | None = None  # boundary structural/content RMS ratio at T_k
+    ratio_end: float | None = None  # … at the end of the next stage
+    new_update: float | None = None  # branch_update[b] (‖F(h)‖/‖h‖) of the first inserted block, end of its stage
+    prefix_update: float | None = None  # rel_update[prefix] at T_k
+    prefix_skip: float | None = None  # skip_ce_delta[prefix] at T_k (probe nats)
+
+
+@dataclass
 class RunMeasures:
     val_ce: float | None = None
     stage_ce: list[float] = field(default_factory=list)
@@ -66,6 +93,8 @@ class RunMeasures:
     collapse_cos: float | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     boundaries: list[dict] = field(default_factory=list)
+    events: list[BoundaryEvent] = field(default_factory=list)
+    snapshots: dict[int, dict] = field(default_factory=dict)
 
     def value(self, name: str) -> Any:
         """A measure by name: a field of this record, else the run's final diagnostic of that name (None if absent)."""
@@ -74,7 +103,8 @@ class RunMeasures:
         return self.diagnostics.get(name)
 
 
-MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries", "compute", "dtype"}
+MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries", "compute", "dtype",
+                                                                                "events", "snapshots"}
 
 Measures = dict[str, dict[int, RunMeasures]]  # arm → seed → the run's measures
 
@@ -88,6 +118,38 @@ def _log_drift(pairs: list[tuple[float, float]]) -> float | None:
 def _worst_block(record: dict, key: str) -> float | None:
     """The largest per-block value of a diagnostic, block 0 (the embedding's output) left out."""
     return max(record[key][1:], default=None) if key in record else None
+
+
+SNAPSHOT_KEYS = ("branch_update", "rel_update", "skip_ce_delta", "struct_content_ratio")  # per-block/-index lists
+SNAPSHOT_RMS = ("all", "structural", "content")  # the residual_rms classes a snapshot keeps
+SNAPSHOT_EVENTS = ("stage_end", "interval")  # the diagnostics events snapshots are read from (not dense ones)
+
+
+def snapshot(record: dict) -> dict:
+    """The few diagnostics the mechanism claims read, from one diagnostics.jsonl record."""
+    snap = {k: record[k] for k in SNAPSHOT_KEYS if k in record}
+    if "residual_rms" in record:
+        snap["residual_rms"] = [{c: r.get(c) for c in SNAPSHOT_RMS} for r in record["residual_rms"]]
+    return snap
+
+
+def _at(values: list | None, i: int):
+    return values[i] if values is not None and 0 <= i < len(values) else None
+
+
+def boundary_events(bounds: list[dict], ends: dict[int, dict]) -> list[BoundaryEvent]:
+    """The summary's boundary records as BoundaryEvents; `ends` = the stage_end records by stage (their tokens)."""
+    out = []
+    for b in bounds:
+        prefix = b.get("last_prefix_block") or {}
+        at, end = ends.get(b["stage"] - 1, {}), ends.get(b["stage"], {})
+        ratio = b.get("struct_content_ratio") or [None, None]
+        out.append(BoundaryEvent(
+            b["stage"], b["boundary"], prefix.get("index", b["boundary"] - 1), at.get("tokens"), end.get("tokens"),
+            rms_at=(b.get("rms_at_growth") or {}).get("all"), rms_end=(b.get("rms_end_of_next_stage") or {}).get("all"),
+            ratio_at=ratio[0], ratio_end=ratio[1], new_update=(b.get("first_new_block") or {}).get("branch_update_end"),
+            prefix_update=prefix.get("rel_update"), prefix_skip=prefix.get("skip_ce_delta")))
+    return out
 
 
 def run_config(run_dir: Path) -> RunConfig | None:
@@ -110,7 +172,8 @@ def run_measures(run_dir: Path) -> RunMeasures:
     """The measures of one run, from its summary and diagnostics."""
     s, cfg = read_summary(run_dir) or {}, run_config(run_dir)
     bounds = s.get("boundaries") or []
-    ends = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] == "stage_end"]
+    records = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in SNAPSHOT_EVENTS]
+    ends = [r for r in records if r["event"] == "stage_end"]
     final = ends[-1] if ends else {}
     prefix = (bounds[-1] if bounds else {}).get("last_prefix_block") or {}
     first_new = [b["first_new_block"]["branch_update_end"] for b in bounds if "first_new_block" in b]
@@ -136,6 +199,8 @@ def run_measures(run_dir: Path) -> RunMeasures:
         collapse_cos=_worst_block(final, "collapse_cos"),
         diagnostics={k: v for k, v in final.items() if k not in RECORD_KEYS},
         boundaries=bounds,
+        events=boundary_events(bounds, {r["stage"]: r for r in ends}),
+        snapshots={r["tokens"]: snapshot(r) for r in records},
     )
 
 

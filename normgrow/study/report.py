@@ -100,7 +100,8 @@ def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: floa
         return []
     L = ["## The paper's claims at this scale", "",
          "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
-         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed)."]
+         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed); a "
+         "*descriptive* line reports a number without a verdict (outside the Holm family and the headline)."]
     if margin is not None:
         share = f", {margin / mean_kl:.1%} of the arms' mean KL to the teacher ({mean_kl:.4f})" if mean_kl else ""
         L.append(f"The practical margin δ is {margin:g} nats/token{share}: a claim that one arm beats another is "
@@ -119,7 +120,8 @@ def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: floa
     for c in claims:
         value = "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
         p = "—" if c.p is None else f"{c.p:.2g}"
-        L.append(f"| {c.key} | **{c.verdict}** | {c.holm} | {p} | {value} |")
+        verdict, holm = ("*descriptive*", "—") if c.kind == "descriptive" else (f"**{c.verdict}**", c.holm)
+        L.append(f"| {c.key} | {verdict} | {holm} | {p} | {value} |")
     L.append("")
     for c in claims:
         L.append(f"- **{c.key}** — paper: {c.paper} Here: {c.sentence}")
@@ -304,7 +306,8 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
     if claims:
         counts: dict[str, int] = {}
         for c in claims:
-            counts[c.holm] = counts.get(c.holm, 0) + 1
+            if c.kind != "descriptive":  # a number reported, no verdict to count
+                counts[c.holm] = counts.get(c.holm, 0) + 1
         raw = sum(c.verdict in ("supported", "contradicted") for c in claims)
         L.append("paper's claims (Holm-adjusted): " + ", ".join(f"{n} {v}" for v, n in counts.items())
                  + f" ({raw} decided before adjustment)")
