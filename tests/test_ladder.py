@@ -183,6 +183,11 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
     cli("report", out)
     assert (out / "report.md").read_text() == report
     cli("report", out / "budgets" / "b1")
+    # the ladder itself is no study to compare; its budgets are
+    bad = cli("report", out / "budgets" / "b1", "--against", out, check=False)
+    assert bad.returncode == 2 and "budgets/<label>" in bad.stderr.strip().splitlines()[-1]
+    cmp = cli("report", out / "budgets" / "b1", "--against", out / "budgets" / "b0.5").stdout
+    assert f"| {m1 - m0:+.4f} | {m1 / m0:+.2f}" in cmp
 
     # a rerun skips every finished run; an extended ladder reuses its finished budgets
     again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")
