@@ -295,7 +295,7 @@ def test_progress_weighs_each_step_by_its_student_and_teacher_flops(tmp_path):
     assert cost_of_steps(grow, 10**9) == sum(n * c for n, c in grow)
 
 
-def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_interval(tmp_path):
+def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_path):
     from scipy.stats import t as student_t
 
     ce = {  # (budget scale, arm) → val/ce of seeds 0, 1, 2
@@ -329,19 +329,37 @@ def test_report_against_another_budget_flags_contrasts_that_moved_beyond_their_i
 
     out = cli("report", dirs[1.0], "--against", dirs[0.5]).stdout
     (ga, ha), (gb, hb) = contrast(0.5, "post"), contrast(1.0, "post")
-    assert abs(gb - ga) <= hb  # the gap moved by less than its interval
-    assert f"| gap | {ga:+.4f} ± {ha:.4f} | {gb:+.4f} ± {hb:.4f} | {gb - ga:+.4f} | yes |" in out
+    assert "within other's interval" not in out and "Convergence:" not in out  # the strict check is gone
+
+    def fieller(b):  # ρ = Δ(1) / Δ(0.5) and the roots in R of (x̄ − R·ȳ)² = t²·var(mean of x − R·y), by hand
+        y = [q - p for p, q in zip(ce[(0.5, "pre")], ce[(0.5, b)], strict=True)]
+        x = [q - p for p, q in zip(ce[(1.0, "pre")], ce[(1.0, b)], strict=True)]
+        mx, my = sum(x) / 3, sum(y) / 3
+        sxx, syy = (sum((v - m) ** 2 for v in w) / 2 / 3 for w, m in ((x, mx), (y, my)))
+        sxy = sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True)) / 2 / 3
+        t2 = student_t.ppf(0.975, 2) ** 2
+        qa, qb, qc = my * my - t2 * syy, -2 * (mx * my - t2 * sxy), mx * mx - t2 * sxx
+        root = math.sqrt(max(qb * qb - 4 * qa * qc, 0.0))
+        return mx / my, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+
+    rho, lo, hi = fieller("post")
+    assert lo < 0 < 1 < hi  # the gap's retention interval contains both 0 and 1: undetermined
+    assert f"| gap | {ga:+.4f} ± {ha:.4f} | {gb:+.4f} ± {hb:.4f} | {gb - ga:+.4f} | {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] | " \
+           "undetermined |" in out
     (fa, _), (fb, _) = contrast(0.5, "big"), contrast(1.0, "big")
-    assert f"| far | {fa:+.4f} ± 0.0000 | {fb:+.4f} ± 0.0000 | {fb - fa:+.4f} | **no** |" in out
+    rho, lo, hi = fieller("big")  # the same per-seed difference at every seed: a zero-width interval at −1
+    assert rho == pytest.approx(-1) and hi < 0
+    assert f"| far | {fa:+.4f} ± 0.0000 | {fb:+.4f} ± 0.0000 | {fb - fa:+.4f} | {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] | " \
+           "reversing |" in out
 
     def sign(m, h):  # the interval below 0, above it, or containing it
         return "−" if m + h < 0 else "+" if m - h > 0 else "?"
 
     assert (sign(ga, ha), sign(gb, hb)) == ("−", "?")  # the gap's interval came to contain 0
-    assert f"| {gb - ga:+.4f} | yes | − → ? |" in out
-    assert f"| {fb - fa:+.4f} | **no** | − → + |" in out  # `far` changed sign
+    assert "| undetermined | − → ? |" in out
+    assert "| reversing | − → + |" in out  # `far` changed sign
     assert abs(gb - ga) > 0.01  # the gap moved by more than the claims' default margin
-    assert "Convergence: 1 of 2 contrasts moved by no more than their interval at budget scale 1.0; 0 of 2 by no " \
+    assert "Retention from budget scale 0.5 to 1.0: 1 reversing, 1 undetermined of 2 contrasts; 0 of 2 moved by no " \
            "more than the claims' margin of 0.01 nats (their 'about zero'). Signs: 0 of 2 unchanged. " \
            "Claims: 0 of 1 verdicts unchanged." in out
     # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it

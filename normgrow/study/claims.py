@@ -339,6 +339,23 @@ def evaluate_claims(cfg: ClaimsConfig, measures: Measures) -> list[Claim]:
     return out
 
 
+def claims_reading(cfg: ClaimsConfig, a: str, b: str) -> list[str]:
+    """The registered claims that read the contrast (a, b): those whose number is a final val/ce difference
+    (`val_ce` among what they read) between exactly these two arms, by the study's roles (a budget ladder prints
+    their verdicts beside the contrast). A claim on the stage ends or on diagnostics of the same arms does not."""
+    r = study_roles(cfg)
+    out = []
+    for name in CLAIMS:
+        spec = CLAIMS[name]
+        if _missing(r, spec) or "val_ce" not in spec.reads:
+            continue
+        arms = {arm for role in spec.roles for arm in
+                (getattr(r, role) if role in PAIR_ROLES else [getattr(r, role)])}
+        if arms == {a, b}:
+            out.append(spec.key)
+    return out
+
+
 # ----------------------------------------------------------------------------- reading the measures
 
 

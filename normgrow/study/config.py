@@ -34,7 +34,7 @@ from normgrow import registry
 from normgrow.config import load_structured, need, read_yaml
 from normgrow.errors import ConfigError
 from normgrow.study.claims import ClaimsConfig, validate_roles
-from normgrow.study.sweep import SweepConfig, validate_sweep
+from normgrow.study.sweep import SweepConfig, budget_label, validate_sweep
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -102,6 +102,10 @@ class StudyConfig:
     """How jobs run."""
     sweep: SweepConfig = field(default_factory=SweepConfig)
     """Sweep axes: the arms and seeds run at every point (sweep.py); none = a plain study."""
+    budgets: list[float] = field(default_factory=list)
+    """A budget ladder: absolute budget scales (like budget_scale), ascending, one complete sub-study each under
+    budgets/b<scale>/, read together as each contrast's retention ratio between successive budgets (ladder.py);
+    must contain budget_scale, the reference budget whose report is the study's main one. Empty: no ladder."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -172,9 +176,26 @@ def validate_study(s: StudyConfig) -> None:
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
     validate_sweep(s.sweep, RUN_SECTIONS)
+    validate_ladder(s)
     for name, arm in s.arms.items():
         need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
              f"need distinct positive learning rates, got {arm.lrs}")
+
+
+def validate_ladder(s: StudyConfig) -> None:
+    """A budget ladder: at least two distinct positive scales, ascending, the study's budget_scale among them, and
+    no sweep axes beside it."""
+    b = s.budgets
+    if not b:
+        return
+    need(not s.sweep.axes, "budgets", "a study has either a budget ladder or sweep axes, not both (sweep over "
+         "budget_scale with a ladder of its own per point is not supported)")
+    need(len(b) >= 2, "budgets", f"a ladder needs at least two budget scales, got {b}")
+    need(all(x > 0 for x in b), "budgets", f"budget scales must be positive, got {b}")
+    need(len({budget_label(x) for x in b}) == len(b), "budgets", f"budget scales must differ, got {b}")
+    need(list(b) == sorted(b), "budgets", f"budget scales must be in ascending order, got {b}")
+    need(s.budget_scale in b, "budgets", f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
+         f"budget whose report is the study's main one; got {b}")
 
 
 def study_yaml(study: StudyConfig) -> str:

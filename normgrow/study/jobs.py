@@ -9,6 +9,8 @@ the study directory that holds them:
         results.csv  report.md  plots/*.png
     a sweep study: study.yaml, points/<label>/ (each a study dir as above), and the sweep's
         results.csv  report.md  plots/sweep_<contrast>.png
+    a budget ladder: study.yaml, budgets/<label>/ (each a study dir as above, label b0.5, b1, …), and the
+        ladder's results.csv  report.md
 
 A job's name (`job_name`) is `<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` in a learning-rate sweep; it names
 its config, run directory and log, and is the one way any module refers to a job (`row_job_name` for a
@@ -26,7 +28,7 @@ from normgrow.config import RunConfig, load_config, load_structured, read_yaml, 
 from normgrow.errors import ConfigError
 from normgrow.rundir import read_summary
 from normgrow.study.config import StudyConfig, study_yaml
-from normgrow.study.sweep import budget_factor, point_study, points
+from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
 
 
 @dataclass
@@ -40,7 +42,7 @@ class Job:
     run_dir: Path
     log_path: Path
     lr: float | None = None  # set for the jobs of an arm's learning-rate sweep
-    point: str = ""  # the sweep point's label, for the jobs of a sweep study
+    point: str = ""  # the sweep point's (ladder budget's) label, for the jobs of a sweep study (ladder)
 
     @property
     def name(self) -> str:
@@ -128,7 +130,10 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
 
 
 def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:
-    """A sweep study's points: each one's study (the point's overrides and budget), directory and jobs."""
+    """A sweep study's points (or a ladder's budgets): each one's study (the point's overrides and budget),
+    directory and jobs."""
+    if study.budgets:
+        return ladder_plan(study, out)
     plan, reference = [], None
     for p in points(study.sweep):
         try:
@@ -145,6 +150,26 @@ def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, l
     return plan
 
 
+def ladder_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:
+    """A budget ladder's rungs: each budget's study (the ladder's at that absolute budget scale), directory
+    budgets/<label>/ and jobs."""
+    plan = []
+    for p in ladder_points(study.budgets):
+        sub = rung_study(study, p)
+        try:
+            jobs = plan_jobs(sub, out / "budgets" / p.label, point=p.label)
+        except ConfigError as e:
+            raise ConfigError(f"budget {p.label}: {e}") from None
+        plan.append((sub, out / "budgets" / p.label, jobs))
+    return plan
+
+
+def extends_ladder(old: StudyConfig, new: StudyConfig, differ: list[str]) -> bool:
+    """Does `new` only add budgets to the ladder `old`? Then its finished rungs are reused: every rung is a study
+    of its own whose study.yaml is checked when it is written, and the ladder's other fields are the same."""
+    return differ == ["budgets"] and bool(old.budgets) and set(old.budgets) <= set(new.budgets)
+
+
 def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = ()) -> None:
     """study.yaml (and the given subdirectories); an existing study dir must hold the same study."""
     saved = out / "study.yaml"
@@ -152,8 +177,9 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
         old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
         differ = [f.name for f in dataclasses.fields(StudyConfig)
                   if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"]
-        if differ:
-            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o")
+        if differ and not extends_ladder(old, study, differ):
+            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o"
+                              + (" (a budget ladder may gain budgets, not lose them)" if differ == ["budgets"] and old.budgets else ""))
     try:
         out.mkdir(parents=True, exist_ok=True)
         for sub in subdirs:

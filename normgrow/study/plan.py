@@ -128,11 +128,12 @@ def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float) -> di
 
 
 def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
-    """Every job of a study (every point of a sweep), budgets matched as the runs will match them."""
+    """Every job of a study (every point of a sweep, every budget of a ladder), budgets matched as the runs will
+    match them."""
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        if study.sweep.axes:
+        if study.sweep.axes or study.budgets:
             groups = sweep_plan(study, Path(tmp))
             for sub, sub_dir, jobs in groups:
                 write_study_dir(sub, jobs, sub_dir)

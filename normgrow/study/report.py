@@ -94,11 +94,20 @@ def _mean_kl(rows: list[dict]) -> float | None:
     return _mean([float(r["val_kl"]) for r in rows if r["status"] == "ok" and r.get("val_kl") not in ("", None)])
 
 
+CLAIMS_TITLE = "## The paper's claims at this scale"
+
+
+def claims_section(study, rows: list[dict], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE) -> list[str]:
+    """The claims section of a study's report (its verdicts table and sentences) under `title`; a budget ladder's
+    report prints its reference budget's with a title of its own. `rows` are the runs the statistics use."""
+    return _claims_section(list(claims), collapsed_arms(study, measures), study.claims.margin, _mean_kl(rows), title)
+
+
 def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: float | None = None,
-                    mean_kl: float | None = None) -> list[str]:
+                    mean_kl: float | None = None, title: str = CLAIMS_TITLE) -> list[str]:
     if not claims:
         return []
-    L = ["## The paper's claims at this scale", "",
+    L = [title, "",
          "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
          "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed); a "
          "*descriptive* line reports a number without a verdict (outside the Holm family and the headline)."]
@@ -324,7 +333,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir) + _dtype_lines(measures)
-    L += _claims_section(list(claims), collapsed_arms(study, measures), study.claims.margin, _mean_kl(rows))
+    L += claims_section(study, rows, list(claims), measures)
     L += _arms_section(rows, agg, selection)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)

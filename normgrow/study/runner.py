@@ -13,21 +13,23 @@ import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from normgrow import atomic
 from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
 from normgrow.pipeline import build_cache, prepare_data
 from normgrow.rundir import read_summary
-from normgrow.study.claims import evaluate_claims
+from normgrow.study.claims import Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_study_dir, write_study_yaml
+from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title
 from normgrow.study.launch import launch
-from normgrow.study.measures import study_measures
-from normgrow.study.report import collapsed_arms, headline, write_report
+from normgrow.study.measures import Measures, study_measures
+from normgrow.study.report import claims_section, collapsed_arms, headline, write_report
 from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
 from normgrow.study.stats import aggregate, paired
-from normgrow.study.sweep import plot_contrast, points, sentences, sweep_report_lines
+from normgrow.study.sweep import axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
 
 
 def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool = True) -> None:
@@ -48,9 +50,19 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool =
             log(f"shared preparation for {job.name} failed: {e}")
 
 
-def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> tuple[Path, list[str]]:
-    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold.
-    Returns report.md's path and the study's headline lines."""
+class Summary(NamedTuple):
+    """What summarizing a study leaves beside its files: report.md's path, the headline lines, the claims'
+    verdicts, the runs the statistics use (each arm's selected learning rate) and their measures."""
+
+    path: Path
+    headline: list[str]
+    claims: list[Claim]
+    kept: list[dict]
+    measures: Measures
+
+
+def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> Summary:
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold."""
     rows = collect(study, jobs, status)
     selection = select_lrs(study, rows)
     write_results(rows, out / "results.csv")
@@ -61,8 +73,7 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
     measures = study_measures(kept, out)
     claims = evaluate_claims(study.claims, measures)
     path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
-    return path, headline(study, agg, claims, collapsed_arms(study, measures))
-
+    return Summary(path, headline(study, agg, claims, collapsed_arms(study, measures)), claims, kept, measures)
 
 
 # ----------------------------------------------------------------------------- the whole study
@@ -70,7 +81,7 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
 
 def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
-    if study.sweep.axes:
+    if study.sweep.axes or study.budgets:
         plan = sweep_plan(study, out)
         with DirLock(out, "study"):
             return _run_sweep_locked(study, plan, out, log, progress)
@@ -80,13 +91,14 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
 
 
 def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool) -> Path:
-    """Every point's jobs launched together (one queue, so `launcher.parallel` spans points), then each point's
-    report and the sweep's."""
+    """Every point's (every budget's) jobs launched together (one queue, so `launcher.parallel` spans them), then
+    each one's report and the sweep's (the ladder's)."""
     write_study_yaml(study, out)
     for sub, sub_dir, jobs in plan:
         write_study_dir(sub, jobs, sub_dir)
     jobs = [j for _, _, js in plan for j in js]
-    log(f"sweep study {study.name}: {len(plan)} points × {len(study.arms)} arms × {len(study.seeds)} seeds = "
+    kind, what = ("budget ladder", "budgets") if study.budgets else ("sweep study", "points")
+    log(f"{kind} {study.name}: {len(plan)} {what} × {len(study.arms)} arms × {len(study.seeds)} seeds = "
         f"{len(jobs)} runs → {out}")
     prepare_shared(jobs, log, progress=progress)
     status = launch(jobs, study.launcher, out, log, progress=progress)
@@ -98,33 +110,47 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
 
 def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Callable[[str], None] = print,
                     plots: bool = True) -> Path:
-    """Each point's results.csv and report.md, the sweep's results.csv (every run, with its point and axis values),
-    its report.md and one figure per contrast. Returns the sweep report's path."""
-    table: dict[str, list] = {name: [] for name in study.contrasts}
-    all_rows = []
-    axis_keys = [ax.key for ax in study.sweep.axes]
-    for (sub, sub_dir, jobs), p in zip(plan, points(study.sweep), strict=True):
-        summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir)
-        rows = read_results(sub_dir / "results.csv")
-        kept = [r for r in rows if r["selected"] != "no"]
-        for name, (a, b) in study.contrasts.items():
-            table[name].append((p, paired(kept, a, b)))
-        for r in rows:
-            all_rows.append({"point": p.label, **dict(zip(axis_keys, p.coords, strict=True)), **r,
-                             "run_dir": f"points/{p.label}/{r['run_dir']}"})
-    write_results(all_rows, out / "results.csv", fields=["point", *axis_keys, *FIELDS])
+    """Each point's (budget's) results.csv and report.md, the sweep's results.csv (every run, with its point and
+    axis values; a ladder's with its budget label and budget_scale), its report.md (a sweep's with one figure per
+    contrast) and headline, logged. Returns the sweep's (ladder's) report path."""
+    subs, all_rows, keys, root = [], [], axis_keys(study), sub_root(study)
+    for (sub, sub_dir, jobs), p in zip(plan, sub_points(study), strict=True):
+        done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir)
+        subs.append((p, sub, jobs, done))
+        for r in read_results(sub_dir / "results.csv"):
+            all_rows.append({"point": p.label, **dict(zip(keys, p.coords, strict=True)), **r,
+                             "run_dir": f"{root}/{p.label}/{r['run_dir']}"})
+    write_results(all_rows, out / "results.csv", fields=["point", *keys, *FIELDS])
+    if study.budgets:
+        lines, heads = _ladder_report(study, subs)
+    else:
+        lines, heads = _sweep_report(study, subs, out, plots)
+    atomic.write_text(out / "report.md", "\n".join(lines) + "\n")
+    for line in heads:
+        log(line)
+    return out / "report.md"
+
+
+def _sweep_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tuple[list[str], list[str]]:
+    """A sweep's report lines (its figures drawn) and its sign sentences."""
+    table = {name: [(p, paired(done.kept, a, b)) for p, _, _, done in subs] for name, (a, b) in study.contrasts.items()}
     figures = {}
     if plots:
         for name, entries in table.items():
             if any(c["mean"] is not None for _, c in entries):
                 plot_contrast(study, name, entries, out / "plots" / f"sweep_{name}.png")
                 figures[name] = f"plots/sweep_{name}.png"
-    lines = sweep_report_lines(study, table, figures)
-    atomic.write_text(out / "report.md", "\n".join(lines) + "\n")
-    for name, entries in table.items():
-        for line in sentences(study, name, entries):
-            log(line)
-    return out / "report.md"
+    return sweep_report_lines(study, table, figures), [line for name, entries in table.items()
+                                                        for line in sentences(study, name, entries)]
+
+
+def _ladder_report(study: StudyConfig, subs: list) -> tuple[list[str], list[str]]:
+    """A ladder's report lines and its headline: every budget's numbers, and the reference budget's claims section."""
+    rungs = [ladder_rung(study, p, done.kept, {j.arm: j.cfg.model for j in jobs}, done.claims)
+             for p, _, jobs, done in subs]
+    sub, done = next((sub, done) for p, sub, _, done in subs if p.coords[0] == study.budget_scale)
+    reference_claims = claims_section(sub, done.kept, done.claims, done.measures, title=reference_title(study))
+    return ladder_report_lines(study, rungs, reference_claims), ladder_headline(study, rungs)
 
 
 def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool) -> Path:
@@ -135,10 +161,10 @@ def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[s
     for name, err in status.items():
         if err != "ok":
             log(f"run {name} failed: {err}")
-    path, lines = summarize(study, jobs, status, out)
-    for line in lines:
+    done = summarize(study, jobs, status, out)
+    for line in done.headline:
         log(line)
-    return path
+    return done.path
 
 
 def failed_runs(study_dir: Path) -> dict[str, str]:
@@ -151,7 +177,7 @@ def failed_runs(study_dir: Path) -> dict[str, str]:
 def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
     """`normgrow report STUDY_DIR`: results.csv, report.md and plots from what is on disk."""
     study = load_study(str(study_dir / "study.yaml"))
-    if study.sweep.axes:
+    if study.sweep.axes or study.budgets:
         plan = sweep_plan(study, study_dir)
         status = {}
         for _, sub_dir, jobs in plan:
@@ -159,7 +185,7 @@ def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
             status.update({j.name: failed[j.name.split("/", 1)[1]] for j in jobs if j.name.split("/", 1)[1] in failed})
         return summarize_sweep(study, plan, status, study_dir, log)
     jobs = plan_jobs(study, study_dir)
-    path, lines = summarize(study, jobs, failed_runs(study_dir), study_dir)
-    for line in lines:
+    done = summarize(study, jobs, failed_runs(study_dir), study_dir)
+    for line in done.headline:
         log(line)
-    return path
+    return done.path

@@ -23,6 +23,10 @@ The sweep's own report.md has, per contrast, a table and a figure of the contras
 paired over seeds) against the first axis with 95% intervals (one line per value of the second axis),
 and a sentence generated from those numbers: where the sign is resolved (the interval excludes 0),
 where it is not, and between which points it changes, if anywhere.
+
+A budget ladder (`budgets: [0.5, 1, 2]`, ladder.py) is planned the same way, as a sweep over budget_scale:
+one point per budget (`ladder_points`, labels `b0.5`, `b1`, …), each a complete sub-study under
+`budgets/<label>/`, all jobs in one launch queue; only its report differs.
 """
 
 from __future__ import annotations
@@ -103,6 +107,31 @@ def points(s: SweepConfig) -> list[Point]:
             coords.append(v)
         out.append(Point("+".join(label).replace("/", "_").replace("=", "_"), tuple(coords), tuple(over)))
     return out
+
+
+def budget_label(scale: float) -> str:
+    """The directory name of a ladder's budget: b0.5, b1, b2 (no "=": the command line reads key=value)."""
+    return f"b{scale:g}"
+
+
+def ladder_points(budgets: list[float]) -> list[Point]:
+    """A budget ladder as points of a sweep over budget_scale, smallest budget first."""
+    return [Point(budget_label(b), (b,), ()) for b in budgets]
+
+
+def sub_points(study) -> list[Point]:
+    """The sub-studies of a sweep (its grid) or of a budget ladder (its budgets), in report order."""
+    return ladder_points(study.budgets) if study.budgets else points(study.sweep)
+
+
+def sub_root(study) -> str:
+    """The directory under a sweep or ladder study that holds its sub-studies: points/ or budgets/."""
+    return "budgets" if study.budgets else "points"
+
+
+def axis_keys(study) -> list[str]:
+    """The columns a sweep or ladder adds to its results.csv rows: the axis keys, or budget_scale."""
+    return ["budget_scale"] if study.budgets else [ax.key for ax in study.sweep.axes]
 
 
 def non_embedding_params(m: ModelConfig) -> int:
@@ -231,3 +260,8 @@ def point_study(study, p: Point, factor: float):
     return dataclasses.replace(study, name=f"{study.name}@{p.label}", sweep=SweepConfig(),
                                overrides=list(study.overrides) + list(p.overrides),
                                budget_scale=study.budget_scale * factor)
+
+
+def rung_study(study, p: Point):
+    """The study one budget of a ladder runs: the ladder's arms and seeds at that absolute budget scale."""
+    return dataclasses.replace(study, name=f"{study.name}@{p.label}", budgets=[], budget_scale=p.coords[0])

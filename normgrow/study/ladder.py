@@ -1,0 +1,240 @@
+"""Budget ladders: a study's arms and seeds at several budget scales, read as "at budget B the contrast is X, and
+its trend over budget is T".
+
+A study file may add
+
+    budget_scale: 1          # the reference budget: its report is the study's main one
+    budgets: [0.5, 1, 2]     # absolute budget scales, ascending, containing budget_scale
+
+Every budget is a complete study of its own (`budgets/<label>/`, label `b0.5`, `b1`, …: study.yaml, configs,
+runs, logs, results.csv, report.md — `normgrow report budgets/<label>` works on it), planned like the points of
+a sweep over budget_scale (sweep.py, jobs.py: one launch queue for every budget's jobs).
+
+Why not "doubling the budget moves no contrast beyond its half-width": a contrast between two arms that both
+approach their teacher shrinks with the budget, so that check compares a drift with seed noise and fails by
+design. The ladder measures the drift instead. Per contrast (a, b) and budget B, from the rung's results.csv:
+
+    Δ(B)          b − a of final val/ce, paired over the seeds both arms finished, mean ± 95% t half-width
+    KL(B)         the mean over the two arms of their mean final val/kl (nats/token): how far they are from the
+                  teacher; Δ / KL is the contrast as a share of that distance
+    tokens/param  arm a's mean training tokens over its finished seeds / the non-embedding parameters of its
+                  full-depth student (sweep.non_embedding_params, the blocks counted on the meta device)
+    ρ(B → B')     the retention ratio Δ(B') / Δ(B) between successive budgets, signed, with Fieller's 95% interval
+                  over the seeds both budgets have (per-seed differences paired by seed, their covariance kept;
+                  stats.fieller_ratio): 1 = the contrast keeps all of itself, 0 = it vanishes, < 0 = it reverses
+
+Each contrast is labelled from ρ of the last pair (the two largest budgets) by `retention_label`: reversing (ρ's
+upper bound < 0), fading (upper bound < 1), growing (lower bound > 1), persistent (the interval includes 1 and its
+lower bound is > 0), undetermined otherwise — an interval containing both 0 and 1, or none (one seed; or Δ(B) not
+resolved from 0, when Fieller's interval is unbounded). The same reading compares two studies
+(`normgrow report B --against A`, compare.py). Nothing here reads files: runner.py hands in each rung's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from normgrow.config import ModelConfig
+from normgrow.study.claims import NOT_TESTED, Claim, claims_reading
+from normgrow.study.stats import fieller_ratio, paired
+from normgrow.study.sweep import Point, budget_label, non_embedding_params
+
+REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
+
+MEANING = {REVERSING: "the contrast reverses as the budget grows (ρ's upper bound < 0)",
+           FADING: "it keeps less than all of itself as the budget grows (ρ's upper bound < 1)",
+           PERSISTENT: "it keeps about all of itself (ρ's interval includes 1, its lower bound > 0)",
+           GROWING: "it grows with the budget (ρ's lower bound > 1)",
+           UNDETERMINED: "ρ's 95% interval contains both 0 and 1"}
+
+
+def retention_label(lo: float | None, hi: float | None) -> str:
+    """The trend of a contrast from the 95% interval [lo, hi] of its retention ratio ρ: reversing when hi < 0,
+    fading when hi < 1 (and not reversing), growing when lo > 1, persistent when lo ≤ 1 ≤ hi and lo > 0,
+    undetermined otherwise (lo ≤ 0 and hi ≥ 1, or no interval: lo or hi None)."""
+    if lo is None or hi is None:
+        return UNDETERMINED
+    if hi < 0:
+        return REVERSING
+    if hi < 1:
+        return FADING
+    if lo > 1:
+        return GROWING
+    if lo > 0:
+        return PERSISTENT
+    return UNDETERMINED
+
+
+def retention(c_from: dict, c_to: dict) -> dict:
+    """ρ = Δ(to) / Δ(from) of one contrast between two budgets (or two studies), from their `stats.paired` records:
+    Fieller's 95% interval over the seeds both have, its label, and why there is no interval where there is none."""
+    seeds = sorted(set(c_from["seeds"]) & set(c_to["seeds"]))
+    x = [c_to["diffs"][c_to["seeds"].index(s)] for s in seeds]
+    y = [c_from["diffs"][c_from["seeds"].index(s)] for s in seeds]
+    r = fieller_ratio(x, y)
+    why = r["why"]
+    if r["ratio"] is None and seeds:
+        why = "the denominator Δ (of the smaller budget, or the base study) is 0"
+    elif why == "the denominator's 95% interval contains 0":
+        why = "the denominator Δ (of the smaller budget, or the base study) is not resolved from 0: its 95% interval contains 0, so Fieller's is unbounded"
+    elif why == "no seeds":
+        why = "no seed finished both arms at both budgets"
+    elif why == "one seed":
+        why = "one seed at both budgets: no interval"
+    elif r["lo"] is not None and retention_label(r["lo"], r["hi"]) == UNDETERMINED:
+        why = MEANING[UNDETERMINED]
+    return {**r, "seeds": seeds, "label": retention_label(r["lo"], r["hi"]), "why": why}
+
+
+@dataclass
+class Rung:
+    """One budget of a ladder: its contrasts and the numbers read beside them, and its claims' verdicts."""
+
+    point: Point  # label b<scale>, coords (scale,)
+    contrasts: dict[str, dict] = field(default_factory=dict)  # contrast → stats.paired record
+    kl: dict[str, float | None] = field(default_factory=dict)  # contrast → mean val/kl of its two arms
+    tokens_per_param: dict[str, float | None] = field(default_factory=dict)  # contrast → arm a's tokens / N
+    claims: list[Claim] = field(default_factory=list)
+
+    @property
+    def budget(self) -> float:
+        return self.point.coords[0]
+
+
+def arm_mean(rows: list[dict], arm: str, key: str) -> float | None:
+    """Mean of a results.csv column over an arm's finished runs that record it (None without any)."""
+    vals = [float(r[key]) for r in rows if r["arm"] == arm and r["status"] == "ok" and r.get(key) not in ("", None)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def ladder_rung(study, p: Point, rows: list[dict], models: dict[str, ModelConfig], claims: list[Claim]) -> Rung:
+    """The numbers of one budget from its kept rows (each arm's selected learning rate), the full-depth student of
+    every arm (`models`) and the rung's claims."""
+    rung = Rung(p, claims=list(claims))
+    for name, (a, b) in study.contrasts.items():
+        rung.contrasts[name] = paired(rows, a, b)
+        kls = [arm_mean(rows, arm, "val_kl") for arm in (a, b)]
+        rung.kl[name] = None if None in kls else sum(kls) / 2
+        tokens = arm_mean(rows, a, "tokens")
+        rung.tokens_per_param[name] = None if tokens is None or a not in models else \
+            tokens / non_embedding_params(models[a])
+    return rung
+
+
+# ----------------------------------------------------------------------------- the ladder's report
+
+
+def _delta(c: dict) -> str:
+    if c["mean"] is None:
+        return "no paired seeds"
+    return f"{c['mean']:+.4f}" + (f" ± {c['ci95']:.4f}" if c["ci95"] is not None else " (one seed, no interval)")
+
+
+def _rho(r: dict) -> str:
+    if r["ratio"] is None:
+        return "undefined"
+    return f"{r['ratio']:+.2f}" + (f" [{r['lo']:+.2f}, {r['hi']:+.2f}]" if r["lo"] is not None else "")
+
+
+def reference(study, rungs: list[Rung]) -> Rung:
+    """The rung at the study's budget_scale (validation makes it one of the budgets)."""
+    return next(r for r in rungs if r.budget == study.budget_scale)
+
+
+def sentence(study, name: str, rungs: list[Rung]) -> str:
+    """One sentence from the numbers: the contrast at the reference budget, and its retention ratio and label from
+    the second-largest budget to the largest."""
+    a, b = study.contrasts[name]
+    ref, (lo, hi) = reference(study, rungs), rungs[-2:]
+    r = retention(lo.contrasts[name], hi.contrasts[name])
+    c = ref.contrasts[name]
+    head = f"{name} ({b} − {a}) " + (f"is {_delta(c)} at budget {ref.budget:g}" if c["mean"] is not None
+                                     else f"has no paired seeds at budget {ref.budget:g}")
+    step = f"from budget {lo.budget:g} to {hi.budget:g}"
+    if r["ratio"] is None:
+        return f"{head}; {step} its retention ratio is undefined ({r['why']}): undetermined."
+    if r["lo"] is None:
+        return f"{head}; {step} it keeps ρ = {r['ratio']:+.2f} of itself, with no interval ({r['why']}): undetermined."
+    return (f"{head}; {step} it keeps ρ = {_rho(r)} of itself (Fieller 95%, {r['n']} seeds): {r['label']} — "
+            f"{MEANING[r['label']]}.")
+
+
+def ladder_headline(study, rungs: list[Rung]) -> list[str]:
+    """One generated sentence per contrast, each naming its label (the end of `normgrow study`, the report's top)."""
+    return [sentence(study, name, rungs) for name in study.contrasts]
+
+
+def _verdicts(claims: list[Claim], keys: list[str]) -> str:
+    by_key = {c.key: c for c in claims}
+    out = [f"{k} **{by_key[k].verdict}**" for k in keys if k in by_key and by_key[k].verdict != NOT_TESTED]
+    return ", ".join(out) or "—"
+
+
+def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
+    """A contrast's table over the budgets and its retention ratios between successive budgets."""
+    a, b = study.contrasts[name]
+    readers = claims_reading(study.claims, a, b)
+    L = [f"## {name} ({b} − {a})", "",
+         "| budget | Δ = b − a (mean ± 95% CI) | seeds | claims reading it | mean val/kl of a, b | Δ / KL | "
+         "tokens / non-embedding parameter |", "|---|---|---|---|---|---|---|"]
+    for r in rungs:
+        c, kl, tpp = r.contrasts[name], r.kl[name], r.tokens_per_param[name]
+        share = f"{c['mean'] / kl:+.1%}" if c["mean"] is not None and kl else "—"
+        L.append(f"| {r.budget:g} | {_delta(c)} | {c['n']} | {_verdicts(r.claims, readers)} | "
+                 f"{'—' if kl is None else f'{kl:.4f}'} | {share} | {'—' if tpp is None else f'{tpp:.3g}'} |")
+    L += ["", "| from → to | ρ = Δ(to) / Δ(from) [95% Fieller] | seeds | label |", "|---|---|---|---|"]
+    for lo, hi in zip(rungs, rungs[1:], strict=False):
+        r = retention(lo.contrasts[name], hi.contrasts[name])
+        note = f" — no interval: {r['why']}" if r["lo"] is None else ""
+        L.append(f"| {lo.budget:g} → {hi.budget:g} | {_rho(r)}{note} | {r['n']} | {r['label']} |")
+    return L + [""]
+
+
+def claims_by_budget(rungs: list[Rung]) -> list[str]:
+    """Every claim tested at some budget, its verdict at each (Holm-adjusted within the rung where that differs)."""
+    keys = [c.key for c in rungs[0].claims if any(c.key == d.key and d.verdict != NOT_TESTED
+                                                  for r in rungs for d in r.claims)]
+    if not keys:
+        return ["## Claims by budget", "", "No claim is tested at any budget (the study names no claims roles).", ""]
+    L = ["## Claims by budget", "",
+         "Each budget's verdicts (95%; in parentheses the Holm-adjusted verdict across that budget's claims where it "
+         "differs). A verdict that changes with the budget is a reading of that budget, not of the placements.", "",
+         "| claim | " + " | ".join(f"{r.budget:g}" for r in rungs) + " |", "|---|" + "---|" * len(rungs)]
+    for k in keys:
+        cells = []
+        for r in rungs:
+            c = next((d for d in r.claims if d.key == k), None)
+            cells.append("—" if c is None else c.verdict + (f" (Holm: {c.holm})" if c.holm != c.verdict else ""))
+        L.append(f"| {k} | " + " | ".join(cells) + " |")
+    return L + [""]
+
+
+def reference_title(study) -> str:
+    """The heading of the reference budget's claims section in the ladder's report, linking that budget's report."""
+    ref = budget_label(study.budget_scale)
+    return f"## The reference budget's claims (budget {study.budget_scale:g}: [budgets/{ref}/report.md](budgets/{ref}/report.md))"
+
+
+def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str]) -> list[str]:
+    """report.md of a ladder: the headline, per contrast its table over the budgets and its retention ratios, the
+    claims by budget, and the reference budget's claims section (`reference_claims`, as its own report prints it,
+    under its own heading)."""
+    ref = budget_label(study.budget_scale)
+    L = [f"# Budget ladder `{study.name}`", "",
+         f"{len(study.arms)} arms × {len(study.seeds)} seeds at budget scales {', '.join(f'{b:g}' for b in study.budgets)}"
+         f"; base preset `{study.base}`. Each budget is a study of its own (`budgets/<label>/report.md`); the "
+         f"reference budget is {study.budget_scale:g} ([budgets/{ref}/report.md](budgets/{ref}/report.md)), the "
+         "study's main report. Contrasts Δ are b − a of the final val/ce, paired over seeds, with 95% t-intervals. "
+         "ρ = Δ(B') / Δ(B) is a contrast's retention ratio between successive budgets, with Fieller's 95% interval "
+         "over the seeds both have; each contrast's label comes from its last pair: reversing (ρ's upper bound < 0), "
+         "fading (< 1), persistent (the interval includes 1, its lower bound > 0), growing (lower bound > 1), "
+         "undetermined otherwise (rules: normgrow/study/ladder.py).", "",
+         "## Headline", ""]
+    L += [f"- {line}" for line in ladder_headline(study, rungs)] + [""]
+    for name in study.contrasts:
+        L += contrast_section(study, name, rungs)
+    L += claims_by_budget(rungs)
+    L += reference_claims
+    L += ["## Reproduce", "", "`normgrow study DIR/study.yaml -o DIR` reruns every missing run of every budget; adding "
+          "budgets to `budgets` reuses the finished ones."]
+    return L

@@ -1,0 +1,200 @@
+"""Budget ladders: validation, the retention label's rule, the retention ratio against the definition of Fieller's
+interval, and a micro ladder end to end (its budgets' sub-studies, its report, resume and extension)."""
+
+import math
+from pathlib import Path
+
+import pytest
+from scipy.stats import t as student_t
+from test_study import T95_DF1, results, write_study
+from test_sweep import block_params
+
+from conftest import cli
+from normgrow.config import load_config
+from normgrow.errors import ConfigError
+from normgrow.study.claims import ClaimsConfig, claims_reading
+from normgrow.study.config import load_study
+from normgrow.study.jobs import sweep_plan
+from normgrow.study.ladder import retention, retention_label
+
+
+@pytest.mark.parametrize("over,needle", [
+    (["budgets=[1]"], "at least two budget scales"),
+    (["budgets=[1, 1]"], "must differ"),
+    (["budgets=[-0.5, 1]"], "must be positive"),
+    (["budgets=[2, 1]"], "ascending order"),
+    (["budgets=[0.5, 2]"], "must contain the study's budget_scale (1)"),
+    (["budgets=[0.5, 1]", "budget_scale=0.25"], "must contain the study's budget_scale (0.25)"),
+    (["budgets=[0.5, 1]", "sweep.axes=[{key: model.d_model, values: [32, 64]}]"], "not both"),
+])
+def test_bad_ladders_are_one_line_naming_budgets(tmp_path, over, needle):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: bad\nbase: tiny\narms: {a: {}}\n")
+    with pytest.raises(ConfigError, match=r"^budgets: .*" + needle.replace("(", r"\(").replace(")", r"\)")) as e:
+        load_study(str(path), over)
+    assert "\n" not in str(e.value)
+
+
+def test_a_ladder_with_the_reference_among_its_budgets_loads(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: ok\nbase: tiny\narms: {a: {}}\nbudget_scale: 2\n")
+    assert load_study(str(path), ["budgets=[0.5, 1, 2]"]).budgets == [0.5, 1.0, 2.0]
+
+
+def test_a_ladder_plans_every_budget_as_a_sub_study_in_one_queue(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: lad\nbase: tiny\nseeds: [0, 1]\narms: {a: {}, b: {}}\n")
+    plan = sweep_plan(load_study(str(path), ["budgets=[0.5, 1, 2]"]), tmp_path / "out")
+    assert [(sub.budget_scale, sub.budgets, d.relative_to(tmp_path)) for sub, d, _ in plan] == [
+        (0.5, [], Path("out/budgets/b0.5")), (1.0, [], Path("out/budgets/b1")), (2.0, [], Path("out/budgets/b2"))]
+    names = [j.name for _, _, jobs in plan for j in jobs]
+    assert len(set(names)) == 12 and "b0.5/a-s0" in names and "b2/b-s1" in names
+    # the tiny preset's one stage of 20000 tokens and its warmup of 2000, at each budget
+    assert [(j.cfg.curriculum.stages[0].tokens, j.cfg.train.warmup_tokens) for _, _, jobs in plan for j in jobs[:1]] == [
+        (10000, 1000), (20000, 2000), (40000, 4000)]
+
+
+def test_the_claims_that_read_a_contrast_are_the_val_ce_claims_on_exactly_its_arms():
+    cfg = ClaimsConfig(pre_grow="pg", post_grow="qg", pre_joint="pj", post_joint="qj", matched=["qj", "qm"])
+    # crossover (stage ends), boundary_scale and structural_drift (diagnostics) compare the same arms, not this contrast
+    assert claims_reading(cfg, "pg", "qg") == ["grow_gap"]
+    assert claims_reading(cfg, "qg", "pg") == ["grow_gap"]
+    assert claims_reading(cfg, "pj", "qj") == ["joint_gap"]  # identity reads pre_joint with pre_grow: not this pair
+    assert claims_reading(cfg, "qj", "qm") == ["matched", "matched_flops"]
+    assert claims_reading(cfg, "pg", "pj") == []
+
+
+@pytest.mark.parametrize("lo,hi,label", [
+    (-0.5, -0.1, "reversing"),
+    (-0.5, -1e-9, "reversing"),
+    (-0.5, 0.0, "fading"),  # the upper bound at 0 exactly: not below it
+    (0.05, 0.40, "fading"),
+    (-0.3, 0.9, "fading"),  # contains 0 but not 1: it keeps less than all of itself
+    (0.2, 1.0 - 1e-9, "fading"),
+    (0.5, 1.0, "persistent"),  # the upper bound at 1 exactly: includes 1
+    (0.8, 1.3, "persistent"),
+    (1.0, 2.0, "persistent"),  # the lower bound at 1 exactly: includes 1, not above it
+    (1e-9, 1.5, "persistent"),
+    (1.0 + 1e-9, 2.0, "growing"),
+    (1.9, 2.3, "growing"),
+    (0.0, 1.5, "undetermined"),  # the lower bound at 0 exactly: not above it
+    (-0.2, 1.5, "undetermined"),
+    (None, None, "undetermined"),
+    (0.3, None, "undetermined"),
+])
+def test_retention_label_every_branch_and_boundary(lo, hi, label):
+    assert retention_label(lo, hi) == label
+
+
+def rec(seeds, diffs):
+    """A contrast record as stats.paired makes it (only the per-seed differences are read)."""
+    return {"seeds": list(seeds), "diffs": list(diffs)}
+
+
+def t_stat(x, y, r):
+    """Student's t of the per-seed values x − r·y against 0: Fieller's interval is the set of r where |t| ≤ t95."""
+    z = [a - r * b for a, b in zip(x, y, strict=True)]
+    n, m = len(z), sum(z) / len(z)
+    sd = math.sqrt(sum((v - m) ** 2 for v in z) / (n - 1))
+    return m / (sd / math.sqrt(n))
+
+
+@pytest.mark.parametrize("x,ratio,label", [
+    ([-0.02, -0.025, -0.015], 0.02 / 0.09, "fading"),
+    ([0.02, 0.025, 0.03], -0.025 / 0.09, "reversing"),
+    ([-0.09, -0.095, -0.085], 1.0, "persistent"),
+    ([-0.2, -0.19, -0.17], 0.56 / 0.27, "growing"),
+    ([-0.05, -0.15, 0.05], 0.05 / 0.09, "undetermined"),
+])
+def test_retention_ratio_is_fieller_over_the_seeds_both_budgets_have(x, ratio, label):
+    y = [-0.10, -0.09, -0.08]  # Δ at the smaller budget, seeds 0, 1, 2: mean −0.09
+    r = retention(rec([0, 1, 2], y), rec([0, 1, 2], x))
+    assert r["ratio"] == pytest.approx(ratio, rel=1e-12) and r["n"] == 3 and r["label"] == label
+    t95 = student_t.ppf(0.975, 2)
+    for end in (r["lo"], r["hi"]):  # each end is where the t-test of x − ρ·y just stops rejecting
+        assert abs(t_stat(x, y, end)) == pytest.approx(t95, rel=1e-9)
+    assert abs(t_stat(x, y, ratio)) < t95  # the point estimate is inside
+    assert abs(t_stat(x, y, r["lo"] - 1e-3)) > t95 and abs(t_stat(x, y, r["hi"] + 1e-3)) > t95
+
+
+def test_retention_pairs_by_seed_and_says_why_there_is_no_interval():
+    # seeds 1 and 3 are missing at one budget each: only seeds 0 and 2 are paired, by seed, not by position
+    r = retention(rec([0, 1, 2], [-0.10, -0.50, -0.08]), rec([0, 2, 3], [-0.03, -0.01, 9.0]))
+    assert r["seeds"] == [0, 2] and r["ratio"] == pytest.approx(0.04 / 0.18, rel=1e-12)
+    # Δ at the smaller budget straddles 0: Fieller's interval is unbounded
+    r = retention(rec([0, 1, 2], [0.10, -0.08, 0.02]), rec([0, 1, 2], [-0.2, -0.17, -0.15]))
+    assert r["lo"] is None and r["label"] == "undetermined" and "not resolved from 0" in r["why"]
+    r = retention(rec([0], [-0.1]), rec([0], [-0.05]))
+    assert r["ratio"] == pytest.approx(0.5) and r["lo"] is None and "one seed" in r["why"]
+    assert retention(rec([0], [-0.1]), rec([1], [-0.05]))["why"].startswith("no seed finished")
+
+
+def rung_contrast(rows, budget):
+    """post − pre per seed at one budget, its mean and 95% half-width (two seeds: t(1) · |d0 − d1| / 2)."""
+    ce = {(r["arm"], r["seed"]): float(r["val_ce"]) for r in rows if r["budget_scale"] == budget}
+    d = [ce[("post", s)] - ce[("pre", s)] for s in ("0", "1")]
+    return d, sum(d) / 2, T95_DF1 * abs(d[0] - d[1]) / 2
+
+
+def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+                       launcher="inline", extra="contrasts: {gap: [pre, post]}\nclaims: {pre_joint: pre, post_joint: post}\n")
+    out = tmp_path / "ladder"
+    proc = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")
+    rows = results(out)
+    assert sorted((r["point"], r["budget_scale"], r["arm"], r["seed"]) for r in rows) == sorted(
+        (f"b{b:g}", str(b), a, s) for b in (0.5, 1.0) for a in ("pre", "post") for s in ("0", "1"))
+    assert all(r["status"] == "ok" for r in rows)
+    for label, scale in (("b0.5", 0.5), ("b1", 1.0)):  # every budget is a plain study of its own
+        sub = load_study(str(out / "budgets" / label / "study.yaml"))
+        assert sub.budgets == [] and sub.budget_scale == scale
+        cfg = load_config(str(out / "budgets" / label / "configs" / "pre-s0.yaml"))
+        assert [s.tokens for s in cfg.curriculum.stages] == [round(2560 * scale)] * 2
+        assert (out / "budgets" / label / "report.md").is_file()
+    report = (out / "report.md").read_text()
+    n_params = 2 * block_params(32)  # the full-depth student: two tiny blocks
+    for budget, label in (("0.5", "b0.5"), ("1.0", "b1")):
+        _, md, hd = rung_contrast(rows, budget)
+        at = [r for r in rows if r["budget_scale"] == budget]
+        kl = sum(float(r["val_kl"]) for r in at) / 4  # both arms have two seeds: the mean of their means
+        tokens = sum(float(r["tokens"]) for r in at if r["arm"] == "pre") / 2
+        sub = (out / "budgets" / label / "report.md").read_text()
+        verdict = next(line for line in sub.splitlines() if line.startswith("| joint_gap |")).split("**")[1]
+        assert (f"| {float(budget):g} | {md:+.4f} ± {hd:.4f} | 2 | joint_gap **{verdict}** | {kl:.4f} | "
+                f"{md / kl:+.1%} | {tokens / n_params:.3g} |") in report
+    d0, m0, _ = rung_contrast(rows, "0.5")
+    d1, m1, _ = rung_contrast(rows, "1.0")
+    row = next(line for line in report.splitlines() if line.startswith("| 0.5 → 1 |"))
+    assert row.split(" | ")[1].startswith(f"{m1 / m0:+.2f}")  # ρ = Δ(1) / Δ(0.5)
+    assert row.split(" | ")[-1].rstrip(" |") in {"reversing", "fading", "persistent", "growing", "undetermined"}
+    headline = next(line for line in proc.stdout.splitlines() if line.startswith("gap (post − pre) is"))
+    assert f"at budget 1; from budget 0.5 to 1 it keeps ρ = {m1 / m0:+.2f}" in headline
+    assert f"- {headline}" in report  # the report's headline is the study's
+    assert "## Claims by budget" in report and "| joint_gap |" in report.split("## Claims by budget")[1]
+    # the reference budget's claims section, as its own report prints it
+    assert "## The reference budget's claims (budget 1: [budgets/b1/report.md](budgets/b1/report.md))" in report
+    ref_table = [line for line in (out / "budgets" / "b1" / "report.md").read_text().splitlines()
+                 if line.startswith("| joint_gap |") or line.startswith("- **joint_gap**")]
+    assert ref_table and all(line in report for line in ref_table)
+
+    # rebuilt from disk: the ladder and one of its budgets
+    (out / "report.md").unlink()
+    cli("report", out)
+    assert (out / "report.md").read_text() == report
+    cli("report", out / "budgets" / "b1")
+    # the ladder itself is no study to compare; its budgets are
+    bad = cli("report", out / "budgets" / "b1", "--against", out, check=False)
+    assert bad.returncode == 2 and "budgets/<label>" in bad.stderr.strip().splitlines()[-1]
+    cmp = cli("report", out / "budgets" / "b1", "--against", out / "budgets" / "b0.5").stdout
+    assert f"| {m1 - m0:+.4f} | {m1 / m0:+.2f}" in cmp
+
+    # a rerun skips every finished run; an extended ladder reuses its finished budgets
+    again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")
+    assert "8 of 8 runs already finished" in again.stdout + again.stderr
+    longer = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.25,0.5,1]")
+    assert "8 of 12 runs already finished" in longer.stdout + longer.stderr
+    assert [r for r in results(out) if r["budget_scale"] != "0.25"] == rows
+    assert "| 0.25 → 0.5 |" in (out / "report.md").read_text()
+    shorter = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]", check=False)
+    assert shorter.returncode == 2 and "may gain budgets, not lose them" in shorter.stderr
