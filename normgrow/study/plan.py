@@ -22,6 +22,7 @@ from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_v
 from normgrow.curriculum import match_budget, plan_stages, planned_totals
 from normgrow.study.config import study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
+from normgrow.study.pilot import PILOT_DIR, pilot_study
 
 GIB = 2**30
 
@@ -120,7 +121,8 @@ def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float) -> di
 
 
 def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
-    """Every job of a study (every point of a sweep), budgets matched as the runs will match them."""
+    """Every job of a study (every point of a sweep, the learning-rate pilot's runs), budgets matched as the runs
+    will match them."""
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,6 +134,11 @@ def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], lis
         else:
             jobs = plan_jobs(study, Path(tmp))
             write_study_dir(study, jobs, Path(tmp))
+            if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
+                pilot = pilot_study(study)
+                pilot_jobs = plan_jobs(pilot, Path(tmp) / PILOT_DIR)
+                write_study_dir(pilot, pilot_jobs, Path(tmp) / PILOT_DIR)
+                jobs = [*pilot_jobs, *jobs]
         for job in jobs:
             cfg = match_budget(with_vocab(job.cfg))[0]
             plans.append(job_plan(job.name, cfg, world, fsdp))

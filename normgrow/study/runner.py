@@ -2,6 +2,10 @@
 the statistics, the claims and report.md — from what the run directories hold. `normgrow report STUDY_DIR`
 (`rebuild_report`) does the last part alone, from disk.
 
+A study with a learning-rate pilot (`lr_pilot`, pilot.py) runs the pilot sub-study `pilot/` first, writes the choice
+(`lr_choice.json`), then its own runs, each arm at its chosen rate; `normgrow report` re-derives the choice from the
+pilot's runs.
+
 Shared work (the default teacher, tokenizer, token shards, a teacher cache) is done once, in the study
 process, before any job starts. A second invocation skips finished runs and resumes killed ones from their
 checkpoints; a failing job is recorded (status, last error line) and does not stop the others.
@@ -24,6 +28,7 @@ from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_study_dir, write_study_yaml
 from normgrow.study.launch import launch
 from normgrow.study.measures import study_measures
+from normgrow.study.pilot import NOT_LAUNCHED, PILOT_DIR, choose_rates, pilot_study, piloted_jobs, write_choice
 from normgrow.study.report import collapsed_arms, headline, write_report
 from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
 from normgrow.study.stats import aggregate, paired
@@ -48,9 +53,11 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool =
             log(f"shared preparation for {job.name} failed: {e}")
 
 
-def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> tuple[Path, list[str]]:
-    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold.
-    Returns report.md's path and the study's headline lines."""
+def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path,
+              lr_choice: dict | None = None) -> tuple[Path, list[str]]:
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold;
+    `lr_choice` the learning-rate pilot's choice (pilot.py), if the study ran one. Returns report.md's path and the
+    study's headline lines."""
     rows = collect(study, jobs, status)
     selection = select_lrs(study, rows)
     write_results(rows, out / "results.csv")
@@ -60,7 +67,8 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
     agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
     measures = study_measures(kept, out)
     claims = evaluate_claims(study.claims, measures)
-    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
+    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows,
+                        lr_choice=lr_choice)
     return path, headline(study, agg, claims, collapsed_arms(study, measures))
 
 
@@ -74,9 +82,27 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
         plan = sweep_plan(study, out)
         with DirLock(out, "study"):
             return _run_sweep_locked(study, plan, out, log, progress)
-    jobs = plan_jobs(study, out)
+    jobs = plan_jobs(study, out)  # every arm's config checked (at its rate without the pilot) before anything runs
+    pilot = (pilot_study(study), plan_jobs(pilot_study(study), out / PILOT_DIR)) if study.lr_pilot.lrs else None
     with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
-        return _run_locked(study, jobs, out, log, progress)
+        if pilot is None:
+            return _run_locked(study, jobs, out, log, progress)
+        return _run_piloted(study, *pilot, out, log, progress)
+
+
+def _run_piloted(study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], out: Path,
+                 log: Callable[[str], None], progress: bool) -> Path:
+    """The pilot sub-study first (its finished runs skipped), the choice from its runs, then the study's runs, each
+    arm at its chosen rate (pilot.py)."""
+    write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
+    _run_locked(pilot, pilot_jobs, out / PILOT_DIR, log, progress)
+    choice = choose_rates(study, read_results(out / PILOT_DIR / "results.csv"))
+    write_choice(out, choice)
+    for arm, c in choice["arms"].items():
+        log(f"learning rate of {arm}: " + (f"{c['chosen']:g} (pilot of {c['piloted_as']})" if c["chosen"] is not None
+                                             else "none: its pilot finished no rate, its runs are not launched"))
+    jobs, blocked = piloted_jobs(study, out, choice)
+    return _run_locked(study, jobs, out, log, progress, choice, blocked)
 
 
 def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool) -> Path:
@@ -127,15 +153,20 @@ def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Call
     return out / "report.md"
 
 
-def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool) -> Path:
+def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool,
+                lr_choice: dict | None = None, blocked: dict[str, str] | None = None) -> Path:
+    """Write the study dir, launch `jobs` but the `blocked` ones ({name: why not}), summarize."""
+    blocked = blocked or {}
     write_study_dir(study, jobs, out)
     log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
-    prepare_shared(jobs, log, progress=progress)
-    status = launch(jobs, study.launcher, out, log, progress=progress)
+    todo = [j for j in jobs if j.name not in blocked]
+    prepare_shared(todo, log, progress=progress)
+    status = launch(todo, study.launcher, out, log, progress=progress)
     for name, err in status.items():
         if err != "ok":
             log(f"run {name} failed: {err}")
-    path, lines = summarize(study, jobs, status, out)
+    status.update(blocked)
+    path, lines = summarize(study, jobs, status, out, lr_choice)
     for line in lines:
         log(line)
     return path
@@ -158,8 +189,18 @@ def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
             failed = failed_runs(sub_dir)
             status.update({j.name: failed[j.name.split("/", 1)[1]] for j in jobs if j.name.split("/", 1)[1] in failed})
         return summarize_sweep(study, plan, status, study_dir, log)
-    jobs = plan_jobs(study, study_dir)
-    path, lines = summarize(study, jobs, failed_runs(study_dir), study_dir)
+    choice = None  # a run the pilot kept from launching is decided again from the pilot's runs, below
+    status = {k: v for k, v in failed_runs(study_dir).items() if not v.startswith(NOT_LAUNCHED)}
+    if study.lr_pilot.lrs:  # the pilot's report and the choice first, from the pilot's run directories
+        pilot, pilot_dir = pilot_study(study), study_dir / PILOT_DIR
+        summarize(pilot, plan_jobs(pilot, pilot_dir), failed_runs(pilot_dir), pilot_dir)
+        choice = choose_rates(study, read_results(pilot_dir / "results.csv"))
+        write_choice(study_dir, choice)
+        jobs, blocked = piloted_jobs(study, study_dir, choice)
+        status.update(blocked)
+    else:
+        jobs = plan_jobs(study, study_dir)
+    path, lines = summarize(study, jobs, status, study_dir, choice)
     for line in lines:
         log(line)
     return path
