@@ -194,3 +194,14 @@ def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(ti
     before = results(out)
     cli("report", out)  # rebuilt from disk: the same
     assert results(out) == before and (out / "report.md").read_text() == report
+
+
+def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
+    """`normgrow plan`: 3 arms × 2 seeds of 2 × 2,560 tokens, plus the pilot's 2 arms (post-m takes post's rate) × 2
+    rates × 1 seed at half that budget: 10 runs, 6 × 5,120 + 4 × 2,560 = 40,960 tokens."""
+    spec = write_study(tmp_path / "s.yaml", tmp_path / "cache",
+                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}",
+                        "post-m": "{overrides: [model.norm=post], match: pre}"},
+                       extra="lr_pilot: {lrs: [0.0001, 0.003], seeds: [0]}\n")
+    out = cli("plan", spec).stdout
+    assert "10 run(s), 40,960 training tokens in all" in out
