@@ -14,8 +14,9 @@ import pytest
 
 from conftest import cli, cli_process
 from normgrow.config import load_config
-from normgrow.study.config import load_study, study_preset_names
+from normgrow.study.config import ArmConfig, StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan
+from normgrow.study.results import select_lrs
 
 T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
 
@@ -392,6 +393,17 @@ def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_p
     post = {int(r["seed"]): float(r["val_ce"]) for r in rows if r["arm"] == "post"}
     pre = {int(r["seed"]): float(r["val_ce"]) for r in sweep if r["selected"] == "yes"}
     assert f"| gap | pre | post | {sum(post[s] - pre[s] for s in (0, 1)) / 2:.4f} ±" in report
+
+
+def test_an_lr_sweep_selects_a_rate_only_on_every_seed():
+    """select_lrs: a rate whose second seed failed is not chosen on the one seed it survived (the old rule averaged
+    the finished seeds, so 0.01's 2.0 beat 0.001's 3.0)."""
+    s = StudyConfig(arms={"a": ArmConfig(lrs=[0.01, 0.001])}, seeds=[0, 1])
+    rows = [{"arm": "a", "lr": str(lr), "seed": str(seed), "status": "ok" if ce else "failed", "select_ce": str(ce or ""),
+             "selected": ""} for lr, seed, ce in ((0.01, 0, 2.0), (0.01, 1, None), (0.001, 0, 3.0), (0.001, 1, 3.0))]
+    sel = select_lrs(s, rows)["a"]
+    assert sel["chosen"] == 0.001 and sel["lrs"][0.01] == {"mean": None, "n": 1} and sel["lrs"][0.001]["mean"] == 3.0
+    assert [r["selected"] for r in rows] == ["no", "no", "yes", "yes"]
 
 
 def test_report_rebuilt_from_disk_keeps_a_failed_lr_sweep_run_failed(tiny_cache, tmp_path):

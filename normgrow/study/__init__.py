@@ -6,6 +6,7 @@ the claims' verdicts and a report — all rebuilt from the study directory alone
     launch.py    launchers (inline, local processes, submitit/SLURM) as a registry, the progress bar
     runner.py    run a study: prepare shared work, launch, summarize; `normgrow report` rebuilds from disk
     results.py   results.csv rows and the learning-rate selection
+    pilot.py     the learning-rate pilot (lr_pilot): a short sub-study that chooses each arm's rate first
     measures.py  the typed per-run measures claims, report and figures read
     stats.py     paired t-intervals, Fieller ratio, phase-wise table, the sign of an interval
     claims.py    the claim registry and the paper's claims' verdicts

@@ -14,6 +14,7 @@ the contrasts, which arm plays which part in the paper's claims, and how the job
     contrasts: {grow_gap: [pre-grow, post-grow]}
     claims: {pre_grow: pre-grow, post_grow: post-grow}
     launcher: {kind: local, parallel: 2}
+    lr_pilot: {lrs: [2.0e-3, 4.0e-3, 8.0e-3]}   # optional: a short pilot chooses each arm's rate first (pilot.py)
 
 Command-line overrides under a run-config section (model., train., …) become run overrides of every arm;
 the others set study fields. Every problem is a one-line ConfigError naming the field.
@@ -69,6 +70,18 @@ class ArmConfig:
 
 
 @dataclass
+class LrPilotConfig:
+    lrs: list[float] = field(default_factory=list)
+    """Learning rates the pilot tries for every arm (empty = no pilot: every arm trains at its own train.lr). The
+    pilot is the sub-study pilot/ (pilot.py); each arm then trains at the rate with the lowest mean CE on the
+    model-selection set (study.select_tokens), a matched arm at its unmatched twin's."""
+    budget_scale: float = 0.5
+    """The pilot's budget as a fraction of the study's own: its runs train budget_scale × this (in (0, 1])."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds of the pilot's runs; a rate is scored by its mean selection-set CE over them."""
+
+
+@dataclass
 class StudyConfig:
     name: str = "study"
     """Study name (default output: studies/<name>)."""
@@ -106,6 +119,8 @@ class StudyConfig:
     """A budget ladder: absolute budget scales (like budget_scale), ascending, one complete sub-study each under
     budgets/b<scale>/, read together as each contrast's retention ratio between successive budgets (ladder.py);
     must contain budget_scale, the reference budget whose report is the study's main one. Empty: no ladder."""
+    lr_pilot: LrPilotConfig = field(default_factory=LrPilotConfig)
+    """A short learning-rate pilot run first, on the model-selection set, that chooses each arm's rate (pilot.py)."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -180,6 +195,25 @@ def validate_study(s: StudyConfig) -> None:
     for name, arm in s.arms.items():
         need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
              f"need distinct positive learning rates, got {arm.lrs}")
+    validate_pilot(s)
+
+
+def validate_pilot(s: StudyConfig) -> None:
+    p = s.lr_pilot
+    need(all(lr > 0 for lr in p.lrs) and len(set(p.lrs)) == len(p.lrs), "lr_pilot.lrs",
+         f"need distinct positive learning rates, got {p.lrs}")
+    need(len(p.lrs) != 1, "lr_pilot.lrs", f"a pilot of one rate ({p.lrs[0] if p.lrs else ''}) chooses nothing: give "
+         "two or more, or none (then every arm trains at its own train.lr)")
+    need(0 < p.budget_scale <= 1, "lr_pilot.budget_scale", f"must be in (0, 1] (a fraction of the study's budget), "
+         f"got {p.budget_scale}")
+    need(len(p.seeds) > 0 and len(set(p.seeds)) == len(p.seeds), "lr_pilot.seeds", f"need distinct seeds, got {p.seeds}")
+    if not p.lrs:
+        return
+    for name, arm in s.arms.items():
+        need(not arm.lrs, "lr_pilot.lrs", f"arm {name} sweeps its own rates (arms.{name}.lrs) and a pilot would choose "
+             f"another: use either arms.{name}.lrs (a sweep at the full budget) or lr_pilot.lrs, not both")
+    need(not s.sweep.axes, "lr_pilot.lrs", "a sweep study cannot run a learning-rate pilot yet (each point would "
+         "need its own); sweep train.lr as an axis or give the arms their own lrs")
 
 
 def validate_ladder(s: StudyConfig) -> None:

@@ -28,6 +28,7 @@ from normgrow.curriculum import match_budget, plan_stages, planned_totals
 from normgrow.errors import NormgrowError
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
+from normgrow.study.pilot import PILOT_DIR, pilot_study
 from normgrow.study.results import read_results
 from normgrow.study.stats import detectable, paired, sd_interval, seeds_for, t_quantile
 
@@ -128,8 +129,8 @@ def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float) -> di
 
 
 def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
-    """Every job of a study (every point of a sweep, every budget of a ladder), budgets matched as the runs will
-    match them."""
+    """Every job of a study (every point of a sweep, every budget of a ladder, the learning-rate pilot's runs), budgets
+    matched as the runs will match them."""
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,6 +142,11 @@ def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], lis
         else:
             jobs = plan_jobs(study, Path(tmp))
             write_study_dir(study, jobs, Path(tmp))
+        if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
+            pilot = pilot_study(study)
+            pilot_jobs = plan_jobs(pilot, Path(tmp) / PILOT_DIR)
+            write_study_dir(pilot, pilot_jobs, Path(tmp) / PILOT_DIR)
+            jobs = [*pilot_jobs, *jobs]
         for job in jobs:
             cfg = match_budget(with_vocab(job.cfg))[0]
             plans.append(job_plan(job.name, cfg, world, fsdp))

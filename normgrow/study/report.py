@@ -15,6 +15,7 @@ from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim
 from normgrow.study.figures import study_figures
 from normgrow.study.measures import Measures
+from normgrow.study.pilot import choice_lines, header_line
 
 JUMP_TOLERANCE = 1e-4  # a growth event whose val/ce jump is below this in every run preserved the function
 
@@ -53,7 +54,7 @@ def _dtype_lines(measures: Measures) -> list[str]:
             "kind of machine or set `train.dtype` / `teacher.dtype` explicitly.", ""]
 
 
-def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path) -> list[str]:
+def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path, lr_choice: dict | None = None) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
     L.append(f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
@@ -61,6 +62,8 @@ def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path) -> l
              "teacher (`val/ce`, nats/token, full vocabulary, T=1), lower is better; intervals are 95% t-intervals "
              f"over seeds. Regenerate with `normgrow report {study_dir}`.")
     L.append("")
+    if lr_choice:
+        L += [header_line(lr_choice), ""]
     if n_seeds < 2:
         L += ["> One seed: no confidence intervals are available; every claim below is undetermined.", ""]
     cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
@@ -137,14 +140,16 @@ def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: floa
     return L + [""]
 
 
-def _arms_section(rows: list[dict], agg: dict, selection: dict) -> list[str]:
+def _arms_section(rows: list[dict], agg: dict, selection: dict, piloted: dict) -> list[str]:
     L = ["## Validation CE per arm", "", "| arm | norm | curriculum | lr | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
          "|---|---|---|---|---|---|---|---|"]
     for arm, a in agg["arms"].items():
         r0 = next((r for r in rows if r["arm"] == arm), None)
         if r0 is None:
             continue
-        lr = f"{float(r0['lr']):g}" + (" (selected)" if arm in selection else "")
+        lr = f"{float(r0['lr']):g}" + (" (selected)" if arm in selection else " (pilot)" if arm in piloted else "")
+        if arm in piloted and piloted[arm]["chosen"] is None:
+            lr = "— (no pilot rate)"
         L.append(f"| {arm} | {r0['norm']} | {r0['curriculum']} | {lr} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
                  f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |")
     return L + [""]
@@ -327,14 +332,17 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
 
 def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: list[Claim] = (),
                  measures: dict | None = None, selection: dict | None = None,
-                 all_rows: list[dict] | None = None) -> Path:
+                 all_rows: list[dict] | None = None, lr_choice: dict | None = None) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
-    statistics use (an arm's selected learning rate only); `all_rows` every run of the study."""
+    statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
+    learning-rate pilot's choice (pilot.py), if the study ran one."""
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
-    L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir) + _dtype_lines(measures)
+    L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir, lr_choice) + _dtype_lines(measures)
     L += claims_section(study, rows, list(claims), measures)
-    L += _arms_section(rows, agg, selection)
+    piloted = (lr_choice or {}).get("arms", {})
+    L += _arms_section(rows, agg, selection, piloted)
+    L += choice_lines(lr_choice)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
     L += _phase_section(agg["phase"], list(claims), measures)

@@ -48,17 +48,20 @@ def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list
 
 
 def select_lrs(study: StudyConfig, rows: list[dict]) -> dict[str, dict]:
-    """For every arm that sweeps learning rates: the mean selection-set CE of each rate over its finished
-    seeds and the rate chosen (the lowest). Marks every row `selected` yes/no (empty for arms without a sweep)."""
+    """For every arm that sweeps learning rates: the mean selection-set CE of each rate over its seeds and the rate
+    chosen (the lowest). A rate is scored only when every seed finished at it (mean None otherwise, `n` the seeds that
+    did): a rate's mean over the seeds it survived would compare it on its easy seeds against the others on all.
+    Marks every row `selected` yes/no (empty for arms without a sweep)."""
     chosen = {}
     for arm, a in study.arms.items():
         if not a.lrs:
             continue
         by_lr = {}
         for lr in a.lrs:
-            vals = [float(r["select_ce"]) for r in rows if r["arm"] == arm and float(r["lr"]) == lr
-                    and r["status"] == "ok" and r["select_ce"] != ""]
-            by_lr[lr] = {"mean": sum(vals) / len(vals) if vals else None, "n": len(vals)}
+            runs = [r for r in rows if r["arm"] == arm and float(r["lr"]) == lr]
+            vals = [float(r["select_ce"]) for r in runs if r["status"] == "ok" and r["select_ce"] != ""]
+            whole = bool(vals) and len(vals) == len(runs)
+            by_lr[lr] = {"mean": sum(vals) / len(vals) if whole else None, "n": len(vals)}
         scored = [lr for lr in a.lrs if by_lr[lr]["mean"] is not None]
         best = min(scored, key=lambda lr: by_lr[lr]["mean"]) if scored else None
         chosen[arm] = {"lrs": by_lr, "chosen": best}

@@ -2,6 +2,10 @@
 the statistics, the claims and report.md — from what the run directories hold. `normgrow report STUDY_DIR`
 (`rebuild_report`) does the last part alone, from disk.
 
+A study with a learning-rate pilot (`lr_pilot`, pilot.py) runs the pilot sub-study `pilot/` first, writes the choice
+(`lr_choice.json`), then its own runs, each arm at its chosen rate; `normgrow report` re-derives the choice from the
+pilot's runs.
+
 Shared work (the default teacher, tokenizer, token shards, a teacher cache) is done once, in the study
 process, before any job starts. A second invocation skips finished runs and resumes killed ones from their
 checkpoints; a failing job is recorded (status, last error line) and does not stop the others.
@@ -26,6 +30,15 @@ from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_
 from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title
 from normgrow.study.launch import launch
 from normgrow.study.measures import Measures, study_measures
+from normgrow.study.pilot import (
+    NOT_LAUNCHED,
+    PILOT_DIR,
+    choose_rates,
+    pilot_study,
+    piloted_jobs,
+    with_rates,
+    write_choice,
+)
 from normgrow.study.report import claims_section, collapsed_arms, headline, write_report
 from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
 from normgrow.study.stats import aggregate, paired
@@ -61,8 +74,10 @@ class Summary(NamedTuple):
     measures: Measures
 
 
-def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path) -> Summary:
-    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold."""
+def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path,
+              lr_choice: dict | None = None) -> Summary:
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold;
+    `lr_choice` the learning-rate pilot's choice (pilot.py), if the study ran one."""
     rows = collect(study, jobs, status)
     selection = select_lrs(study, rows)
     write_results(rows, out / "results.csv")
@@ -72,7 +87,8 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
     agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
     measures = study_measures(kept, out)
     claims = evaluate_claims(study.claims, measures)
-    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows)
+    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows,
+                        lr_choice=lr_choice)
     return Summary(path, headline(study, agg, claims, collapsed_arms(study, measures)), claims, kept, measures)
 
 
@@ -82,18 +98,66 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
 def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
     if study.sweep.axes or study.budgets:
-        plan = sweep_plan(study, out)
+        plan = sweep_plan(study, out)  # every point's configs checked before anything runs
         with DirLock(out, "study"):
-            return _run_sweep_locked(study, plan, out, log, progress)
-    jobs = plan_jobs(study, out)
+            if not study.lr_pilot.lrs:
+                return _run_sweep_locked(study, plan, out, log, progress)
+            write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
+            rated, choice = _pilot_first(study, out, log, progress)
+            return _run_sweep_locked(study, sweep_plan(rated, out), out, log, progress, choice)
+    jobs = plan_jobs(study, out)  # every arm's config checked (at its rate without the pilot) before anything runs
+    pilot = (pilot_study(study), plan_jobs(pilot_study(study), out / PILOT_DIR)) if study.lr_pilot.lrs else None
     with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
-        return _run_locked(study, jobs, out, log, progress)
+        if pilot is None:
+            return _run_locked(study, jobs, out, log, progress)
+        return _run_piloted(study, *pilot, out, log, progress)
 
 
-def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool) -> Path:
+def _run_piloted(study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], out: Path,
+                 log: Callable[[str], None], progress: bool) -> Path:
+    """The pilot sub-study first (its finished runs skipped), the choice from its runs, then the study's runs, each
+    arm at its chosen rate (pilot.py)."""
+    write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
+    _run_locked(pilot, pilot_jobs, out / PILOT_DIR, log, progress)
+    choice = _choice(study, out, log)
+    jobs, blocked = piloted_jobs(study, out, choice)
+    return _run_locked(study, jobs, out, log, progress, choice, blocked)
+
+
+def _choice(study: StudyConfig, out: Path, log: Callable[[str], None]) -> dict:
+    """The pilot's choice from its finished runs, written to lr_choice.json and logged."""
+    choice = choose_rates(study, read_results(out / PILOT_DIR / "results.csv"))
+    write_choice(out, choice)
+    for arm, c in choice["arms"].items():
+        log(f"learning rate of {arm}: " + (f"{c['chosen']:g} (pilot of {c['piloted_as']})" if c["chosen"] is not None
+                                             else "none: its pilot finished no rate, its runs are not launched"))
+    return choice
+
+
+def _pilot_first(study: StudyConfig, out: Path, log: Callable[[str], None], progress: bool) -> tuple[StudyConfig, dict]:
+    """A ladder's learning-rate pilot, once, at the reference budget × lr_pilot.budget_scale: the study with every arm
+    at its chosen rate (what each budget runs) and the choice. An arm without a rate stops the ladder, with one line."""
+    pilot = pilot_study(study)
+    _run_locked(pilot, plan_jobs(pilot, out / PILOT_DIR), out / PILOT_DIR, log, progress)
+    choice = _choice(study, out, log)
+    return _rated(study, choice), choice
+
+
+def _rated(study: StudyConfig, choice: dict) -> StudyConfig:
+    missing = [arm for arm, c in choice["arms"].items() if c["chosen"] is None]
+    if missing:
+        raise NormgrowError(f"lr_pilot: the pilot finished no rate on every pilot seed for {', '.join(missing)} "
+                            f"({PILOT_DIR}/results.csv); the budget ladder is not launched")
+    return with_rates(study, choice)
+
+
+def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool,
+                      lr_choice: dict | None = None) -> Path:
     """Every point's (every budget's) jobs launched together (one queue, so `launcher.parallel` spans them), then
-    each one's report and the sweep's (the ladder's)."""
-    write_study_yaml(study, out)
+    each one's report and the sweep's (the ladder's). With a pilot's `lr_choice`, `study` already carries the rates
+    and the study as written is on disk."""
+    if lr_choice is None:
+        write_study_yaml(study, out)
     for sub, sub_dir, jobs in plan:
         write_study_dir(sub, jobs, sub_dir)
     jobs = [j for _, _, js in plan for j in js]
@@ -105,17 +169,17 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
     for name, err in status.items():
         if err != "ok":
             log(f"run {name} failed: {err}")
-    return summarize_sweep(study, plan, {j.name: status.get(j.name) for j in jobs}, out, log)
+    return summarize_sweep(study, plan, {j.name: status.get(j.name) for j in jobs}, out, log, lr_choice=lr_choice)
 
 
 def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Callable[[str], None] = print,
-                    plots: bool = True) -> Path:
+                    plots: bool = True, lr_choice: dict | None = None) -> Path:
     """Each point's (budget's) results.csv and report.md, the sweep's results.csv (every run, with its point and
     axis values; a ladder's with its budget label and budget_scale), its report.md (a sweep's with one figure per
     contrast) and headline, logged. Returns the sweep's (ladder's) report path."""
     subs, all_rows, keys, root = [], [], axis_keys(study), sub_root(study)
     for (sub, sub_dir, jobs), p in zip(plan, sub_points(study), strict=True):
-        done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir)
+        done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir, lr_choice)
         subs.append((p, sub, jobs, done))
         for r in read_results(sub_dir / "results.csv"):
             all_rows.append({"point": p.label, **dict(zip(keys, p.coords, strict=True)), **r,
@@ -153,15 +217,20 @@ def _ladder_report(study: StudyConfig, subs: list) -> tuple[list[str], list[str]
     return ladder_report_lines(study, rungs, reference_claims), ladder_headline(study, rungs)
 
 
-def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool) -> Path:
+def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool,
+                lr_choice: dict | None = None, blocked: dict[str, str] | None = None) -> Path:
+    """Write the study dir, launch `jobs` but the `blocked` ones ({name: why not}), summarize."""
+    blocked = blocked or {}
     write_study_dir(study, jobs, out)
     log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
-    prepare_shared(jobs, log, progress=progress)
-    status = launch(jobs, study.launcher, out, log, progress=progress)
+    todo = [j for j in jobs if j.name not in blocked]
+    prepare_shared(todo, log, progress=progress)
+    status = launch(todo, study.launcher, out, log, progress=progress)
     for name, err in status.items():
         if err != "ok":
             log(f"run {name} failed: {err}")
-    done = summarize(study, jobs, status, out)
+    status.update(blocked)
+    done = summarize(study, jobs, status, out, lr_choice)
     for line in done.headline:
         log(line)
     return done.path
@@ -178,14 +247,30 @@ def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
     """`normgrow report STUDY_DIR`: results.csv, report.md and plots from what is on disk."""
     study = load_study(str(study_dir / "study.yaml"))
     if study.sweep.axes or study.budgets:
+        choice = None
+        if study.lr_pilot.lrs:  # a ladder's pilot: its report, the choice, the rates every budget ran at
+            pilot, pilot_dir = pilot_study(study), study_dir / PILOT_DIR
+            summarize(pilot, plan_jobs(pilot, pilot_dir), failed_runs(pilot_dir), pilot_dir)
+            choice = _choice(study, study_dir, log)
+            study = _rated(study, choice)
         plan = sweep_plan(study, study_dir)
         status = {}
         for _, sub_dir, jobs in plan:
             failed = failed_runs(sub_dir)
             status.update({j.name: failed[j.name.split("/", 1)[1]] for j in jobs if j.name.split("/", 1)[1] in failed})
-        return summarize_sweep(study, plan, status, study_dir, log)
-    jobs = plan_jobs(study, study_dir)
-    done = summarize(study, jobs, failed_runs(study_dir), study_dir)
+        return summarize_sweep(study, plan, status, study_dir, log, lr_choice=choice)
+    choice = None  # a run the pilot kept from launching is decided again from the pilot's runs, below
+    status = {k: v for k, v in failed_runs(study_dir).items() if not v.startswith(NOT_LAUNCHED)}
+    if study.lr_pilot.lrs:  # the pilot's report and the choice first, from the pilot's run directories
+        pilot, pilot_dir = pilot_study(study), study_dir / PILOT_DIR
+        summarize(pilot, plan_jobs(pilot, pilot_dir), failed_runs(pilot_dir), pilot_dir)
+        choice = choose_rates(study, read_results(pilot_dir / "results.csv"))
+        write_choice(study_dir, choice)
+        jobs, blocked = piloted_jobs(study, study_dir, choice)
+        status.update(blocked)
+    else:
+        jobs = plan_jobs(study, study_dir)
+    done = summarize(study, jobs, status, study_dir, choice)
     for line in done.headline:
         log(line)
     return done.path

@@ -1,0 +1,202 @@
+"""The learning-rate pilot (study section `lr_pilot`): a short sub-study, run before the study's own runs, that
+chooses every arm's learning rate on the model-selection set, never on the validation set the report uses.
+
+    study dir/
+        pilot/          a plain study (study.yaml, configs, runs, logs, results.csv, report.md; `normgrow report
+                        DIR/pilot` works): every arm but the matched ones that have a twin, match dropped, each
+                        sweeping lr_pilot.lrs (ArmConfig.lrs) at seeds lr_pilot.seeds and budget scale
+                        study.budget_scale × lr_pilot.budget_scale
+        lr_choice.json  per arm: the chosen rate, where it came from, every rate's mean select/ce, the rate the arm
+                        would train at without the pilot and that rate's regret
+        runs/…          the study's own runs, each arm with `train.lr=<its rate>` after its overrides
+
+The measure is `select/ce` (§3.2: `val/ce` on the model-selection set, study.select_tokens tokens of validation-split
+documents after those of the validation set), at the end of each pilot run, averaged over the pilot's seeds; the
+chosen rate is the lowest mean. A rate is scored only when every pilot seed finished at it (results.select_lrs): a
+rate with a failed run is excluded and the report says so. An arm whose pilot finished no run at any rate is not
+launched. A matched arm (ArmConfig.match) takes the rate of its *unmatched twin*, the arm with the same preset and
+overrides and no match; without one it is piloted on its own, without the match.
+
+The **regret at the shared rate** = mean select/ce at the rate the arm would use without a pilot (its train.lr,
+resolved from the base preset, the study's overrides and its own, as jobs resolve it) − mean select/ce at the chosen
+rate: ≥ 0, in nats/token, at the pilot's budget; null when that rate is not in lr_pilot.lrs or did not finish. A
+chosen rate at an edge of the grid (its highest or lowest) is flagged: the best rate may lie beyond it.
+
+The pilot runs are ordinary runs: a rerun skips the finished ones and re-derives the same choice. `with_rates` turns a
+study and a choice into the study whose arms carry their rates (what a budget ladder's rungs would each run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from normgrow import atomic
+from normgrow.config import load_config
+from normgrow.errors import ConfigError
+from normgrow.study.claims import ClaimsConfig
+from normgrow.study.config import LrPilotConfig, StudyConfig
+from normgrow.study.jobs import Job, plan_jobs
+from normgrow.study.results import select_lrs
+
+PILOT_DIR = "pilot"
+CHOICE_FILE = "lr_choice.json"
+NOT_LAUNCHED = "not launched: "  # how the error of a run the pilot kept from launching begins (results.csv)
+
+
+def twin_of(study: StudyConfig, arm: str) -> str | None:
+    """The unmatched twin of a matched arm: the first arm with the same preset and overrides and no match."""
+    a = study.arms[arm]
+    if a.match is None:
+        return None
+    for name, b in study.arms.items():
+        if b.match is None and (b.preset or study.base) == (a.preset or study.base) and b.overrides == a.overrides:
+            return name
+    return None
+
+
+def piloted_as(study: StudyConfig, arm: str) -> str:
+    """The pilot arm whose rate `arm` takes: its twin, or itself."""
+    return twin_of(study, arm) or arm
+
+
+def pilot_study(study: StudyConfig) -> StudyConfig:
+    """The pilot sub-study: the arms that are their own pilot arm, unmatched, each sweeping lr_pilot.lrs; the pilot's
+    seeds and budget; no contrasts or claims (it chooses rates, it does not compare arms)."""
+    p = study.lr_pilot
+    arms = {name: dataclasses.replace(a, match=None, lrs=list(p.lrs))
+            for name, a in study.arms.items() if piloted_as(study, name) == name}
+    return dataclasses.replace(study, name=f"{study.name}-pilot", budget_scale=study.budget_scale * p.budget_scale,
+                               seeds=list(p.seeds), arms=arms, contrasts={}, gap_ratio=[], phase=[],
+                               diagnostics_pair=[], claims=ClaimsConfig(), lr_pilot=LrPilotConfig())
+
+
+def shared_rate(study: StudyConfig, arm: str) -> float:
+    """The rate `arm` trains at without a pilot: train.lr of its preset after the study's and its own overrides."""
+    a = study.arms[arm]
+    try:
+        return load_config(a.preset or study.base, [*study.overrides, *a.overrides]).train.lr
+    except ConfigError as e:
+        raise ConfigError(f"arms.{arm}: {e}") from None
+
+
+def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict]) -> dict:
+    src = piloted_as(study, arm)
+    sel = selection[src]
+    chosen, shared = sel["chosen"], shared_rate(study, arm)
+    rates = [{"lr": lr, "select_ce": v["mean"], "seeds": v["n"]} for lr, v in sel["lrs"].items()]
+    failed = [{"lr": float(r["lr"]), "seed": int(r["seed"]), "status": r["status"], "error": r["error"]}
+              for r in rows if r["arm"] == src and r["status"] != "ok"]
+    at_shared = next((r for r in rates if math.isclose(r["lr"], shared, rel_tol=1e-9)), None)
+    best = next((r["select_ce"] for r in rates if r["lr"] == chosen), None)
+    regret, note = None, None
+    if at_shared is None:
+        note = f"the shared rate {shared:g} is not among the pilot's rates: its regret is not measured"
+    elif at_shared["select_ce"] is None or best is None:
+        note = f"the shared rate {shared:g} has no pilot score (a pilot run at it failed or is missing)"
+    else:
+        regret = at_shared["select_ce"] - best
+    lrs = sorted(sel["lrs"])
+    edge = None if chosen is None else "highest" if chosen == lrs[-1] else "lowest" if chosen == lrs[0] else None
+    return {"chosen": chosen, "from": "pilot" if src == arm else "twin", "piloted_as": src, "rates": rates,
+            "failed": failed, "shared": shared, "regret": regret, "regret_note": note, "edge": edge}
+
+
+def choose_rates(study: StudyConfig, pilot_rows: list[dict]) -> dict:
+    """The choice (what lr_choice.json holds) from the pilot's results.csv rows: per arm of `study` its rate (null when
+    its pilot arm finished no rate on every seed), every rate's mean select/ce, the shared rate and its regret."""
+    pilot = pilot_study(study)
+    rows = [dict(r) for r in pilot_rows]
+    selection = select_lrs(pilot, rows)
+    p = study.lr_pilot
+    return {"pilot": {"dir": PILOT_DIR, "lrs": list(p.lrs), "seeds": list(p.seeds), "fraction": p.budget_scale,
+                      "budget_scale": pilot.budget_scale, "select_tokens": study.select_tokens,
+                      "measure": "select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
+                                 "the lowest is chosen; regret = select/ce(shared) − select/ce(chosen)"},
+            "arms": {arm: _arm_choice(study, arm, selection, rows) for arm in study.arms}}
+
+
+def write_choice(out: Path, choice: dict) -> None:
+    atomic.write_text(Path(out) / CHOICE_FILE, json.dumps(choice, indent=2) + "\n")
+
+
+def read_choice(out: Path) -> dict:
+    return json.loads((Path(out) / CHOICE_FILE).read_text())
+
+
+def with_rates(study: StudyConfig, choice: dict) -> StudyConfig:
+    """`study` with every arm that has a chosen rate training at it (`train.lr=<rate>` after its overrides) and no
+    pilot of its own: the study a pilot feeds (the main study, or each rung of a budget ladder)."""
+    arms = {}
+    for name, a in study.arms.items():
+        rate = choice["arms"][name]["chosen"]
+        arms[name] = a if rate is None else dataclasses.replace(a, overrides=[*a.overrides, f"train.lr={rate!r}"])
+    return dataclasses.replace(study, arms=arms, lr_pilot=LrPilotConfig())
+
+
+def piloted_jobs(study: StudyConfig, out: Path, choice: dict) -> tuple[list[Job], dict[str, str]]:
+    """The study's jobs at their chosen rates, and {job name: why} for those not launched (no pilot rate)."""
+    jobs = plan_jobs(with_rates(study, choice), out)
+    blocked = {}
+    for job in jobs:
+        c = choice["arms"][job.arm]
+        if c["chosen"] is None:
+            blocked[job.name] = (f"{NOT_LAUNCHED}the learning-rate pilot of {c['piloted_as']} finished no rate on every "
+                                 f"pilot seed ({PILOT_DIR}/results.csv)")
+    return jobs, blocked
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def header_line(choice: dict) -> str:
+    p = choice["pilot"]
+    n = len(p["seeds"])
+    return (f"Learning rates: chosen per arm by a pilot (`{p['dir']}/`) at budget scale {p['budget_scale']:g} "
+            f"({p['fraction']:g} × this study's) on {n} seed{'s' if n > 1 else ''} ({', '.join(map(str, p['seeds']))}), "
+            f"by the lowest mean CE on the model-selection split ({p['select_tokens']:,} tokens of validation-split "
+            "documents after the validation set), never on the validation set reported here; see \"Learning rates\" "
+            "and `lr_choice.json`.")
+
+
+def _cell(rate: dict, chosen: float | None) -> str:
+    if rate["select_ce"] is None:
+        return "excluded"
+    v = f"{rate['select_ce']:.4f}"
+    return f"**{v}** ✓" if rate["lr"] == chosen else v
+
+
+def choice_lines(choice: dict | None) -> list[str]:
+    """The report's "Learning rates" section: per arm its rate, every rate's select/ce, the shared rate's regret."""
+    if not choice:
+        return []
+    lrs = choice["pilot"]["lrs"]
+    L = ["## Learning rates", "",
+         "Per arm, the mean selection-set CE (`select/ce`, nats/token) of each pilot rate over the pilot's seeds; ✓ the "
+         "rate it trains at here. *From*: `pilot` (its own pilot arm) or `twin X` (a matched arm takes the rate of its "
+         "unmatched twin X). Regret = select/ce at the shared rate (the arm's train.lr without a pilot) − at the "
+         "chosen rate, at the pilot's budget.", "",
+         "| arm | from | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen | shared rate | regret at the shared rate |",
+         "|---|---|" + "---|" * (len(lrs) + 3)]
+    notes = []
+    for arm, c in choice["arms"].items():
+        src = "pilot" if c["from"] == "pilot" else f"twin {c['piloted_as']}"
+        cells = " | ".join(_cell(r, c["chosen"]) for r in c["rates"])
+        chosen = "—" if c["chosen"] is None else f"{c['chosen']:g}"
+        regret = "—" if c["regret"] is None else f"{c['regret']:+.4f}"
+        L.append(f"| {arm} | {src} | {cells} | {chosen} | {c['shared']:g} | {regret} |")
+        if c["edge"]:
+            notes.append(f"- `{arm}`: its rate {c['chosen']:g} is the pilot's {c['edge']}: a better one may lie beyond "
+                         "the grid (widen lr_pilot.lrs).")
+        if c["regret_note"]:
+            notes.append(f"- `{arm}`: {c['regret_note']}.")
+        if c["chosen"] is None:
+            notes.append(f"- `{arm}`: **not run** — its pilot ({c['piloted_as']}) finished no rate on every pilot seed, "
+                         "so no rate was chosen and its runs were not launched.")
+    failed = {(c["piloted_as"], f["lr"], f["seed"]): f for c in choice["arms"].values() for f in c["failed"]}
+    for (src, lr, seed), f in sorted(failed.items()):
+        notes.append(f"- pilot run `{src}` lr {lr:g} seed {seed}: {f['status']} — {f['error']}; rate {lr:g} is excluded "
+                     f"for {src}.")
+    return L + [""] + (notes + [""] if notes else [])
