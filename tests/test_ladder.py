@@ -1,6 +1,7 @@
 """Budget ladders: validation, the retention label's rule, the retention ratio against the definition of Fieller's
 interval, and a micro ladder end to end (its budgets' sub-studies, its report, resume and extension)."""
 
+import json
 import math
 from pathlib import Path
 
@@ -198,3 +199,29 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
     assert "| 0.25 → 0.5 |" in (out / "report.md").read_text()
     shorter = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]", check=False)
     assert shorter.returncode == 2 and "may gain budgets, not lose them" in shorter.stderr
+
+
+def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_the_chosen_rates(tiny_cache, tmp_path):
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+                       seeds=(0,), launcher="inline",
+                       extra="contrasts: {gap: [pre, post]}\nlr_pilot: {lrs: [1.0e-4, 3.0e-3], budget_scale: 0.5}\n")
+    out = tmp_path / "ladder"
+    cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")
+    pilot = results(out / "pilot")
+    assert sorted((r["arm"], float(r["lr"])) for r in pilot) == [("post", 1e-4), ("post", 3e-3), ("pre", 1e-4), ("pre", 3e-3)]
+    # the pilot runs once, at the reference budget (1) × 0.5: stages of 1,280 tokens
+    cfg = load_config(str(out / "pilot" / "configs" / "pre-lr0.0001-s0.yaml"))
+    assert [s.tokens for s in cfg.curriculum.stages] == [1280, 1280]
+    choice = json.loads((out / "lr_choice.json").read_text())
+    for arm in ("pre", "post"):  # the lowest select/ce of the pilot's runs, read from their summaries
+        scores = {float(r["lr"]): json.loads((out / "pilot" / r["run_dir"] / "summary.json").read_text())["select"]["select/ce"]
+                  for r in pilot if r["arm"] == arm}
+        best = min(scores, key=scores.get)
+        assert choice["arms"][arm]["chosen"] == best
+        for label in ("b0.5", "b1"):  # every budget trains at it
+            assert load_config(str(out / "budgets" / label / "configs" / f"{arm}-s0.yaml")).train.lr == best
+    assert load_study(str(out / "study.yaml")).lr_pilot.lrs == [1e-4, 3e-3]  # the study as written
+    again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]").stdout
+    assert again.count("4 of 4 runs already finished: skipped") == 2  # the pilot's and the ladder's (2 budgets × 2 arms)
+    assert cli("report", out).returncode == 0
