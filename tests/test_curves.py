@@ -1,5 +1,6 @@
 """Learning curves: the curve subset (data.curve_tokens) measured at every evaluation, the dense window after
-each growth event (train.dense_eval_steps / train.dense_eval_every), and a resume inside it."""
+each growth event (train.dense_eval_steps / train.dense_eval_every), a resume inside it, and the after-growth
+curves the study figure draws."""
 
 import json
 
@@ -15,6 +16,7 @@ from normgrow.dist import DistInfo
 from normgrow.errors import ConfigError
 from normgrow.evaluate import evaluate
 from normgrow.pipeline import build_inputs, run
+from normgrow.study.figures import after_growth_curves
 from normgrow.train import build_student
 
 CPU = DistInfo(0, 1, 0, torch.device("cpu"))
@@ -147,6 +149,30 @@ def test_a_run_killed_inside_the_dense_window_resumes_to_the_same_curve(tiny_cac
     dense = [r for r in events(full) if r["event"] == "dense"]
     assert [r["step"] for r in dense] == list(range(12, 51, 2)) and all("curve/ce" in r for r in dense)
     assert (full / "diagnostics.jsonl").read_text() == (killed / "diagnostics.jsonl").read_text()
+
+
+def record(step, event, ce, stage=1):
+    return {"step": step, "stage": stage, "event": event, "curve/ce": ce}
+
+
+def test_after_growth_curves_are_differences_from_the_event_over_seeds():
+    """Two seeds of one arm, written by hand: each curve minus its value at the stage_start record after growth,
+    at the steps both measured (seed 1's extra point at step 13 is left out), mean and min / max over seeds."""
+    seed0 = [record(0, "stage_start", 7.0, 0), record(10, "stage_end", 5.0, 0), record(10, "pre_growth", 5.0, 0),
+             record(10, "stage_start", 5.0), record(12, "dense", 4.75), record(14, "eval", 4.5), record(20, "stage_end", 4.5)]
+    seed1 = [record(0, "stage_start", 8.0, 0), record(10, "stage_start", 6.0), record(12, "dense", 5.5),
+             record(13, "dense", 5.25), record(14, "eval", 5.5), record(20, "stage_end", 5.0)]
+    curves = after_growth_curves([seed0, seed1])
+    assert list(curves) == [1]  # one growth event: into stage 1
+    c = curves[1]
+    assert c["key"] == "curve/ce" and c["runs"] == 2 and c["steps"] == [0, 2, 4, 10]
+    assert c["mean"] == [0.0, -0.375, -0.5, -0.75]
+    assert c["lo"] == [0.0, -0.5, -0.5, -1.0] and c["hi"] == [0.0, -0.25, -0.5, -0.5]
+    # a run written before curve/… existed: its val/ce records (stage start and end only here)
+    old = [{"step": 10, "stage": 1, "event": "stage_start", "val/ce": 6.0},
+           {"step": 20, "stage": 1, "event": "stage_end", "val/ce": 5.5}]
+    assert after_growth_curves([old])[1] == {"key": "val/ce", "steps": [0, 10], "runs": 1, "mean": [0.0, -0.5],
+                                             "lo": [0.0, -0.5], "hi": [0.0, -0.5]}
 
 
 @pytest.mark.parametrize("override,needle", [
