@@ -181,6 +181,8 @@ class DataConfig:
     """Validation tokens evaluated at every eval (a fixed prefix of the validation split)."""
     probe_sequences: int = setting(16, key=False)
     """Sequences in the fixed diagnostics probe batch (each starts at a document start)."""
+    curve_tokens: int = setting(0, key=False, before=0)
+    """Tokens of the curve subset (the first ceil(curve_tokens / seq_len) validation sequences): every evaluation logs curve/… on it; interval and dense ones evaluate only it; 0 = the whole validation set."""
     select_tokens: int = setting(0, key=False, before=0)
     """Tokens of the model-selection set (val-split documents after the validation set's), evaluated at the end; 0 = none."""
     cache_dir: str | None = setting(None, key=False)
@@ -294,7 +296,11 @@ class TrainConfig:
     threads: int | None = setting(None, key=False, resume=True)
     """CPU threads for torch (null = torch's default)."""
     eval_every_tokens: int = setting(250_000, key=False)
-    """Evaluate on the validation set every this many training tokens."""
+    """Evaluate the curve subset (data.curve_tokens) every this many training tokens (event `eval`, curve/… only)."""
+    dense_eval_steps: int = setting(0, key=False, before=0)
+    """The dense window: the first this many steps of every stage after the first also evaluate the curve subset and diagnose (event `dense`); 0 = none."""
+    dense_eval_every: int = setting(4, key=False, before=4)
+    """Steps between two evaluations of the dense window (at stage steps dense_eval_every, 2 × dense_eval_every, …)."""
     log_every_steps: int = setting(10, key=False)
     """Write train metrics every this many steps."""
     checkpoint_every_tokens: int = setting(500_000, key=False)
@@ -545,6 +551,8 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):
         need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
     need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")
+    need(0 <= d.curve_tokens <= d.val_tokens, "data.curve_tokens",
+         f"must be in [0, data.val_tokens={d.val_tokens}] (a prefix of the validation set), got {d.curve_tokens}")
     need(d.vocab_size >= 260, "data.vocab_size", f"a byte-level BPE needs at least 260 entries, got {d.vocab_size}")
     need(0 < d.val_fraction < 1, "data.val_fraction", f"must be in (0, 1), got {d.val_fraction}")
     need(d.max_documents is None or d.max_documents > 1, "data.max_documents", f"must be at least 2, got {d.max_documents}")
@@ -596,6 +604,8 @@ def _validate_train(r: TrainConfig) -> None:
     need(r.micro_batch_size is None or r.batch_size % r.micro_batch_size == 0, "train.micro_batch_size",
          f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}")
     need(r.warmup_tokens >= 0, "train.warmup_tokens", f"must be non-negative, got {r.warmup_tokens}")
+    need(r.dense_eval_steps >= 0, "train.dense_eval_steps", f"must be non-negative, got {r.dense_eval_steps}")
+    need(r.dense_eval_every >= 1, "train.dense_eval_every", f"must be at least 1, got {r.dense_eval_every}")
     need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")
     need(0 < r.decay_fraction <= 1, "train.decay_fraction", f"must be in (0, 1], got {r.decay_fraction}")
     need(r.weight_decay >= 0, "train.weight_decay", f"must be non-negative, got {r.weight_decay}")

@@ -1,13 +1,21 @@
 """Evaluation: the fixed sets a run is measured on, and the measurements the training loop logs.
 
     Evaluator(…) ← open_evaluator(prep, cfg, info, teacher)     built once, when the run opens
-        .val        validation sequences (data.val_tokens)                   every eval, stage start and end
+        .val        validation sequences (data.val_tokens)                   stage start and end (full passes)
+        .curve      its first rows, the curve subset (data.curve_tokens)     every evaluation: curve/…
         .select     model-selection sequences (data.select_tokens), if any   once, at the end of the run
         .probe      the diagnostics' probe batch (rank 0, diagnostics on)    diagnostics.jsonl
     evaluate(model, teacher, val, cfg, info, kept)
         val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll: per-token means of sums over every
         validation token (losses.eval_sums), in float64, summed over ranks, so the numbers do not depend on
         the micro-batch, the ranks or the sharding
+    evaluate(…, curve=n)  adds curve/ce, curve/kl, curve/teacher_entropy, curve/nll: the same means over the
+        first n validation rows, summed apart in the same pass (the val/… numbers unchanged, bit for bit);
+        with full=False only the micro-batches holding those rows run, and only curve/… is returned
+
+A learning curve is drawn from curve/…, one measurement on one fixed set at every evaluation: full ones
+(stage start and end: validation()) get it from their pass for free, interval and dense ones
+(curve_point()) evaluate the subset alone, on the same micro-batches, so both give the same numbers.
 
 Evaluation never changes training state: the model returns to its training mode, and no random number is
 drawn. Under FSDP every rank runs the same number of forwards (the sharded weights are gathered
@@ -21,6 +29,7 @@ bit for bit: tests/test_train.py).
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +39,7 @@ from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan
 from normgrow.data import Prepared, probe_batch, select_sequences, val_sequences
 from normgrow.diagnostics import Probe, diagnose, make_probe
-from normgrow.losses import KEEP_TEACHER_BYTES, eval_sums
+from normgrow.losses import KEEP_TEACHER_BYTES, eval_sums_split
 from normgrow.model import Student
 from normgrow.teacher import Teacher
 
@@ -49,39 +58,66 @@ def micro_batch_size(cfg: RunConfig, info: dist.DistInfo) -> int:
 
 
 @torch.no_grad()
-def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: RunConfig,
-             info: dist.DistInfo, kept: dict | None = None) -> dict[str, float]:
+def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: RunConfig, info: dist.DistInfo,
+             kept: dict | None = None, curve: int | None = None, full: bool = True) -> dict[str, float]:
     """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
     (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
-    micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit)."""
+    micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit).
+
+    `curve` (a number of leading rows of val, the curve subset) adds curve/ce, curve/kl, curve/teacher_entropy
+    and curve/nll: the same per-token means over those rows' tokens alone, summed apart in the same pass, so
+    the val/… numbers are those of an evaluation without them, bit for bit. With `full=False` only the
+    micro-batches holding curve rows are run (the last one whole, so its numbers are those of the full pass),
+    and only curve/… is returned. Each rank holds its stride of val (rows rank, rank + world, …) and so its
+    stride of the subset: the subset's rows of a rank are the first of its own rows."""
     was_training = model.training
     model.eval()
     rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
-    totals = torch.zeros(5, dtype=torch.float64)
+    mine = len(range(info.rank, curve or 0, info.world_size))  # this rank's curve rows: a prefix of `rows`
+    totals, head = torch.zeros(5, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
+    batches = rows.split(mb) if full else rows[: -(-mine // mb) * mb].split(mb) if mine else ()
+    keep = kept if full or kept else None  # kept stays all or nothing: only a full pass fills it
     # sharded weights are gathered collectively by each forward: every rank runs as many of them
     pad_teacher = teacher is not None and teacher.sharded and not kept
     if sharding.is_sharded(model) or pad_teacher:
+        most = -(-len(val) // info.world_size) if full else -(-(curve or 0) // info.world_size)
         _pad_forwards(model if sharding.is_sharded(model) else None, teacher if pad_teacher else None, val,
-                      -(-len(val) // info.world_size), len(rows), mb, cfg, info)
-    for i, batch in enumerate(rows.split(mb)):
+                      most, len(rows) if full else mine, mb, cfg, info)
+    for i, batch in enumerate(batches):
         x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
         with autocast(cfg, info.device):
             h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
         view = None
         if teacher is not None:
-            view = kept.get(i) if kept is not None else None
+            view = keep.get(i) if keep is not None else None
             if view is None:
                 view = teacher.chunks(x)
-                if kept is not None:
-                    view.keep, kept[i] = True, view
-        s = eval_sums(h.reshape(-1, h.shape[-1]), model.lm_head.weight, view, y.reshape(-1), cfg.distill.chunk_tokens)
-        totals += torch.tensor([s["ce"], s["kl"], s["teacher_entropy"], s["nll"], s["tokens"]], dtype=torch.float64)
+                if keep is not None:
+                    view.keep, keep[i] = True, view
+        prefix = min(max(mine - i * mb, 0), len(batch)) * x.shape[1]  # this micro-batch's curve tokens
+        chunk = cfg.distill.chunk_tokens
+        upto = None if full else -(-prefix // chunk) * chunk  # a curve pass skips the chunks after the subset's
+        s, c = eval_sums_split(h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto],
+                               chunk, prefix)
+        totals += torch.tensor([s[k] for k in SUMS], dtype=torch.float64)
+        head += torch.tensor([c[k] for k in SUMS], dtype=torch.float64)
     dist.all_reduce_sum(totals)
+    if curve is not None:
+        dist.all_reduce_sum(head)
     model.train(was_training)
-    ce, kl, ent, nll, n = totals.tolist()
-    out = {"val/nll": nll / n}
-    if teacher is not None:
-        out.update({"val/ce": ce / n, "val/kl": kl / n, "val/teacher_entropy": ent / n})
+    out = _means("val", totals, teacher is not None) if full else {}
+    return {**out, **_means("curve", head, teacher is not None)} if curve is not None else out
+
+
+SUMS = ("ce", "kl", "teacher_entropy", "nll", "tokens")  # the order of an evaluation's sums tensor
+
+
+def _means(prefix: str, sums: torch.Tensor, with_teacher: bool) -> dict[str, float]:
+    """<prefix>/nll (and /ce, /kl, /teacher_entropy with a teacher): the per-token means of the sums."""
+    ce, kl, ent, nll, n = sums.tolist()
+    out = {f"{prefix}/nll": nll / n}
+    if with_teacher:
+        out.update({f"{prefix}/ce": ce / n, f"{prefix}/kl": kl / n, f"{prefix}/teacher_entropy": ent / n})
     return out
 
 
@@ -109,13 +145,21 @@ class Evaluator:
     info: dist.DistInfo
     teacher: Teacher | None  # the online teacher: validation always uses it, even when training reads a cache
     val: torch.Tensor  # (n, T + 1) validation sequences
+    curve: int = 0  # the curve subset: the first `curve` rows of val (data.curve_tokens; all of them when 0)
     select: torch.Tensor | None = None  # the model-selection sequences (data.select_tokens), if any
     probe: Probe | None = None  # the diagnostics' probe batch (rank 0, diagnostics enabled)
     kept: dict | None = None  # the teacher's view of val, kept across evaluations when it fits
 
     def validation(self, model: Student) -> dict[str, float]:
-        """val/ce, val/kl, val/teacher_entropy, val/nll on the validation set."""
-        return evaluate(model, self.teacher, self.val, self.cfg, self.info, self.kept)
+        """val/ce, val/kl, val/teacher_entropy, val/nll on the validation set, and curve/… on its curve subset
+        from the same pass."""
+        return evaluate(model, self.teacher, self.val, self.cfg, self.info, self.kept, self.curve or len(self.val))
+
+    def curve_point(self, model: Student) -> dict[str, float]:
+        """curve/ce, curve/kl, curve/teacher_entropy, curve/nll on the curve subset alone (the same numbers a
+        full pass gives it)."""
+        return evaluate(model, self.teacher, self.val, self.cfg, self.info, self.kept, self.curve or len(self.val),
+                        full=False)
 
     def selection(self, model: Student) -> dict[str, float]:
         """select/ce, select/kl, … on the model-selection set (evaluated once: nothing is kept)."""
@@ -154,4 +198,5 @@ def open_evaluator(prep: Prepared, cfg: RunConfig, info: dist.DistInfo, teacher:
         rows = len(val[info.rank :: info.world_size])
         if rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
             kept = {}
-    return Evaluator(cfg, info, teacher, val, select, probe, kept)
+    curve = min(math.ceil(cfg.data.curve_tokens / cfg.data.seq_len), len(val))
+    return Evaluator(cfg, info, teacher, val, curve, select, probe, kept)

@@ -217,17 +217,33 @@ def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks
     Returned as sums (plus the token count) so evaluation can add them across batches and ranks
     before dividing; float64 accumulation keeps the mean independent of the batching.
     """
-    sums = {"ce": 0.0, "kl": 0.0, "teacher_entropy": 0.0, "nll": 0.0, "tokens": 0.0}
+    return eval_sums_split(hidden, weight, teacher, targets, chunk, 0)[0]
+
+
+def eval_sums_split(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | None, targets: torch.Tensor,
+                    chunk: int, prefix: int) -> tuple[dict[str, float], dict[str, float]]:
+    """eval_sums over all N tokens, and the same sums over the first `prefix` of them (0 ≤ prefix ≤ N), from one
+    pass: the sums over all tokens are computed exactly as eval_sums computes them (the same chunks, the same
+    float32 per-token values, the same float64 sums), the prefix's from the same per-token values."""
+    keys = ("ce", "kl", "teacher_entropy", "nll", "tokens")
+    sums, head = dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 0.0)
     for start in range(0, hidden.shape[0], chunk):
         sl = slice(start, start + chunk)
         s_logp = F.log_softmax((hidden[sl] @ weight.T).float(), dim=-1)
-        sums["nll"] += F.nll_loss(s_logp, targets[sl], reduction="sum").double().item()
-        sums["tokens"] += s_logp.shape[0]
+        part = {"nll": F.nll_loss(s_logp, targets[sl], reduction="sum").double().item(), "tokens": s_logp.shape[0]}
+        k = min(max(prefix - start, 0), s_logp.shape[0])  # of this chunk's tokens, those in the prefix
+        split = 0 < k < s_logp.shape[0]  # the chunk straddles the prefix's end
+        cut = {"nll": F.nll_loss(s_logp[:k], targets[sl][:k], reduction="sum").double().item() if split else 0.0,
+               "tokens": k}
         if teacher is not None:
             t_logp = teacher.log_probs(sl)
             t_p = t_logp.exp()
             # each term computed directly (not kl = ce − H), so the identity is a real check
-            sums["ce"] += (-(t_p * s_logp).sum(-1)).double().sum().item()
-            sums["teacher_entropy"] += (-(t_p * t_logp).sum(-1)).double().sum().item()
-            sums["kl"] += (t_p * (t_logp - s_logp)).sum(-1).double().sum().item()
-    return sums
+            per = {"ce": -(t_p * s_logp).sum(-1), "teacher_entropy": -(t_p * t_logp).sum(-1),
+                   "kl": (t_p * (t_logp - s_logp)).sum(-1)}
+            part.update({name: v.double().sum().item() for name, v in per.items()})
+            cut.update({name: v[:k].double().sum().item() if split else 0.0 for name, v in per.items()})
+        for name in part:
+            sums[name] += part[name]
+            head[name] += part[name] if k == s_logp.shape[0] else cut[name]
+    return sums, head

@@ -249,7 +249,7 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
         raise NormgrowError(f"{run_dir}: {e}") from None
     rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
     probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher)
-    logged = {r["step"]: r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in ("stage_end", "interval")}
+    logged = {r["step"]: r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in ("stage_end", "interval", "dense")}
     results, out_lines = [], []
     for ckpt in ckpts:
         why = checkpoint.damage(ckpt)

@@ -5,7 +5,9 @@ figures `normgrow run` leaves in its run directory) or several side by side (pre
 study): the same axes, one colour per run, stage boundaries marked. `study_figures` draws a
 study's (study_report.py writes the text around them).
 
-    val_ce.png            val/ce against active-layer tokens, stage boundaries dashed
+    val_ce.png            the learning curve against active-layer tokens, stage boundaries dashed: curve/ce at
+                          every evaluation (the curve subset, data.curve_tokens), or val/ce for runs written
+                          before curve/… was logged (curve_records)
     boundary_rms.png      residual RMS at each growth boundary over training, per token class
     struct_content.png    structural / content RMS ratio at the boundaries over training
     identity.png          identity-ness of every block at the end of each stage: relative update,
@@ -62,19 +64,38 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
+CURVE_KEYS = ("curve/ce", "val/ce", "curve/nll", "val/nll")  # what a learning curve is drawn from, in preference
+CURVE_TITLES = {"curve/ce": "CE against the teacher on the curve subset, at every evaluation",
+                "val/ce": "validation CE against the teacher", "curve/nll": "NLL on the curve subset, at every evaluation",
+                "val/nll": "validation NLL"}
+
+
+def curve_records(metrics: list[dict]) -> tuple[str, list[dict]]:
+    """(key, records) of a run's learning curve, in the order logged: curve/ce, which every evaluation of a run logs
+    on the same curve subset (stage starts and ends, interval and dense ones), else val/ce (a run written before
+    curve/… existed, whose interval evaluations carried val/…), else the NLL of a run without a teacher. The
+    pre_growth event repeats the previous stage's end and is left out."""
+    for key in CURVE_KEYS:
+        recs = [r for r in metrics if key in r and r["event"] != "pre_growth"]
+        if recs:
+            return key, recs
+    return CURVE_KEYS[0], []
+
+
 def plot_val_ce(runs: list[Path], out: Path) -> Path:
     fig, ax = pyplot().subplots(figsize=(6.4, 4))
-    key = None
+    keys = []
     for i, run in enumerate(runs):
         m = read_jsonl(run / "metrics.jsonl")
-        key = "val/ce" if any("val/ce" in r for r in m) else "val/nll"
-        ev = [r for r in m if key in r and r["event"] != "pre_growth"]
+        key, ev = curve_records(m)
+        keys.append(key)
         ax.plot([r["active_layer_tokens"] for r in ev], [r[key] for r in ev], "o-", ms=3, color=COLORS[i % 10],
                 label=run_label(run))
         _stage_lines(ax, m, "active_layer_tokens", COLORS[i % 10])
+    keys = sorted(set(keys), key=CURVE_KEYS.index) or [CURVE_KEYS[0]]
     ax.set_xlabel("active-layer tokens (tokens × blocks)")
-    ax.set_ylabel(f"{key} (nats/token)")
-    ax.set_title("validation CE against the teacher" if key == "val/ce" else "validation NLL")
+    ax.set_ylabel(f"{' | '.join(keys)} (nats/token)")
+    ax.set_title(CURVE_TITLES[keys[0]] if len(keys) == 1 else "learning curves (runs logged different measures)")
     legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
     return save_figure(fig, out / "val_ce.png")

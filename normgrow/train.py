@@ -10,7 +10,11 @@
             while steps remain:
                 lr ← lr_at(tokens)
                 train_step(…)              batch → teacher → loss → backward → clip → step
-                end_step(run, …)           compute accounting; log / evaluate / diagnose / checkpoint when due
+                end_step(run, …)           compute accounting; log / evaluate / diagnose / checkpoint when due:
+                                           the stage's last step a full evaluation (val/… and curve/…); a
+                                           step of the dense window after growth (train.dense_eval_steps,
+                                           every train.dense_eval_every) curve/… and a diagnosis, event
+                                           `dense`; else every train.eval_every_tokens curve/…, event `eval`
         write_summary(run)
 
 The growth event itself (new blocks, what trains, the optimizer state carried over, its measurement) is in
@@ -277,9 +281,14 @@ class Run:
             self.state.time_s[part] = self.state.time_s.get(part, 0.0) + time.perf_counter() - t0
 
     def evaluate(self) -> dict[str, float]:
-        """val/… on the validation set."""
+        """val/… on the validation set, and curve/… on its curve subset from the same pass."""
         with self.timed("eval"):
             return self.evals.validation(self.model)
+
+    def evaluate_curve(self) -> dict[str, float]:
+        """curve/… on the curve subset alone (an interval or dense evaluation)."""
+        with self.timed("eval"):
+            return self.evals.curve_point(self.model)
 
     def evaluate_selection(self) -> dict[str, float]:
         """select/… on the model-selection set."""
@@ -426,11 +435,12 @@ def start_stage(run: Run, plan: StagePlan) -> None:
         with run.timed("growth"):
             growth = growth_event(run, plan)
     st.stage, st.stage_step = plan.index, 0
-    start = run.evaluate()
+    measured = run.evaluate()
+    start = validation_only(measured)
     if growth is not None:
         growth.update(val_jumps(start, st.stages[-1]["end"]))
         run.record("growth", growth)
-    run.record("stage_start", start)
+    run.record("stage_start", measured)
     run.diagnose("stage_start")
     st.stages.append({"index": plan.index, "n_layer": plan.n_layer, "steps": plan.steps, "tokens": plan.tokens,
                       "train_blocks": list(plan.train_blocks), "provenance": list(plan.provenance), "growth": growth,
@@ -450,6 +460,18 @@ def growth_event(run: Run, plan: StagePlan) -> dict:
 
 
 # ----------------------------------------------------------------------------- the loop
+
+
+def in_dense_window(cfg: RunConfig, plan: StagePlan, stage_step: int) -> bool:
+    """Is the step that just ended (the stage's `stage_step`-th) a dense evaluation of the window after a growth
+    event: a stage after the first, stage step ≤ train.dense_eval_steps and a multiple of train.dense_eval_every?"""
+    t = cfg.train
+    return plan.index > 0 and stage_step <= t.dense_eval_steps and stage_step % t.dense_eval_every == 0
+
+
+def validation_only(metrics: dict[str, float]) -> dict[str, float]:
+    """The val/… entries of a full evaluation: what the stage records (summary.json, growth jumps) keep."""
+    return {k: v for k, v in metrics.items() if k.startswith("val/")}
 
 
 def crossed(tokens: int, per_step: int, every: int) -> bool:
@@ -500,18 +522,23 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         tps = speed.rate()
         run.record("train", {**train_metrics, "perf/tokens_per_s": tps})
         bar.set_postfix(loss=f"{train_metrics['train/loss']:.4f}", tok_s=f"{tps:,.0f}", depth=plan.n_layer)
+    dense = in_dense_window(cfg, plan, st.stage_step) and not last
     if last:
-        end = run.evaluate()
-        run.record("stage_end", end)
+        measured = run.evaluate()
+        run.record("stage_end", measured)
         run.diagnose("stage_end")
-        st.stages[-1]["end"] = end
+        st.stages[-1]["end"] = validation_only(measured)
         if run.evals.select is not None and plan.index == len(run.plans) - 1:  # the selection set, once, at the end
             sel = run.evaluate_selection()
             run.record("select", sel)
             st.stages[-1]["select"] = sel
+    elif dense:
+        run.record("dense", run.evaluate_curve())
+        run.diagnose("dense")
     elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
-        run.record("eval", run.evaluate())
-    if cfg.diagnostics.every_tokens and not last and crossed(st.tokens, per_step, cfg.diagnostics.every_tokens):
+        run.record("eval", run.evaluate_curve())
+    if (cfg.diagnostics.every_tokens and not (last or dense)
+            and crossed(st.tokens, per_step, cfg.diagnostics.every_tokens)):
         run.diagnose("interval")
     if last or crossed(st.tokens, per_step, cfg.train.checkpoint_every_tokens):
         run.save()

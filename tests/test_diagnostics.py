@@ -142,15 +142,21 @@ def test_attention_sink_scores():
 
 def test_diagnostics_do_not_change_training(tiny_cache, tmp_path):
     stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
-    on = run(tiny_cfg(tiny_cache, stages, "diagnostics.every_tokens=512"), tmp_path / "on", **QUIET)
+    on = run(tiny_cfg(tiny_cache, stages, "diagnostics.every_tokens=512", "train.dense_eval_steps=8"), tmp_path / "on",
+             **QUIET)
     off = run(tiny_cfg(tiny_cache, stages, "diagnostics.enabled=false"), tmp_path / "off", **QUIET)
     assert on["final"] == off["final"]
     a = checkpoint.load(checkpoint.latest(tmp_path / "on" / "checkpoints"))[0]
     b = checkpoint.load(checkpoint.latest(tmp_path / "off" / "checkpoints"))[0]
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert (tmp_path / "on" / "diagnostics.jsonl").is_file() and not (tmp_path / "off" / "diagnostics.jsonl").exists()
-    events = [json.loads(line)["event"] for line in (tmp_path / "on" / "diagnostics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "on" / "diagnostics.jsonl").read_text().splitlines()]
+    events = [r["event"] for r in records]
     assert events.count("stage_end") == 2 and events.count("stage_start") == 2 and "interval" in events
+    # the dense window of stage 1 (steps 11–20): stage steps 4 and 8 (train.dense_eval_every = 4), diagnosed once each
+    # though both also cross an interval of 512 tokens (2 steps)
+    assert [r["step"] for r in records if r["event"] == "dense"] == [14, 18]
+    assert not {14, 18} & {r["step"] for r in records if r["event"] == "interval"}
     assert len(on["boundaries"]) == 1 and on["boundaries"][0]["boundary"] == 2
 
 

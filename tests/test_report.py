@@ -31,8 +31,12 @@ def write_run(run_dir, arm, seed, ce, norm, dtype="float32"):
                "val/ce": ce + 0.5},
               {"step": 4, "tokens": 1024, "active_layer_tokens": 1024, "n_layer": 2, "stage": 1, "event": "growth",
                "grow/from": 1, "grow/to": 2, "grow/boundaries": [1]},
+              {"step": 4, "tokens": 1024, "active_layer_tokens": 1024, "n_layer": 2, "stage": 1, "event": "stage_start",
+               "val/ce": ce + 0.5, "curve/ce": ce + 0.6},
+              {"step": 6, "tokens": 1536, "active_layer_tokens": 2048, "n_layer": 2, "stage": 1, "event": "dense",
+               "curve/ce": ce + 0.3},
               {"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "n_layer": 2, "stage": 1, "event": "stage_end",
-               "val/ce": ce}]
+               "val/ce": ce, "curve/ce": ce + 0.1}]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     rms = {c: 1.0 for c in ("all", "structural", "content", "bos", "first", "whitespace", "punct")}
     diag = [{"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "n_layer": 2, "stage": 1, "event": "stage_end",
@@ -89,9 +93,10 @@ claims: {pre_grow: pre, post_grow: post}
     assert "**Warning: `pre` is collapsed**" in report and "`post` is collapsed" not in report
     claims = report.split("## The paper's claims")[1].split("\n## ")[0]
     assert "**Caution: 1 arm(s) end collapsed** (`pre`;" in claims
-    for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
+    for fig in ("val_ce_vs_compute", "phase_gap", "after_growth", "boundary_rms", "identity"):
         assert (out / "plots" / f"{fig}.png").stat().st_size > 5_000, fig
         assert f"plots/{fig}.png" in report
+    assert "after_growth: per growth event, curve/ce minus its value at the event" in report
     assert "Computed in float32/float32 (student/teacher" in report and "different compute dtypes" not in report
     again = (out / "report.md").read_text()
     cli("report", out)

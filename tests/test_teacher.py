@@ -231,7 +231,7 @@ def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_
     """Why those fields can stay out of the default teacher's key."""
     a = run(tiny_cfg(tiny_cache, "teacher.path=none"), tmp_path / "a", **QUIET)
     b = run(tiny_cfg(tiny_cache, "teacher.path=none", "train.eval_every_tokens=3000", "train.log_every_steps=1",
-                     "train.checkpoint_every_tokens=4000"), tmp_path / "b", **QUIET)
+                     "train.checkpoint_every_tokens=4000", "data.curve_tokens=512"), tmp_path / "b", **QUIET)
     assert "val/nll" in a["final"] and a["final"] == b["final"]
     wa = checkpoint.load(checkpoint.latest(tmp_path / "a" / "checkpoints"))[0]
     wb = checkpoint.load(checkpoint.latest(tmp_path / "b" / "checkpoints"))[0]

@@ -138,14 +138,16 @@ def one_step(tiny_cache, out, *extra, nproc=1):
 
 def test_loss_and_gradients_are_split_invariant(tiny_cache, tmp_path):
     """One step of batch 8 = 2 gloo ranks × 2 × 2 accumulation (DDP) = 2 ranks × 4 with the weights sharded
-    (FSDP2; its accumulation: test_a_run_resumed_sharded_…): same loss, gradient norm, update, eval."""
-    base = one_step(tiny_cache, tmp_path / "b8")
-    ranks = one_step(tiny_cache, tmp_path / "ddp", "train.micro_batch_size=2", nproc=2)
-    sharded = one_step(tiny_cache, tmp_path / "fsdp", "train.sharding=fsdp", nproc=2)
+    (FSDP2; its accumulation: test_a_run_resumed_sharded_…): same loss, gradient norm, update, eval — and the same
+    curve subset (3 rows: rows 0 and 2 on rank 0, row 1 on rank 1)."""
+    subset = "data.curve_tokens=96"
+    base = one_step(tiny_cache, tmp_path / "b8", subset)
+    ranks = one_step(tiny_cache, tmp_path / "ddp", "train.micro_batch_size=2", subset, nproc=2)
+    sharded = one_step(tiny_cache, tmp_path / "fsdp", "train.sharding=fsdp", subset, nproc=2)
     for other in (ranks, sharded):
         for key in ("train/loss", "train/grad_norm"):
             assert other[0][key] == pytest.approx(base[0][key], rel=1e-5), key
-        for key in ("val/ce", "val/kl", "val/nll"):
+        for key in ("val/ce", "val/kl", "val/nll", "curve/ce", "curve/kl", "curve/nll"):
             assert other[1][key] == pytest.approx(base[1][key], rel=1e-5), key
         for name, w in base[2].items():  # 2e-6: AdamW's first step amplifies summation-order noise in tiny gradients
             torch.testing.assert_close(other[2][name], w, atol=2e-6, rtol=1e-4)
@@ -160,8 +162,10 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
     their AdamW moments and step counts) and the run ends with the weights, moments and step counts of the
     uninterrupted one-process run, writing the same ordinary checkpoints."""
     args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
-            "train.checkpoint_every_tokens=512", "data.val_tokens=160", "--no-progress", "--no-plots"]
-    # 5 validation rows: 3 and 2 per rank, 2 and 1 micro-batches (each forward gathers weights collectively)
+            "train.checkpoint_every_tokens=512", "data.val_tokens=160", "train.dense_eval_steps=2",
+            "train.dense_eval_every=2", "--no-progress", "--no-plots"]
+    # 5 validation rows: 3 and 2 per rank, 2 and 1 micro-batches (each forward gathers weights collectively); the
+    # dense evaluation at step 6 is a curve-only pass over all 5 (data.curve_tokens = 0), as many forwards per rank
     one, cut = tmp_path / "one", tmp_path / "cut"
     cli(*args, "-o", one)
     shutil.copytree(one, cut)
@@ -187,6 +191,8 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
         assert {s["step"].item() for s in sa.values()} == ({6, 2} if step.endswith("6") else {8, 4})  # a fresh block
     end = [e["val/ce"] for e in events(one, "stage_end")]
     assert [e["val/ce"] for e in events(cut, "stage_end")] == pytest.approx(end, rel=1e-5)
+    (dense,), (dense_cut,) = events(one, "dense"), events(cut, "dense")
+    assert dense["step"] == dense_cut["step"] == 6 and dense_cut["curve/ce"] == pytest.approx(dense["curve/ce"], rel=1e-5)
     (grew,), (grown,) = events(one, "growth"), events(cut, "growth")
     assert grown["grow/new_blocks"] == grew["grow/new_blocks"] == [2]
     assert grown["grow/logit_rms"] == pytest.approx(grew["grow/logit_rms"], rel=1e-5)

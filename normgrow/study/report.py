@@ -17,6 +17,11 @@ from normgrow.study.figures import study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, header_line
 
+FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
+    "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "
+                    "right after it) against steps since the event, phase arms; mean over seeds, band min–max "
+                    "(dense window: train.dense_eval_steps).",
+}
 JUMP_TOLERANCE = 1e-4  # a growth event whose val/ce jump is below this in every run preserved the function
 
 
@@ -353,7 +358,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     L += diagnostics_table(study, rows, measures)
     L += ["## Figures", ""]
     for f in figs:
-        L += [f"![{f.stem}](plots/{f.name})", ""]
+        L += [f"![{f.stem}](plots/{f.name})", *([FIGURE_NOTES[f.stem]] if f.stem in FIGURE_NOTES else []), ""]
     L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
           "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
     path = study_dir / "report.md"
