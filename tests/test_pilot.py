@@ -20,6 +20,7 @@ from normgrow.study.pilot import choose_rates, pilot_study, twin_of, with_rates
     (["lr_pilot.budget_scale=1.5"], "lr_pilot.budget_scale: must be in (0, 1]"),
     (["lr_pilot.seeds=[]"], "lr_pilot.seeds: need distinct seeds"),
     (["lr_pilot.seeds=[1,1]"], "lr_pilot.seeds: need distinct seeds"),
+    (["lr_pilot.overrides=[seeds=3]"], "lr_pilot.overrides: expected run-config overrides key=value"),
     (["lr_pilot.lrs=[0.001,0.002]", "arms.pre-grow.lrs=[0.001,0.002]"],
      "lr_pilot.lrs: arm pre-grow sweeps its own rates (arms.pre-grow.lrs) and a pilot would choose another: use "
      "either arms.pre-grow.lrs"),
@@ -49,7 +50,7 @@ def hand_study(**pilot) -> StudyConfig:
 
 
 def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_piloted_unmatched():
-    s = hand_study(lrs=[0.001, 0.004], budget_scale=0.25, seeds=[7])
+    s = hand_study(lrs=[0.001, 0.004], budget_scale=0.25, seeds=[7], overrides=["diagnostics.enabled=false"])
     validate_study(s)
     assert {a: twin_of(s, a) for a in s.arms} == {"pj": None, "pg": None, "pg-m": "pg", "pj-m": "pj", "base": None,
                                                  "base-m": "base", "lonely": None}
@@ -58,6 +59,8 @@ def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_
     assert all(a.lrs == [0.001, 0.004] and a.match is None for a in p.arms.values())
     assert p.arms["lonely"].overrides == ["model.norm=pre"] and p.arms["lonely"].preset == "grow"
     assert p.seeds == [7] and p.budget_scale == 0.125  # 0.5 × 0.25
+    assert p.overrides == ["train.lr=0.003", "diagnostics.enabled=false"]  # the pilot's own after the study's
+    assert with_rates(s, {"arms": {a: {"chosen": None} for a in s.arms}}).overrides == ["train.lr=0.003"]
     assert not p.contrasts and not p.lr_pilot.lrs  # the pilot compares no arms and pilots nothing itself
     validate_study(p)
     choice = {"arms": {a: {"chosen": r} for a, r in

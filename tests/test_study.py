@@ -195,7 +195,7 @@ def test_every_study_preset_loads_and_validates(tmp_path):
         jobs = [j for _, _, js in sweep_plan(s, tmp_path / name) for j in js] if s.sweep.axes else plan_jobs(s, tmp_path)
         assert len(jobs) >= len(s.arms) and not (tmp_path / name).exists()
     default = load_study("default")
-    claims_arms = {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-grow-matched"}
+    claims_arms = {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-grow-matched", "post-joint-matched"}
     assert set(default.arms) == claims_arms and len(default.seeds) == 3  # the claims' arms, with intervals
     controls = {"post-matched", "pre-single", "post-single", "pre-freeze", "post-freeze"}
     assert set(load_study("cpu3").arms) == claims_arms | controls and len(load_study("cpu3").seeds) == 3

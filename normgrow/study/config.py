@@ -79,6 +79,10 @@ class LrPilotConfig:
     """The pilot's budget as a fraction of the study's own: its runs train budget_scale × this (in (0, 1])."""
     seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds of the pilot's runs; a rate is scored by its mean selection-set CE over them."""
+    overrides: list[str] = field(default_factory=list)
+    """Run overrides of the pilot's runs only, after the study's: measurements it does not need (diagnostics,
+    learning curves) can be turned off, since they never change training; anything that does change training
+    would make the pilot choose for another run."""
 
 
 @dataclass
@@ -207,6 +211,9 @@ def validate_pilot(s: StudyConfig) -> None:
     need(0 < p.budget_scale <= 1, "lr_pilot.budget_scale", f"must be in (0, 1] (a fraction of the study's budget), "
          f"got {p.budget_scale}")
     need(len(p.seeds) > 0 and len(set(p.seeds)) == len(p.seeds), "lr_pilot.seeds", f"need distinct seeds, got {p.seeds}")
+    for item in p.overrides:
+        need(item.startswith(RUN_SECTIONS) and "=" in item, "lr_pilot.overrides",
+             f"expected run-config overrides key=value ({', '.join(k.rstrip('.') for k in RUN_SECTIONS)}), got '{item}'")
     if not p.lrs:
         return
     for name, arm in s.arms.items():

@@ -69,6 +69,7 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
     arms = {name: dataclasses.replace(a, match=None, lrs=list(p.lrs))
             for name, a in study.arms.items() if piloted_as(study, name) == name}
     return dataclasses.replace(study, name=f"{study.name}-pilot", budget_scale=study.budget_scale * p.budget_scale,
+                               overrides=[*study.overrides, *p.overrides],
                                seeds=list(p.seeds), arms=arms, contrasts={}, gap_ratio=[], phase=[],
                                diagnostics_pair=[], claims=ClaimsConfig(), lr_pilot=LrPilotConfig())
 
