@@ -198,8 +198,12 @@ def test_every_study_preset_loads_and_validates(tmp_path):
     claims_arms = {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-grow-matched", "post-joint-matched"}
     assert set(default.arms) == claims_arms and len(default.seeds) == 3  # the claims' arms, with intervals
     controls = {"post-matched", "pre-single", "post-single", "pre-freeze", "post-freeze"}
-    assert set(load_study("cpu3").arms) == claims_arms | controls and len(load_study("cpu3").seeds) == 3
-    assert set(load_study("paper").arms) == claims_arms | controls | {"pre-shallow", "post-shallow"}
+    upward = claims_arms - {"post-joint-matched"}  # cpu3 and paper name the paper's direction post-matched
+    assert set(load_study("cpu3").arms) == upward | controls and len(load_study("cpu3").seeds) == 3
+    assert set(load_study("paper").arms) == upward | controls | {"pre-shallow", "post-shallow"}
+    for name in ("default", "cpu3", "paper"):  # both matched directions are claims of every shipped claims study
+        c = load_study(name).claims
+        assert c.matched and c.joint_matched and c.joint_matched[1] == c.post_grow
     assert all(len(a.lrs) >= 2 for a in load_study("lr-sweep").arms.values())
 
 
