@@ -407,6 +407,22 @@ def test_probe_batch_from_short_documents_runs_on_into_the_next(tmp_path):
         probe_batch(p, 1000, 16)
 
 
+def test_probe_batch_on_a_split_of_few_long_documents_starts_a_row_at_the_split(tmp_path):
+    """A few validation documents, all of them probed: all but the first have seq_len//2 tokens before it, so the first row starts at the
+    split's first token (its BOS at position 0, reported as `first`) and the second has its BOS inside."""
+    corpus = tmp_path / "two"
+    corpus.mkdir()
+    for i in range(30):
+        (corpus / f"d{i}.txt").write_text(" ".join(f"word{i}_{j}" for j in range(200)) + "\n")
+    p = prepare(make_cfg(tmp_path / "cache", f"data.corpus={corpus}", "data.val_fraction=0.2"), log=quiet)
+    starts = p.val_docs.tolist()
+    assert len(starts) >= 2 and starts[0] == 0
+    n = len(starts)
+    rows, _ = probe_batch(p, n, 32)
+    assert np.array_equal(rows[0].numpy(), np.asarray(p.val[0:33]))  # the first document from its BOS
+    assert all((r[16] == p.bos_id).item() for r in rows[1:])  # the others: BOS at 16
+
+
 def test_prepare_command_builds_then_reuses(tmp_path):
     from conftest import cli
 

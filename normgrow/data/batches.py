@@ -120,24 +120,32 @@ def probe_batch(prepared: Prepared, n: int, seq_len: int) -> tuple[torch.Tensor,
 
     Document starts with at least T+1−h tokens of their own after them come first, evenly spaced across the
     split; if there are fewer than n, shorter documents (evenly spaced too) fill the rest and run on into the
-    documents after them. A start is usable when h tokens precede it and T+1−h follow it in the split.
+    documents after them. A start is usable when h tokens precede it and T+1−h follow it in the split; on a split
+    too small for n such starts, the documents with fewer than h tokens before them fill the rest, their rows
+    starting at the split's first token (BOS nearer position 0, at 0 for the split's first document).
     """
     h = seq_len // 2
     starts = prepared.val_docs
     lengths = np.diff(np.append(starts, len(prepared.val)))
-    fits = (starts >= h) & (starts - h + seq_len + 1 <= len(prepared.val))
-    long = starts[fits & (lengths >= seq_len + 1 - h)]
-    short = starts[fits & (lengths < seq_len + 1 - h)]
-    if len(long) + len(short) < n:
-        raise DataError(f"data.probe_sequences: the validation split has {len(long) + len(short)} document starts "
-                        f"with data.seq_len//2={h} tokens before them and {seq_len + 1 - h} from them on, fewer "
-                        f"than {n} (lower data.probe_sequences or raise data.val_fraction)")
+    offset = np.minimum(starts, h)  # tokens of the previous document(s) before the BOS
+    fits = starts - offset + seq_len + 1 <= len(prepared.val)
+    full = fits & (offset == h)
+    tiers = [starts[full & (lengths >= seq_len + 1 - h)], starts[full & (lengths < seq_len + 1 - h)], starts[fits & ~full]]
+    if sum(len(t) for t in tiers) < n:
+        raise DataError(f"data.probe_sequences: the validation split has {sum(len(t) for t in tiers)} document starts "
+                        f"with data.seq_len+1={seq_len + 1} tokens in a row around them, fewer than {n} (lower "
+                        "data.probe_sequences or raise data.val_fraction)")
 
     def spaced(a: np.ndarray, k: int) -> np.ndarray:
         return a[np.linspace(0, len(a) - 1, k).round().astype(int)] if k > 0 else a[:0]
 
-    chosen = spaced(long, n) if len(long) >= n else np.sort(np.concatenate([long, spaced(short, n - len(long))]))
-    rows = _rows(prepared.val, chosen - h, seq_len + 1)
+    picked, left = [], n
+    for tier in tiers:
+        take = min(left, len(tier))
+        picked.append(spaced(tier, take))
+        left -= take
+    chosen = np.sort(np.concatenate(picked))
+    rows = _rows(prepared.val, chosen - np.minimum(chosen, h), seq_len + 1)
     classes = prepared.token_classes[rows[:, :seq_len].numpy()]
     counts = {name: int((classes == i).sum()) for i, name in enumerate(TOKEN_CLASSES)}
     counts["first"] = n
