@@ -141,27 +141,23 @@ def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, l
         except ConfigError as e:
             raise ConfigError(f"sweep point {p.label}: {e}") from None
         reference = reference or cfg
-        sub = point_study(study, p, budget_factor(study.sweep, cfg, reference))
-        try:
-            jobs = plan_jobs(sub, out / "points" / p.label, point=p.label)
-        except ConfigError as e:
-            raise ConfigError(f"sweep point {p.label}: {e}") from None
-        plan.append((sub, out / "points" / p.label, jobs))
+        plan.append(_sub_plan(point_study(study, p, budget_factor(study.sweep, cfg, reference)), out / "points",
+                              p.label, "sweep point"))
     return plan
+
+
+def _sub_plan(sub: StudyConfig, root: Path, label: str, what: str) -> tuple[StudyConfig, Path, list[Job]]:
+    """One sweep point's or budget's study, directory root/label and jobs (a bad arm names the point)."""
+    try:
+        return sub, root / label, plan_jobs(sub, root / label, point=label)
+    except ConfigError as e:
+        raise ConfigError(f"{what} {label}: {e}") from None
 
 
 def ladder_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:
     """A budget ladder's rungs: each budget's study (the ladder's at that absolute budget scale), directory
     budgets/<label>/ and jobs."""
-    plan = []
-    for p in ladder_points(study.budgets):
-        sub = rung_study(study, p)
-        try:
-            jobs = plan_jobs(sub, out / "budgets" / p.label, point=p.label)
-        except ConfigError as e:
-            raise ConfigError(f"budget {p.label}: {e}") from None
-        plan.append((sub, out / "budgets" / p.label, jobs))
-    return plan
+    return [_sub_plan(rung_study(study, p), out / "budgets", p.label, "budget") for p in ladder_points(study.budgets)]
 
 
 def extends_ladder(old: StudyConfig, new: StudyConfig, differ: list[str]) -> bool:
