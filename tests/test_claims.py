@@ -387,3 +387,20 @@ def test_snapshots_and_events_from_diagnostics_records_by_hand():
     assert (ev.stage, ev.boundary, ev.prefix, ev.tokens_at, ev.tokens_end) == (1, 2, 1, 65536, 131072)
     assert (ev.rms_at, ev.rms_end, ev.ratio_at, ev.ratio_end) == (1.5, 2.5, 0.9, 1.3)
     assert (ev.new_update, ev.prefix_update, ev.prefix_skip) == (0.25, 0.07, 0.002)
+
+
+def test_scale_ratios_mean_log_ratio_over_matched_events():
+    """Per seed, the mean over events matched by stage of log(arm's boundary RMS / the reference's), structural
+    tokens on request; events or seeds without values are left out (hand-computed)."""
+    from normgrow.study.measures import BoundaryEvent, RunMeasures, scale_ratios
+
+    def run(*rms):
+        return RunMeasures(events=[BoundaryEvent(i + 1, 3 * (i + 1), 3 * i + 2, None, None, rms_at=r,
+                                                 rms_struct_at=r and 3 * r) for i, r in enumerate(rms)])
+
+    m = {"pre": {0: run(4.0, 8.0), 1: run(2.0, None), 3: run(None, None)},
+         "post": {0: run(1.0, 2.0), 1: run(1.0, 1.0), 2: run(1.0, 1.0), 3: run(1.0, 1.0)}}
+    assert scale_ratios(m, "pre", "post") == pytest.approx({0: math.log(4.0), 1: math.log(2.0)})
+    assert scale_ratios(m, "pre", "post", structural=True) == pytest.approx({0: math.log(4.0), 1: math.log(2.0)})
+    assert scale_ratios(m, "post", "pre") == pytest.approx({0: -math.log(4.0), 1: -math.log(2.0)})
+    assert scale_ratios(m, "pre", "absent") == {}

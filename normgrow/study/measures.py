@@ -67,6 +67,7 @@ class BoundaryEvent:
     tokens_end: int | None  # training tokens at the end of the stage the event starts
     rms_at: float | None = None  # boundary residual RMS (class all) at T_k
     rms_end: float | None = None  # … at the end of the next stage
+    rms_struct_at: float | None = None  # boundary residual RMS of the structural tokens at T_k
     ratio_at: float | None = None  # boundary structural/content RMS ratio at T_k
     ratio_end: float | None = None  # … at the end of the next stage
     new_update: float | None = None  # branch_update[b] (‖F(h)‖/‖h‖) of the first inserted block, end of its stage
@@ -147,8 +148,26 @@ def boundary_events(bounds: list[dict], ends: dict[int, dict]) -> list[BoundaryE
         out.append(BoundaryEvent(
             b["stage"], b["boundary"], prefix.get("index", b["boundary"] - 1), at.get("tokens"), end.get("tokens"),
             rms_at=(b.get("rms_at_growth") or {}).get("all"), rms_end=(b.get("rms_end_of_next_stage") or {}).get("all"),
+            rms_struct_at=(b.get("rms_at_growth") or {}).get("structural"),
             ratio_at=ratio[0], ratio_end=ratio[1], new_update=(b.get("first_new_block") or {}).get("branch_update_end"),
             prefix_update=prefix.get("rel_update"), prefix_skip=prefix.get("skip_ce_delta")))
+    return out
+
+
+def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool = False) -> dict[int, float]:
+    """Per seed, the mean over growth events (matched by stage) of log(RMS of `arm`'s boundary stream at the event /
+    `ref`'s): how much larger the stream its appended blocks receive is than the reference arm's (0 = the same scale).
+    `structural` reads the structural tokens' RMS instead of all tokens'. Seeds or events without the values are left
+    out (an arm without diagnostics gives {})."""
+    def at(ev: BoundaryEvent) -> float | None:
+        return ev.rms_struct_at if structural else ev.rms_at
+
+    out = {}
+    for seed in sorted(set(m.get(arm) or {}) & set(m.get(ref) or {})):
+        refs = {ev.stage: at(ev) for ev in m[ref][seed].events}
+        logs = [math.log(at(ev) / refs[ev.stage]) for ev in m[arm][seed].events if at(ev) and refs.get(ev.stage)]
+        if logs:
+            out[seed] = sum(logs) / len(logs)
     return out
 
 
