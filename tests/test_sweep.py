@@ -1,6 +1,8 @@
 """Sweep studies: points, the budget rule, per-point contrasts in the report against our own arithmetic, and
 the generated sign sentences."""
 
+import dataclasses
+
 import pytest
 from test_study import T95_DF1, results
 
@@ -8,6 +10,7 @@ from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
+from normgrow.study.jobs import sweep_plan
 from normgrow.study.sweep import SweepAxis, SweepConfig, points, sign_sentence
 
 
@@ -96,3 +99,23 @@ launcher: {{kind: inline}}
     (out / "report.md").unlink()
     cli("report", out)
     assert (out / "report.md").read_text() == report
+
+
+def test_the_width_sweep_keeps_the_capacity_ratio_and_its_report_says_so(tmp_path):
+    """cpu-width's teachers move with the width: 1.77–1.78 × the student's non-embedding parameters at every point.
+    Hand-counted blocks (4 heads, 2 KV heads, SwiGLU 3 d, RMSNorm gains, q/k norms of head_dim):
+    d32: 3·32² + 2·32·16 … = 12,368 per block; d64: 49,312 per block; the 4 × d128 teacher: 196,928 per block."""
+    from normgrow.study.sweep import capacity, capacity_lines
+
+    s = dataclasses.replace(load_study("cpu-width"), seeds=[0])
+    cfgs = [(sub.name, jobs[0].cfg) for sub, _, jobs in sweep_plan(s, tmp_path / "w")]
+    caps = [capacity(c) for _, c in cfgs]
+    assert [c["student"] for c in caps][:2] == [9 * 12_368, 9 * 49_312]
+    assert caps[1]["teacher"] == 4 * 196_928
+    assert all(1.76 < c["ratio"] < 1.79 for c in caps)
+    assert "is the same at every point" in "\n".join(capacity_lines(cfgs))
+    # one teacher for every width (the sweep before session 9): 7.08 × at d32, 0.44 × at d128 — the report says so
+    same = [(label, dataclasses.replace(c, teacher=dataclasses.replace(c.teacher, default_preset="teacher-small")))
+            for label, c in cfgs]
+    text = "\n".join(capacity_lines(same))
+    assert "moves from 7.08× to 0.44×" in text and "capacity effect" in text

@@ -204,7 +204,8 @@ def _sweep_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tup
             if any(c["mean"] is not None for _, c in entries):
                 plot_contrast(study, name, entries, out / "plots" / f"sweep_{name}.png")
                 figures[name] = f"plots/sweep_{name}.png"
-    return sweep_report_lines(study, table, figures), [line for name, entries in table.items()
+    configs = [(p.label, jobs[0].cfg) for p, _, jobs, _ in subs if jobs]
+    return sweep_report_lines(study, table, figures, configs), [line for name, entries in table.items()
                                                         for line in sentences(study, name, entries)]
 
 

@@ -149,6 +149,37 @@ def budget_factor(s: SweepConfig, cfg: RunConfig, reference: RunConfig) -> float
 # ----------------------------------------------------------------------------- the sweep's report
 
 
+def capacity(cfg: RunConfig) -> dict:
+    """The student's and the teacher's non-embedding parameters and their ratio (teacher None when its shape is
+    unknown): what a width axis changes besides the width when the teacher stays the same."""
+    from normgrow.teacher import teacher_shape  # the teacher module loads transformers: only when a report is written
+
+    student, shape = non_embedding_params(cfg.model), teacher_shape(cfg)
+    teacher = non_embedding_params(shape) if shape is not None else None
+    return {"student": student, "teacher": teacher, "ratio": teacher / student if teacher else None}
+
+
+def capacity_lines(configs: list[tuple[str, RunConfig]]) -> list[str]:
+    """A table of each point's teacher / student non-embedding parameters, and a sentence saying whether the ratio
+    is the same at every point (a contrast that changes along the axis can then be attributed to the axis) or not."""
+    rows = [(label, capacity(cfg)) for label, cfg in configs]
+    L = ["## Teacher and student capacity", "", "| point | student non-embedding | teacher non-embedding | teacher / student |",
+         "|---|---|---|---|"]
+    for label, c in rows:
+        t, r = (f"{c['teacher']:,}", f"{c['ratio']:.2f}×") if c["ratio"] else ("unknown", "—")
+        L.append(f"| {label} | {c['student']:,} | {t} | {r} |")
+    ratios = [c["ratio"] for _, c in rows]
+    if None in ratios:
+        L += ["", "The teacher's shape is unknown at some point: whether the capacity ratio moves with the axis is not known."]
+    elif max(ratios) / min(ratios) <= 1.05:
+        L += ["", f"The teacher / student ratio is the same at every point ({min(ratios):.2f}× – {max(ratios):.2f}×): a "
+              "change along the axis is not a change of the capacity gap."]
+    else:
+        L += ["", f"The teacher / student ratio moves from {ratios[0]:.2f}× to {ratios[-1]:.2f}× along the points: a contrast "
+              "that changes along the axis may be a capacity effect, not an effect of the axis itself."]
+    return L + [""]
+
+
 def sign_of(c: dict) -> str | None:
     """'-' or '+' when the 95% interval excludes 0, None when it does not (or there is no interval)."""
     return {-1: "-", 1: "+", 0: None}[contrast_sign(c)]
@@ -181,8 +212,10 @@ def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, 
     return text
 
 
-def sweep_report_lines(study, table: dict[str, list[tuple[Point, dict]]], figures: dict[str, str]) -> list[str]:
-    """report.md of a sweep: per contrast a table over the points, the figure and the generated sentences."""
+def sweep_report_lines(study, table: dict[str, list[tuple[Point, dict]]], figures: dict[str, str],
+                       configs: list[tuple[str, RunConfig]] = ()) -> list[str]:
+    """report.md of a sweep: each point's capacity (`configs`: a run config per point label), then per contrast a
+    table over the points, the figure and the generated sentences."""
     s = study.sweep
     ax0 = s.axes[0]
     L = [f"# Sweep study `{study.name}`", "",
@@ -192,6 +225,8 @@ def sweep_report_lines(study, table: dict[str, list[tuple[Point, dict]]], figure
                                     if s.budget_rule == "params" else "") +
          ". Each point is a study of its own: `points/<label>/report.md`. Contrasts are b − a of the final val/ce, "
          "paired over seeds, with 95% t-intervals; a sign is *resolved* where the interval excludes 0.", ""]
+    if configs:
+        L += capacity_lines(list(configs))
     for name, entries in table.items():
         a, b = study.contrasts[name]
         L += [f"## {name} ({b} − {a})", "", "| point | b − a (mean ± 95% CI) | seeds | sign |", "|---|---|---|---|"]
