@@ -8,8 +8,8 @@ from test_study import results, write_study
 
 from conftest import cli
 from normgrow.errors import ConfigError
-from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig, validate_study
-from normgrow.study.pilot import choose_rates, pilot_study, twin_of, with_rates
+from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig, twin_of, validate_study
+from normgrow.study.pilot import choose_rates, pilot_study, with_rates
 
 
 @pytest.mark.parametrize("over,needle", [

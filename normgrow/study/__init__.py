@@ -13,6 +13,7 @@ the claims' verdicts and a report — all rebuilt from the study directory alone
     report.py    report.md;  figures.py  its figures
     sweep.py     sweep axes and the sweep report;  compare.py  `report --against`
     ladder.py    budget ladders: each contrast's retention ratio between budgets and its label (also --against's)
+    regime.py    pre-registered regime checks (health, distance from the teacher, the mechanism's precondition)
     plan.py      `normgrow plan`: memory per device and device-hours before running
 
 The layer sits above the core: nothing outside normgrow/study/ (but the command line and the package's

@@ -41,7 +41,7 @@ from __future__ import annotations
 import contextvars
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -278,6 +278,29 @@ def validate_roles(cfg: ClaimsConfig, arms) -> None:
     need(cfg.magnitude >= 1, "claims.magnitude", f"must be at least 1, got {cfg.magnitude}")
     need(cfg.scale_margin >= 0, "claims.scale_margin", f"must be 0 or positive (log units), got {cfg.scale_margin}")
     need(cfg.identity_update > 0, "claims.identity_update", f"must be positive, got {cfg.identity_update}")
+
+
+def roles_within(cfg: ClaimsConfig, arms) -> ClaimsConfig:
+    """`cfg` with every role that names an arm outside `arms` unset (a pair role when either of its arms is): the roles
+    of a ladder's budget where some arms are not run."""
+    unset = {}
+    for f in fields(ClaimsConfig):
+        value = getattr(cfg, f.name)
+        if f.name in PAIR_ROLES and value and not all(a in arms for a in value):
+            unset[f.name] = []
+        elif f.name not in SETTINGS and f.name not in PAIR_ROLES and value is not None and value not in arms:
+            unset[f.name] = None
+    return replace(cfg, **unset, roles={role: arm for role, arm in cfg.roles.items() if arm in arms})
+
+
+def claim_arms(cfg: ClaimsConfig, key: str) -> set[str]:
+    """The arms the study's roles give the registered claim `key` (those it names; unset roles add none)."""
+    r = study_roles(cfg)
+    out = set()
+    for role in CLAIMS[key].roles:
+        value = getattr(r, role)
+        out |= set(value or []) if role in PAIR_ROLES else {value} - {None}
+    return out
 
 
 def _missing(r: Roles, spec: ClaimSpec) -> str | None:

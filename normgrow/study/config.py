@@ -15,6 +15,7 @@ the contrasts, which arm plays which part in the paper's claims, and how the job
     claims: {pre_grow: pre-grow, post_grow: post-grow}
     launcher: {kind: local, parallel: 2}
     lr_pilot: {lrs: [2.0e-3, 4.0e-3, 8.0e-3]}   # optional: a short pilot chooses each arm's rate first (pilot.py)
+    regime: {max_collapse: 0.5, min_kl: 0.05, scale_factor: 2}  # optional: pre-registered regime checks (regime.py)
 
 Command-line overrides under a run-config section (model., train., …) become run overrides of every arm;
 the others set study fields. Every problem is a one-line ConfigError naming the field.
@@ -35,7 +36,8 @@ from normgrow import registry
 from normgrow.config import load_structured, need, read_yaml
 from normgrow.errors import ConfigError
 from normgrow.study.claims import ClaimsConfig, validate_roles
-from normgrow.study.sweep import SweepConfig, budget_label, validate_sweep
+from normgrow.study.regime import RegimeConfig, validate_regime
+from normgrow.study.sweep import SweepConfig, arms_at, budget_label, validate_sweep
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -67,6 +69,12 @@ class ArmConfig:
     lrs: list[float] = field(default_factory=list)
     """Learning rates to sweep: one run per rate and seed; the report keeps the rate with the lowest mean
     CE on the model-selection set (study.select_tokens), never on the validation set it reports."""
+    budgets: list[float] = field(default_factory=list)
+    """In a budget ladder, the budgets (some of the study's `budgets`) this arm runs at; empty = every budget. At a
+    budget without it, the contrasts, claims and retention ratios that need it are not computed."""
+    lr_from: str | None = None
+    """With a learning-rate pilot: an arm not piloted (see lr_pilot.arms) trains at this arm's chosen rate (a piloted
+    arm, or one that itself takes a piloted arm's rate), e.g. a control at the rate of its placement's core arm."""
 
 
 @dataclass
@@ -79,6 +87,9 @@ class LrPilotConfig:
     """The pilot's budget as a fraction of the study's own: its runs train budget_scale × this (in (0, 1])."""
     seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds of the pilot's runs; a rate is scored by its mean selection-set CE over them."""
+    arms: list[str] = field(default_factory=list)
+    """The arms the pilot runs (empty = every arm that takes no other arm's rate: neither arms.X.lr_from nor an
+    unmatched twin); every other arm then needs a rate source: its lr_from, or the twin of a matched arm."""
     overrides: list[str] = field(default_factory=list)
     """Run overrides of the pilot's runs only, after the study's: measurements it does not need (diagnostics,
     learning curves) can be turned off, since they never change training; anything that does change training
@@ -125,6 +136,9 @@ class StudyConfig:
     must contain budget_scale, the reference budget whose report is the study's main one. Empty: no ladder."""
     lr_pilot: LrPilotConfig = field(default_factory=LrPilotConfig)
     """A short learning-rate pilot run first, on the model-selection set, that chooses each arm's rate (pilot.py)."""
+    regime: RegimeConfig = field(default_factory=RegimeConfig)
+    """Pre-registered regime checks (regime.py): health, distance from the teacher, the mechanism's precondition;
+    printed when the study starts and judged in its report above the claims. All null: none registered."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -196,6 +210,8 @@ def validate_study(s: StudyConfig) -> None:
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
     validate_sweep(s.sweep, RUN_SECTIONS)
     validate_ladder(s)
+    validate_arm_budgets(s)
+    validate_regime(s.regime, s.claims)
     for name, arm in s.arms.items():
         need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
              f"need distinct positive learning rates, got {arm.lrs}")
@@ -215,12 +231,69 @@ def validate_pilot(s: StudyConfig) -> None:
         need(item.startswith(RUN_SECTIONS) and "=" in item, "lr_pilot.overrides",
              f"expected run-config overrides key=value ({', '.join(k.rstrip('.') for k in RUN_SECTIONS)}), got '{item}'")
     if not p.lrs:
+        need(not p.arms, "lr_pilot.arms", "names the arms of a pilot that does not run (lr_pilot.lrs is empty)")
+        for name, arm in s.arms.items():
+            need(arm.lr_from is None, f"arms.{name}.lr_from", "takes a pilot's rate, but the study runs no pilot "
+                 "(lr_pilot.lrs is empty)")
         return
     for name, arm in s.arms.items():
         need(not arm.lrs, "lr_pilot.lrs", f"arm {name} sweeps its own rates (arms.{name}.lrs) and a pilot would choose "
              f"another: use either arms.{name}.lrs (a sweep at the full budget) or lr_pilot.lrs, not both")
     need(not s.sweep.axes, "lr_pilot.lrs", "a sweep study cannot run a learning-rate pilot yet (each point would "
          "need its own); sweep train.lr as an axis or give the arms their own lrs")
+    validate_rate_sources(s)
+
+
+def validate_rate_sources(s: StudyConfig) -> None:
+    """lr_pilot.arms name distinct arms; every lr_from names an arm that is not piloted itself; every arm reaches a
+    piloted arm's rate (rate_path), with no cycle."""
+    p = s.lr_pilot
+    for a in p.arms:
+        need(a in s.arms, "lr_pilot.arms", f"no arm named '{a}'")
+    need(len(set(p.arms)) == len(p.arms), "lr_pilot.arms", f"names an arm twice, got {p.arms}")
+    for name, arm in s.arms.items():
+        if arm.lr_from is not None:
+            need(arm.lr_from in s.arms, f"arms.{name}.lr_from", f"no arm named '{arm.lr_from}'")
+            need(name not in p.arms, f"arms.{name}.lr_from", f"{name} is piloted (lr_pilot.arms): it trains at its "
+                 "own chosen rate, not another arm's")
+    for name in s.arms:
+        rate_path(s, name)
+
+
+def twin_of(study: StudyConfig, arm: str) -> str | None:
+    """The unmatched twin of a matched arm: the first arm with the same preset and overrides and no match."""
+    a = study.arms[arm]
+    if a.match is None:
+        return None
+    for name, b in study.arms.items():
+        if b.match is None and (b.preset or study.base) == (a.preset or study.base) and b.overrides == a.overrides:
+            return name
+    return None
+
+
+def piloted_arms(study: StudyConfig) -> list[str]:
+    """The arms the learning-rate pilot runs, in the study's order: lr_pilot.arms, or (empty) every arm that takes
+    no other arm's rate (no lr_from, no unmatched twin)."""
+    if study.lr_pilot.arms:
+        return [n for n in study.arms if n in study.lr_pilot.arms]
+    return [n for n, a in study.arms.items() if a.lr_from is None and twin_of(study, n) is None]
+
+
+def rate_path(study: StudyConfig, arm: str) -> list[str]:
+    """The arms whose rate `arm` takes, one step at a time (its lr_from, else a matched arm's unmatched twin), ending
+    at the piloted arm that chooses it; [] for a piloted arm. A cycle, or an arm left without a source, is a
+    ConfigError naming arms.<arm>.lr_from."""
+    piloted, path, name = set(piloted_arms(study)), [], arm
+    while name not in piloted:
+        a = study.arms[name]
+        nxt = a.lr_from if a.lr_from is not None else twin_of(study, name)
+        need(nxt is not None, f"arms.{name}.lr_from", f"{name} is not piloted (lr_pilot.arms) and takes no other "
+             "arm's rate: name the arm whose chosen rate it trains at, or add it to lr_pilot.arms")
+        need(nxt != arm and nxt not in path, f"arms.{arm}.lr_from",
+             f"rates form a cycle ({' → '.join([arm, *path, nxt])})")
+        path.append(nxt)
+        name = nxt
+    return path
 
 
 def validate_ladder(s: StudyConfig) -> None:
@@ -237,6 +310,25 @@ def validate_ladder(s: StudyConfig) -> None:
     need(list(b) == sorted(b), "budgets", f"budget scales must be in ascending order, got {b}")
     need(s.budget_scale in b, "budgets", f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
          f"budget whose report is the study's main one; got {b}")
+
+
+def validate_arm_budgets(s: StudyConfig) -> None:
+    """An arm's budgets are some of the ladder's (none outside a ladder); every budget runs an arm, and a matched arm
+    runs only where the arm it matches does."""
+    for name, arm in s.arms.items():
+        if not arm.budgets:
+            continue
+        key = f"arms.{name}.budgets"
+        need(bool(s.budgets), key, f"only a budget ladder (budgets: [...]) runs an arm at some budgets, got {arm.budgets}")
+        need(all(b in s.budgets for b in arm.budgets), key,
+             f"must be among the study's budgets {[f'{b:g}' for b in s.budgets]}, got {arm.budgets}")
+        need(len(set(arm.budgets)) == len(arm.budgets), key, f"budgets must differ, got {arm.budgets}")
+    for b in s.budgets:
+        need(bool(arms_at(s, b)), "budgets", f"no arm runs at budget {b:g} (every arm's `budgets` leaves it out)")
+        for name in arms_at(s, b):
+            ref = s.arms[name].match
+            need(ref is None or ref in arms_at(s, b), f"arms.{name}.budgets",
+                 f"matches {ref}, which does not run at budget {b:g}")
 
 
 def study_yaml(study: StudyConfig) -> str:

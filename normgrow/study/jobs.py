@@ -6,11 +6,11 @@ the study directory that holds them:
         configs/<job>.yaml          every job's fully merged run config
         runs/<job>/                 one run directory per job
         logs/<job>.log              the job's output (local / submitit launchers)
-        results.csv  report.md  plots/*.png
+        results.csv  report.md  plots/*.png  (regime.json: the regime checks' outcomes, when registered)
     a sweep study: study.yaml, points/<label>/ (each a study dir as above), and the sweep's
         results.csv  report.md  plots/sweep_<contrast>.png
-    a budget ladder: study.yaml, budgets/<label>/ (each a study dir as above, label b0.5, b1, …), and the
-        ladder's results.csv  report.md
+    a budget ladder: study.yaml, budgets/<label>/ (each a study dir as above, label b0.5, b1, …, holding the arms
+        run at that budget), and the ladder's results.csv  report.md  (regime.json)
 
 A job's name (`job_name`) is `<arm>-s<seed>`, or `<arm>-lr<lr>-s<seed>` in a learning-rate sweep; it names
 its config, run directory and log, and is the one way any module refers to a job (`row_job_name` for a

@@ -8,7 +8,9 @@ A study file may add
 
 Every budget is a complete study of its own (`budgets/<label>/`, label `b0.5`, `b1`, …: study.yaml, configs,
 runs, logs, results.csv, report.md — `normgrow report budgets/<label>` works on it), planned like the points of
-a sweep over budget_scale (sweep.py, jobs.py: one launch queue for every budget's jobs).
+a sweep over budget_scale (sweep.py, jobs.py: one launch queue for every budget's jobs). An arm may run at some
+budgets only (`arms.X.budgets`, sweep.rung_study): a budget without it has none of the contrasts, pairs and claims
+roles that need it, and its rows below say "not run at this budget"; ρ needs the contrast at both budgets.
 
 Why not "doubling the budget moves no contrast beyond its half-width": a contrast between two arms that both
 approach their teacher shrinks with the budget, so that check compares a drift with seed noise and fails by
@@ -35,9 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from normgrow.config import ModelConfig
-from normgrow.study.claims import NOT_TESTED, Claim, claims_reading
+from normgrow.study.claims import NOT_TESTED, Claim, claim_arms, claims_reading
 from normgrow.study.stats import fieller_ratio, paired
-from normgrow.study.sweep import Point, budget_label, non_embedding_params
+from normgrow.study.sweep import Point, arms_at, budget_label, non_embedding_params
 
 REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
 
@@ -91,7 +93,8 @@ class Rung:
     """One budget of a ladder: its contrasts and the numbers read beside them, and its claims' verdicts."""
 
     point: Point  # label b<scale>, coords (scale,)
-    contrasts: dict[str, dict] = field(default_factory=dict)  # contrast → stats.paired record
+    arms: list[str] = field(default_factory=list)  # the arms run at this budget (ArmConfig.budgets)
+    contrasts: dict[str, dict] = field(default_factory=dict)  # contrast → stats.paired record; none where not run
     kl: dict[str, float | None] = field(default_factory=dict)  # contrast → mean val/kl of its two arms
     tokens_per_param: dict[str, float | None] = field(default_factory=dict)  # contrast → arm a's tokens / N
     claims: list[Claim] = field(default_factory=list)
@@ -110,8 +113,10 @@ def arm_mean(rows: list[dict], arm: str, key: str) -> float | None:
 def ladder_rung(study, p: Point, rows: list[dict], models: dict[str, ModelConfig], claims: list[Claim]) -> Rung:
     """The numbers of one budget from its kept rows (each arm's selected learning rate), the full-depth student of
     every arm (`models`) and the rung's claims."""
-    rung = Rung(p, claims=list(claims))
+    rung = Rung(p, arms_at(study, p.coords[0]), claims=list(claims))
     for name, (a, b) in study.contrasts.items():
+        if a not in rung.arms or b not in rung.arms:
+            continue  # not run at this budget: nothing to compute
         rung.contrasts[name] = paired(rows, a, b)
         kls = [arm_mean(rows, arm, "val_kl") for arm in (a, b)]
         rung.kl[name] = None if None in kls else sum(kls) / 2
@@ -141,16 +146,25 @@ def reference(study, rungs: list[Rung]) -> Rung:
     return next(r for r in rungs if r.budget == study.budget_scale)
 
 
+def not_run(name: str, rungs: list[Rung]) -> str:
+    """'not run at budget 0.5 (and 1)': the budgets among `rungs` without the contrast `name` ('' if none)."""
+    missing = [f"{r.budget:g}" for r in rungs if name not in r.contrasts]
+    return f"not run at budget {' and '.join(missing)}" if missing else ""
+
+
 def sentence(study, name: str, rungs: list[Rung]) -> str:
     """One sentence from the numbers: the contrast at the reference budget, and its retention ratio and label from
-    the second-largest budget to the largest."""
+    the second-largest budget to the largest (undetermined where the contrast is not run at one of them)."""
     a, b = study.contrasts[name]
     ref, (lo, hi) = reference(study, rungs), rungs[-2:]
-    r = retention(lo.contrasts[name], hi.contrasts[name])
-    c = ref.contrasts[name]
-    head = f"{name} ({b} − {a}) " + (f"is {_delta(c)} at budget {ref.budget:g}" if c["mean"] is not None
+    c = ref.contrasts.get(name)
+    head = f"{name} ({b} − {a}) " + (f"is {not_run(name, [ref])}" if c is None else
+                                     f"is {_delta(c)} at budget {ref.budget:g}" if c["mean"] is not None
                                      else f"has no paired seeds at budget {ref.budget:g}")
     step = f"from budget {lo.budget:g} to {hi.budget:g}"
+    if not_run(name, [lo, hi]):
+        return f"{head}; {step} its retention ratio is not computed ({not_run(name, [lo, hi])}): undetermined."
+    r = retention(lo.contrasts[name], hi.contrasts[name])
     if r["ratio"] is None:
         return f"{head}; {step} its retention ratio is undefined ({r['why']}): undetermined."
     if r["lo"] is None:
@@ -178,20 +192,27 @@ def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
          "| budget | Δ = b − a (mean ± 95% CI) | seeds | claims reading it | mean val/kl of a, b | Δ / KL | "
          "tokens / non-embedding parameter |", "|---|---|---|---|---|---|---|"]
     for r in rungs:
+        if name not in r.contrasts:
+            L.append(f"| {r.budget:g} | not run at this budget | — | — | — | — | — |")
+            continue
         c, kl, tpp = r.contrasts[name], r.kl[name], r.tokens_per_param[name]
         share = f"{c['mean'] / kl:+.1%}" if c["mean"] is not None and kl else "—"
         L.append(f"| {r.budget:g} | {_delta(c)} | {c['n']} | {_verdicts(r.claims, readers)} | "
                  f"{'—' if kl is None else f'{kl:.4f}'} | {share} | {'—' if tpp is None else f'{tpp:.3g}'} |")
     L += ["", "| from → to | ρ = Δ(to) / Δ(from) [95% Fieller] | seeds | label |", "|---|---|---|---|"]
     for lo, hi in zip(rungs, rungs[1:], strict=False):
+        if not_run(name, [lo, hi]):  # ρ needs the contrast at both budgets
+            L.append(f"| {lo.budget:g} → {hi.budget:g} | not computed: {not_run(name, [lo, hi])} | — | — |")
+            continue
         r = retention(lo.contrasts[name], hi.contrasts[name])
         note = f" — no interval: {r['why']}" if r["lo"] is None else ""
         L.append(f"| {lo.budget:g} → {hi.budget:g} | {_rho(r)}{note} | {r['n']} | {r['label']} |")
     return L + [""]
 
 
-def claims_by_budget(rungs: list[Rung]) -> list[str]:
-    """Every claim tested at some budget, its verdict at each (Holm-adjusted within the rung where that differs)."""
+def claims_by_budget(rungs: list[Rung], study=None) -> list[str]:
+    """Every claim tested at some budget, its verdict at each (Holm-adjusted within the rung where that differs);
+    "not run at this budget" where an arm it reads (by `study`'s roles) is not run there."""
     keys = [c.key for c in rungs[0].claims if any(c.key == d.key and d.verdict != NOT_TESTED
                                                   for r in rungs for d in r.claims)]
     if not keys:
@@ -204,6 +225,9 @@ def claims_by_budget(rungs: list[Rung]) -> list[str]:
         cells = []
         for r in rungs:
             c = next((d for d in r.claims if d.key == k), None)
+            if study is not None and not claim_arms(study.claims, k) <= set(r.arms):
+                cells.append("not run at this budget")
+                continue
             cells.append("—" if c is None else c.verdict + (f" (Holm: {c.holm})" if c.holm != c.verdict else ""))
         L.append(f"| {k} | " + " | ".join(cells) + " |")
     return L + [""]
@@ -215,25 +239,34 @@ def reference_title(study) -> str:
     return f"## The reference budget's claims (budget {study.budget_scale:g}: [budgets/{ref}/report.md](budgets/{ref}/report.md))"
 
 
-def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str]) -> list[str]:
-    """report.md of a ladder: the headline, per contrast its table over the budgets and its retention ratios, the
-    claims by budget, and the reference budget's claims section (`reference_claims`, as its own report prints it,
-    under its own heading)."""
+def restricted(study) -> str:
+    """' (`x` only at budget 1; …)': the arms run at some budgets only ('' when every arm runs at every budget)."""
+    parts = [f"`{n}` only at budget{'s' if len(a.budgets) > 1 else ''} {', '.join(f'{b:g}' for b in a.budgets)}"
+             for n, a in study.arms.items() if a.budgets]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], regime: list[str] = ()) -> list[str]:
+    """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
+    table over the budgets and its retention ratios, the claims by budget, and the reference budget's claims section
+    (`reference_claims`, as its own report prints it, under its own heading)."""
     ref = budget_label(study.budget_scale)
     L = [f"# Budget ladder `{study.name}`", "",
-         f"{len(study.arms)} arms × {len(study.seeds)} seeds at budget scales {', '.join(f'{b:g}' for b in study.budgets)}"
-         f"; base preset `{study.base}`. Each budget is a study of its own (`budgets/<label>/report.md`); the "
+         f"{len(study.arms)} arms{restricted(study)} × {len(study.seeds)} seeds at budget scales "
+         f"{', '.join(f'{b:g}' for b in study.budgets)}; base preset `{study.base}`. Each budget is a study of its own "
+         "(`budgets/<label>/report.md`); the "
          f"reference budget is {study.budget_scale:g} ([budgets/{ref}/report.md](budgets/{ref}/report.md)), the "
          "study's main report. Contrasts Δ are b − a of the final val/ce, paired over seeds, with 95% t-intervals. "
          "ρ = Δ(B') / Δ(B) is a contrast's retention ratio between successive budgets, with Fieller's 95% interval "
          "over the seeds both have; each contrast's label comes from its last pair: reversing (ρ's upper bound < 0), "
          "fading (< 1), persistent (the interval includes 1, its lower bound > 0), growing (lower bound > 1), "
-         "undetermined otherwise (rules: normgrow/study/ladder.py).", "",
-         "## Headline", ""]
+         "undetermined otherwise (rules: normgrow/study/ladder.py).", ""]
+    L += list(regime)  # above every reading of the contrasts and claims
+    L += ["## Headline", ""]
     L += [f"- {line}" for line in ladder_headline(study, rungs)] + [""]
     for name in study.contrasts:
         L += contrast_section(study, name, rungs)
-    L += claims_by_budget(rungs)
+    L += claims_by_budget(rungs, study)
     L += reference_claims
     L += ["## Reproduce", "", "`normgrow study DIR/study.yaml -o DIR` reruns every missing run of every budget; adding "
           "budgets to `budgets` reuses the finished ones."]

@@ -3,7 +3,7 @@ chooses every arm's learning rate on the model-selection set, never on the valid
 
     study dir/
         pilot/          a plain study (study.yaml, configs, runs, logs, results.csv, report.md; `normgrow report
-                        DIR/pilot` works): every arm but the matched ones that have a twin, match dropped, each
+                        DIR/pilot` works): the piloted arms (config.piloted_arms), match dropped, each
                         sweeping lr_pilot.lrs (ArmConfig.lrs) at seeds lr_pilot.seeds and budget scale
                         study.budget_scale × lr_pilot.budget_scale
         lr_choice.json  per arm: the chosen rate, where it came from, every rate's mean select/ce, the rate the arm
@@ -16,6 +16,13 @@ chosen rate is the lowest mean. A rate is scored only when every pilot seed fini
 rate with a failed run is excluded and the report says so. An arm whose pilot finished no run at any rate is not
 launched. A matched arm (ArmConfig.match) takes the rate of its *unmatched twin*, the arm with the same preset and
 overrides and no match; without one it is piloted on its own, without the match.
+
+The pilot's scope can be narrowed: `lr_pilot.arms` names the arms it runs (empty: every arm that takes no other arm's
+rate), and an arm that is not piloted names the arm whose chosen rate it trains at (`arms.<arm>.lr_from`), which may
+itself take another's (config.rate_path follows the path to a piloted arm; a cycle or an arm without a source is
+refused when the study loads), so control arms (single-block, freeze, shallow) can take the rate of their placement's
+core arm without pilot runs of their own. lr_choice.json records each arm's source: `from` (pilot, twin or lr_from),
+`via` (the arms passed through) and `piloted_as` (the piloted arm at the end).
 
 The **regret at the shared rate** = mean select/ce at the rate the arm would use without a pilot (its train.lr,
 resolved from the base preset, the study's overrides and its own, as jobs resolve it) − mean select/ce at the chosen
@@ -37,8 +44,9 @@ from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.claims import ClaimsConfig
-from normgrow.study.config import LrPilotConfig, StudyConfig
+from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
 from normgrow.study.jobs import Job, plan_jobs
+from normgrow.study.regime import RegimeConfig
 from normgrow.study.results import select_lrs
 
 PILOT_DIR = "pilot"
@@ -46,30 +54,29 @@ CHOICE_FILE = "lr_choice.json"
 NOT_LAUNCHED = "not launched: "  # how the error of a run the pilot kept from launching begins (results.csv)
 
 
-def twin_of(study: StudyConfig, arm: str) -> str | None:
-    """The unmatched twin of a matched arm: the first arm with the same preset and overrides and no match."""
-    a = study.arms[arm]
-    if a.match is None:
-        return None
-    for name, b in study.arms.items():
-        if b.match is None and (b.preset or study.base) == (a.preset or study.base) and b.overrides == a.overrides:
-            return name
-    return None
-
-
 def piloted_as(study: StudyConfig, arm: str) -> str:
-    """The pilot arm whose rate `arm` takes: its twin, or itself."""
-    return twin_of(study, arm) or arm
+    """The pilot arm whose rate `arm` takes: the end of its rate path (its lr_from, a matched arm's twin), or itself."""
+    return ([arm] + rate_path(study, arm))[-1]
+
+
+def rate_from(study: StudyConfig, arm: str) -> tuple[str, list[str]]:
+    """Where `arm`'s rate comes from: ("pilot", []) for a piloted arm, else the first step ("lr_from" or "twin") and
+    the arms passed through, ending at the piloted one."""
+    path = rate_path(study, arm)
+    if not path:
+        return "pilot", []
+    return ("lr_from" if study.arms[arm].lr_from is not None else "twin"), path
 
 
 def pilot_study(study: StudyConfig) -> StudyConfig:
-    """The pilot sub-study: the arms that are their own pilot arm, unmatched, each sweeping lr_pilot.lrs; the pilot's
-    seeds and budget; no contrasts or claims (it chooses rates, it does not compare arms)."""
+    """The pilot sub-study: the piloted arms (lr_pilot.arms, or every arm that takes no other's rate), unmatched, each
+    sweeping lr_pilot.lrs; the pilot's seeds and budget; no contrasts, claims, ladder or regime checks (it chooses
+    rates, it does not compare arms)."""
     p = study.lr_pilot
-    arms = {name: dataclasses.replace(a, match=None, lrs=list(p.lrs))
-            for name, a in study.arms.items() if piloted_as(study, name) == name}
+    arms = {name: dataclasses.replace(study.arms[name], match=None, lrs=list(p.lrs), lr_from=None, budgets=[])
+            for name in piloted_arms(study)}
     return dataclasses.replace(study, name=f"{study.name}-pilot", budget_scale=study.budget_scale * p.budget_scale,
-                               overrides=[*study.overrides, *p.overrides],
+                               overrides=[*study.overrides, *p.overrides], budgets=[], regime=RegimeConfig(),
                                seeds=list(p.seeds), arms=arms, contrasts={}, gap_ratio=[], phase=[],
                                diagnostics_pair=[], claims=ClaimsConfig(), lr_pilot=LrPilotConfig())
 
@@ -101,7 +108,8 @@ def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict])
         regret = at_shared["select_ce"] - best
     lrs = sorted(sel["lrs"])
     edge = None if chosen is None else "highest" if chosen == lrs[-1] else "lowest" if chosen == lrs[0] else None
-    return {"chosen": chosen, "from": "pilot" if src == arm else "twin", "piloted_as": src, "rates": rates,
+    how, via = rate_from(study, arm)
+    return {"chosen": chosen, "from": how, "via": via, "piloted_as": src, "rates": rates,
             "failed": failed, "shared": shared, "regret": regret, "regret_note": note, "edge": edge}
 
 
@@ -133,6 +141,7 @@ def with_rates(study: StudyConfig, choice: dict) -> StudyConfig:
     arms = {}
     for name, a in study.arms.items():
         rate = choice["arms"][name]["chosen"]
+        a = dataclasses.replace(a, lr_from=None)  # the rate is now its own
         arms[name] = a if rate is None else dataclasses.replace(a, overrides=[*a.overrides, f"train.lr={rate!r}"])
     return dataclasses.replace(study, arms=arms, lr_pilot=LrPilotConfig())
 
@@ -169,6 +178,13 @@ def _cell(rate: dict, chosen: float | None) -> str:
     return f"**{v}** ✓" if rate["lr"] == chosen else v
 
 
+def _source_cell(c: dict) -> str:
+    """`pilot`, `twin X`, `lr_from X`, or with a longer path `lr_from X → … → Y` (Y the piloted arm)."""
+    if c["from"] == "pilot":
+        return "pilot"
+    return f"{c['from']} " + " → ".join(c["via"])
+
+
 def choice_lines(choice: dict | None) -> list[str]:
     """The report's "Learning rates" section: per arm its rate, every rate's select/ce, the shared rate's regret."""
     if not choice:
@@ -176,14 +192,15 @@ def choice_lines(choice: dict | None) -> list[str]:
     lrs = choice["pilot"]["lrs"]
     L = ["## Learning rates", "",
          "Per arm, the mean selection-set CE (`select/ce`, nats/token) of each pilot rate over the pilot's seeds; ✓ the "
-         "rate it trains at here. *From*: `pilot` (its own pilot arm) or `twin X` (a matched arm takes the rate of its "
-         "unmatched twin X). Regret = select/ce at the shared rate (the arm's train.lr without a pilot) − at the "
+         "rate it trains at here. *From*: `pilot` (its own pilot arm), `twin X` (a matched arm takes the rate of its "
+         "unmatched twin X) or `lr_from X` (an arm not piloted takes X's chosen rate: arms.<arm>.lr_from; an arrow "
+         "follows X to the piloted arm whose rate it is). Regret = select/ce at the shared rate (the arm's train.lr without a pilot) − at the "
          "chosen rate, at the pilot's budget.", "",
          "| arm | from | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen | shared rate | regret at the shared rate |",
          "|---|---|" + "---|" * (len(lrs) + 3)]
     notes = []
     for arm, c in choice["arms"].items():
-        src = "pilot" if c["from"] == "pilot" else f"twin {c['piloted_as']}"
+        src = _source_cell(c)
         cells = " | ".join(_cell(r, c["chosen"]) for r in c["rates"])
         chosen = "—" if c["chosen"] is None else f"{c['chosen']:g}"
         regret = "—" if c["regret"] is None else f"{c['regret']:+.4f}"

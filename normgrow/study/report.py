@@ -1,5 +1,6 @@
 """A study's report.md: every number from results.csv rows, the statistics (stats.py), the claims'
-verdicts (claims.py) and the per-run measures (measures.py); figures from figures.py.
+verdicts (claims.py), the regime checks' readings (regime.py, above the claims) and the per-run measures
+(measures.py); figures from figures.py.
 
 No sentence that states a finding is written by hand: the claims section prints the sentences
 claims.py generates from the numbers and their intervals, and the tables print numbers with their
@@ -16,6 +17,7 @@ from normgrow.study.claims import Claim
 from normgrow.study.figures import study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, header_line
+from normgrow.study.regime import Check, regime_section
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
     "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "
@@ -337,13 +339,15 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
 
 def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: list[Claim] = (),
                  measures: dict | None = None, selection: dict | None = None,
-                 all_rows: list[dict] | None = None, lr_choice: dict | None = None) -> Path:
+                 all_rows: list[dict] | None = None, lr_choice: dict | None = None, regime: list[Check] = ()) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
-    learning-rate pilot's choice (pilot.py), if the study ran one."""
+    learning-rate pilot's choice (pilot.py), if the study ran one; `regime` the readings of its registered regime
+    checks (regime.py), printed above the claims."""
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir, lr_choice) + _dtype_lines(measures)
+    L += regime_section(study, list(regime))
     L += claims_section(study, rows, list(claims), measures)
     piloted = (lr_choice or {}).get("arms", {})
     L += _arms_section(rows, agg, selection, piloted)

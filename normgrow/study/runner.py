@@ -27,7 +27,7 @@ from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_study_dir, write_study_yaml
-from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title
+from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title, restricted
 from normgrow.study.launch import launch
 from normgrow.study.measures import Measures, study_measures
 from normgrow.study.pilot import (
@@ -39,6 +39,7 @@ from normgrow.study.pilot import (
     with_rates,
     write_choice,
 )
+from normgrow.study.regime import headline_line, ladder_checks, plan_lines, regime_section, study_checks, write_regime
 from normgrow.study.report import claims_section, collapsed_arms, headline, write_report
 from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
 from normgrow.study.stats import aggregate, paired
@@ -87,16 +88,22 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
     agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
     measures = study_measures(kept, out)
     claims = evaluate_claims(study.claims, measures)
+    checks = study_checks(study, kept, measures)
+    write_regime(study, checks, out)
     path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows,
-                        lr_choice=lr_choice)
-    return Summary(path, headline(study, agg, claims, collapsed_arms(study, measures)), claims, kept, measures)
+                        lr_choice=lr_choice, regime=checks)
+    heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
+    return Summary(path, heads, claims, kept, measures)
 
 
 # ----------------------------------------------------------------------------- the whole study
 
 
 def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
-    """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path."""
+    """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path. The study's registered
+    regime checks are printed first, before any run (its pilot's included)."""
+    for line in plan_lines(study):
+        log(line)
     if study.sweep.axes or study.budgets:
         plan = sweep_plan(study, out)  # every point's configs checked before anything runs
         with DirLock(out, "study"):
@@ -162,8 +169,9 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
         write_study_dir(sub, jobs, sub_dir)
     jobs = [j for _, _, js in plan for j in js]
     kind, what = ("budget ladder", "budgets") if study.budgets else ("sweep study", "points")
-    log(f"{kind} {study.name}: {len(plan)} {what} × {len(study.arms)} arms × {len(study.seeds)} seeds = "
-        f"{len(jobs)} runs → {out}")
+    some = restricted(study)
+    arms = f"{len(study.arms)} arms{some}" if not some else f"up to {len(study.arms)} arms{some}"
+    log(f"{kind} {study.name}: {len(plan)} {what} × {arms} × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
     prepare_shared(jobs, log, progress=progress)
     status = launch(jobs, study.launcher, out, log, progress=progress)
     for name, err in status.items():
@@ -186,7 +194,7 @@ def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Call
                              "run_dir": f"{root}/{p.label}/{r['run_dir']}"})
     write_results(all_rows, out / "results.csv", fields=["point", *keys, *FIELDS])
     if study.budgets:
-        lines, heads = _ladder_report(study, subs)
+        lines, heads = _ladder_report(study, subs, out)
     else:
         lines, heads = _sweep_report(study, subs, out, plots)
     atomic.write_text(out / "report.md", "\n".join(lines) + "\n")
@@ -209,13 +217,17 @@ def _sweep_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tup
                                                         for line in sentences(study, name, entries)]
 
 
-def _ladder_report(study: StudyConfig, subs: list) -> tuple[list[str], list[str]]:
-    """A ladder's report lines and its headline: every budget's numbers, and the reference budget's claims section."""
+def _ladder_report(study: StudyConfig, subs: list, out: Path) -> tuple[list[str], list[str]]:
+    """A ladder's report lines and its headline: every budget's numbers, its regime checks (regime.json written),
+    and the reference budget's claims section."""
     rungs = [ladder_rung(study, p, done.kept, {j.arm: j.cfg.model for j in jobs}, done.claims)
              for p, _, jobs, done in subs]
     sub, done = next((sub, done) for p, sub, _, done in subs if p.coords[0] == study.budget_scale)
     reference_claims = claims_section(sub, done.kept, done.claims, done.measures, title=reference_title(study))
-    return ladder_report_lines(study, rungs, reference_claims), ladder_headline(study, rungs)
+    checks = ladder_checks(study, [(p.coords[0], list(sub.arms), done.kept, done.measures) for p, sub, _, done in subs])
+    write_regime(study, checks, out)
+    return (ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks)),
+            ladder_headline(study, rungs) + headline_line(checks))
 
 
 def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool,

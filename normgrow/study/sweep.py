@@ -40,6 +40,7 @@ from typing import Any
 from normgrow.config import ModelConfig, RunConfig, need
 from normgrow.model import block_parameters
 from normgrow.report import pyplot
+from normgrow.study.claims import roles_within
 from normgrow.study.stats import contrast_sign
 
 
@@ -297,6 +298,26 @@ def point_study(study, p: Point, factor: float):
                                budget_scale=study.budget_scale * factor)
 
 
+def arms_at(study, budget: float) -> list[str]:
+    """The arms a budget ladder runs at `budget`: those whose `budgets` name it, or are empty (every budget)."""
+    return [name for name, a in study.arms.items() if not a.budgets or budget in a.budgets]
+
+
 def rung_study(study, p: Point):
-    """The study one budget of a ladder runs: the ladder's arms and seeds at that absolute budget scale."""
-    return dataclasses.replace(study, name=f"{study.name}@{p.label}", budgets=[], budget_scale=p.coords[0])
+    """The study one budget of a ladder runs: the ladder's arms that run there and its seeds at that absolute budget
+    scale, without the contrasts, pairs, claims roles and regime check 3 that need an arm not run there."""
+    arms = arms_at(study, p.coords[0])
+
+    def both(pair) -> bool:
+        return all(a in arms for a in pair)
+
+    contrasts = {k: pair for k, pair in study.contrasts.items() if both(pair)}
+    c = study.claims
+    regime = study.regime if both([c.pre_grow, c.post_grow]) else dataclasses.replace(study.regime, scale_factor=None)
+    return dataclasses.replace(
+        study, name=f"{study.name}@{p.label}", budgets=[], budget_scale=p.coords[0],
+        arms={name: dataclasses.replace(study.arms[name], budgets=[]) for name in arms}, contrasts=contrasts,
+        gap_ratio=study.gap_ratio if all(x in contrasts for x in study.gap_ratio) else [],
+        phase=study.phase if both(study.phase) else [],
+        diagnostics_pair=study.diagnostics_pair if both(study.diagnostics_pair) else [],
+        claims=roles_within(c, arms), regime=regime)

@@ -1,0 +1,357 @@
+"""Pre-registered regime checks (study section `regime:`): what the regime a study runs in must be for its claims
+to be about the placements, written in the study file before any run, printed when the study starts, and judged in
+its report above the claims.
+
+    regime:
+      max_collapse: 0.5     # check 1, health: every arm's collapse share, mean over seeds, at most this
+      min_kl: 0.05          # check 2, distance from the teacher: the arms' mean val/kl at least this (nats/token)
+      scale_factor: 2.0     # check 3, the mechanism's precondition: pre- and post-norm boundary streams at growth
+                            # differ in RMS by at least this factor, all tokens and structural tokens
+
+A null field registers no check. Each check reads this study's numbers and is one of
+
+    pass            the registered condition holds
+    fail            it does not
+    undetermined    the 95% interval over seeds decides neither way (check 3; one seed gives no interval)
+    not measured    the runs hold no such measure (no finished run, diagnostics off, no growth event)
+
+1. health: per arm, the mean over seeds of `RunMeasures.collapse_share` (the worst block's at the end of training,
+   as the report's collapse section reads it) must be ≤ max_collapse; the check passes when every arm does, fails
+   when one does not (and names it), and is not measured while an arm has no value and none fails.
+2. distance from the teacher: the mean over the arms of their mean final val/kl (results.csv) must be ≥ min_kl; a
+   budget ladder judges it at its largest budget, where students get closest to their teacher.
+3. the mechanism's precondition: per seed, `measures.scale_ratios` (log of pre_grow's / post_grow's boundary RMS at
+   the growth events, mean over events; the claims roles), its mean and 95% t-interval over seeds, for all tokens
+   and for the structural tokens. A class is *present* when the whole interval lies beyond ±log(scale_factor) on one
+   side, *absent* when it lies inside (−log f, +log f), *undetermined* otherwise; the check passes when both are
+   present and fails when one is absent. A ladder judges it at every budget.
+
+Several readings combine (check 3's two classes, a ladder's budgets) as: fail if any fails, else undetermined if
+any is, else not measured if any is, else pass; a budget where the arms are not run takes no part. Nothing here
+reads files but `write_regime`; runner.py hands in the rows and measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normgrow import atomic
+from normgrow.config import need
+from normgrow.study.measures import Measures, scale_ratios
+from normgrow.study.stats import finished, mean_ci
+
+PASS, FAIL, UNDETERMINED, NOT_MEASURED = "pass", "fail", "undetermined", "not measured"
+NOT_RUN = "not run at this budget"  # a ladder's budget where the arms a check reads do not run
+PRESENT, ABSENT = "present", "absent"  # check 3's reading of one token class
+REGIME_FILE = "regime.json"
+
+
+@dataclass
+class RegimeConfig:
+    max_collapse: float | None = None
+    """Check 1, health: every arm's collapse share (worst block, end of training; diagnostics `collapse_share`) must
+    have a mean over seeds at most this (a share in (0, 1]). null: not registered."""
+    min_kl: float | None = None
+    """Check 2, distance from the teacher: the mean over the arms of their mean final val/kl must be at least this
+    (nats/token); a budget ladder judges it at its largest budget. null: not registered."""
+    scale_factor: float | None = None
+    """Check 3, the mechanism's precondition: at the growth events the stream the appended blocks receive must differ
+    in RMS between claims.pre_grow and claims.post_grow by at least this factor (> 1), the 95% interval of the log
+    ratio beyond ±log(factor), for all tokens and for the structural tokens; a ladder judges it at every budget.
+    null: not registered."""
+
+
+# number, name, what is measured (the report's table and the start-of-study block)
+CHECKS = {"max_collapse": (1, "health"), "min_kl": (2, "distance from the teacher"),
+          "scale_factor": (3, "mechanism precondition")}
+
+
+def validate_regime(r: RegimeConfig, claims) -> None:
+    """Positive finite thresholds; a collapse share in (0, 1]; a factor above 1, with the two grow arms it compares."""
+    for key in CHECKS:
+        v = getattr(r, key)
+        need(v is None or (math.isfinite(v) and v > 0), f"regime.{key}", f"must be a positive finite number, got {v}")
+    need(r.max_collapse is None or r.max_collapse <= 1, "regime.max_collapse",
+         f"a collapse share is at most 1, got {r.max_collapse}")
+    need(r.scale_factor is None or r.scale_factor > 1, "regime.scale_factor",
+         f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}")
+    need(r.scale_factor is None or (claims.pre_grow and claims.post_grow), "regime.scale_factor",
+         "compares the claims roles pre_grow and post_grow: name both arms (claims.pre_grow, claims.post_grow)")
+
+
+def registered(r: RegimeConfig) -> list[str]:
+    return [key for key in CHECKS if getattr(r, key) is not None]
+
+
+# ----------------------------------------------------------------------------- what a study prints when it starts
+
+
+def _what(study, key: str, ladder: bool) -> str:
+    r, c = study.regime, study.claims
+    if key == "max_collapse":
+        return f"every arm's worst-block collapse share (end of training, mean over seeds) ≤ {r.max_collapse:g}"
+    if key == "min_kl":
+        where = f", judged at the largest budget ({study.budgets[-1]:g})" if ladder else ""
+        return f"the mean over the arms of their mean final val/kl ≥ {r.min_kl:g} nats/token{where}"
+    where = ", at every budget" if ladder else ""
+    return (f"at the growth events the boundary stream's RMS differs between {c.pre_grow} and {c.post_grow} by at "
+            f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "
+            f"for all tokens and for the structural tokens{where}")
+
+
+def plan_lines(study) -> list[str]:
+    """The block a study (or ladder) prints before any run: its registered checks (none: no lines)."""
+    keys = registered(study.regime)
+    if not keys:
+        return []
+    return ["Regime checks, registered in the study file before any run:"] + [
+        f"  {CHECKS[k][0]}. {CHECKS[k][1]}: {_what(study, k, bool(study.budgets))}" for k in keys]
+
+
+# ----------------------------------------------------------------------------- the checks
+
+
+@dataclass
+class Check:
+    """One check's reading for a study, or for one budget of a ladder (`budget`)."""
+
+    key: str  # the RegimeConfig field
+    outcome: str  # PASS, FAIL, UNDETERMINED, NOT_MEASURED (or NOT_RUN at a ladder's budget)
+    measured: str  # the value with its interval, as the report prints it
+    threshold: str
+    detail: str  # the reading in words: the arms that fail, each class's reading
+    budget: float | None = None
+    values: dict = field(default_factory=dict)  # the numbers behind it (regime.json)
+
+    @property
+    def number(self) -> int:
+        return CHECKS[self.key][0]
+
+
+def combine(outcomes: list[str]) -> str:
+    """Several readings as one: fail if any fails, else undetermined, else not measured, else pass (budgets where the
+    arms were not run take no part; none left: not measured)."""
+    outcomes = [o for o in outcomes if o != NOT_RUN]
+    for o in (FAIL, UNDETERMINED, NOT_MEASURED):
+        if o in outcomes:
+            return o
+    return PASS if outcomes else NOT_MEASURED
+
+
+def _ci(s: dict, nd: int) -> str:
+    if s["mean"] is None:
+        return "—"
+    if s["ci95"] is None:
+        return f"{s['mean']:.{nd}f} (one seed, no interval)"
+    return f"{s['mean']:.{nd}f} ± {s['ci95']:.{nd}f}"
+
+
+def collapse_check(arms: list[str], measures: Measures, limit: float) -> Check:
+    """Check 1 from the runs' measures: every arm's mean collapse share over seeds ≤ limit."""
+    per = {a: mean_ci([m.collapse_share for m in measures.get(a, {}).values() if m.collapse_share is not None])
+           for a in arms}
+    have = {a: s for a, s in per.items() if s["mean"] is not None}
+    failing = [a for a, s in have.items() if s["mean"] > limit]
+    missing = [a for a in arms if a not in have]
+    outcome = FAIL if failing else NOT_MEASURED if missing else PASS
+    worst = max(have, key=lambda a: have[a]["mean"], default=None)
+    measured = "—" if worst is None else f"worst `{worst}`: {_ci(have[worst], 3)}"
+    if failing:
+        detail = ", ".join(f"`{a}` {have[a]['mean']:.3f}" for a in failing) + f" above {limit:g}"
+    elif missing:
+        detail = ("no collapse share (no finished run with diagnostics) for " + ", ".join(f"`{a}`" for a in missing))
+    else:
+        detail = f"every arm at or below {limit:g} (worst `{worst}`, {have[worst]['mean']:.3f})"
+    values = {"arms": per, "failing": failing, "not_measured": missing, "worst": worst}
+    return Check("max_collapse", outcome, measured, f"≤ {limit:g} for every arm", detail, values=values)
+
+
+def kl_check(arms: list[str], rows: list[dict], limit: float) -> Check:
+    """Check 2 from results rows: the mean over the arms of their mean final val/kl ≥ limit. Its interval, over the
+    seeds, is shown where every arm finished the same seeds (the per-seed mean over the arms)."""
+    per = {a: {s: float(r["val_kl"]) for s, r in finished(rows, a).items() if r.get("val_kl") not in ("", None)}
+           for a in arms}
+    per = {a: v for a, v in per.items() if v}
+    if not per:
+        return Check("min_kl", NOT_MEASURED, "—", f"≥ {limit:g} nats/token", "no finished run records val/kl",
+                     values={"arms": {}})
+    means = {a: sum(v.values()) / len(v) for a, v in per.items()}
+    value = sum(means.values()) / len(means)
+    seeds = sorted(set.intersection(*(set(v) for v in per.values())))
+    balanced = all(set(v) == set(seeds) for v in per.values())
+    s = mean_ci([sum(per[a][sd] for a in per) / len(per) for sd in seeds]) if balanced else None
+    measured = (_ci(s, 4) if s else f"{value:.4f} (arms finished different seeds: no interval)") + \
+        (f" over {len(per)} of {len(arms)} arms" if len(per) < len(arms) else "")
+    outcome = PASS if value >= limit else FAIL
+    detail = f"{value:.4f} nats/token is {'at or above' if outcome == PASS else 'below'} {limit:g}"
+    if len(per) < len(arms):
+        detail += " (no val/kl for " + ", ".join(f"`{a}`" for a in arms if a not in per) + ")"
+    return Check("min_kl", outcome, measured, f"≥ {limit:g} nats/token", detail,
+                 values={"value": value, "arms": means, "interval": s})
+
+
+def class_reading(s: dict, edge: float) -> str:
+    """Check 3's reading of one token class from the mean_ci record of its per-seed log ratios and log(factor)."""
+    if s["mean"] is None:
+        return NOT_MEASURED
+    if s["ci95"] is None:
+        return UNDETERMINED
+    lo, hi = s["mean"] - s["ci95"], s["mean"] + s["ci95"]
+    if lo > edge or hi < -edge:
+        return PRESENT
+    if -edge < lo and hi < edge:
+        return ABSENT
+    return UNDETERMINED
+
+
+def _ratio_text(s: dict) -> str:
+    if s["mean"] is None:
+        return "—"
+    times = f" (×{math.exp(s['mean']):.3g})"
+    if s["ci95"] is None:
+        return f"{s['mean']:+.3f}{times}, one seed: no interval"
+    return f"{s['mean']:+.3f} [{s['mean'] - s['ci95']:+.3f}, {s['mean'] + s['ci95']:+.3f}]{times}"
+
+
+def scale_check(measures: Measures, pre: str, post: str, factor: float) -> Check:
+    """Check 3 from the runs' measures: log(pre's / post's boundary RMS at growth), all and structural tokens."""
+    edge, parts, values = math.log(factor), [], {}
+    for cls, structural in (("all", False), ("structural", True)):
+        s = mean_ci(list(scale_ratios(measures, pre, post, structural).values()))
+        reading = class_reading(s, edge)
+        values[cls] = {**s, "reading": reading}
+        parts.append((cls, s, reading))
+    outcome = combine([{PRESENT: PASS, ABSENT: FAIL}.get(r, r) for _, _, r in parts])
+    measured = "; ".join(f"{cls}: {_ratio_text(s)}" for cls, s, _ in parts)
+    detail = "; ".join(f"{cls} tokens {r}" + (f" ({_ratio_text(s)})" if s["mean"] is not None else " (no seed has both "
+                                                                                                   "arms' boundary RMS at growth)")
+                       for cls, s, r in parts)
+    return Check("scale_factor", outcome, measured, f"beyond ±log {factor:g} = ±{edge:.3f}, both classes", detail,
+                 values=values)
+
+
+def study_checks(study, rows: list[dict], measures: Measures) -> list[Check]:
+    """The study's registered checks from its kept rows (each arm's selected rate) and their measures."""
+    r, arms, out = study.regime, list(study.arms), []
+    if r.max_collapse is not None:
+        out.append(collapse_check(arms, measures, r.max_collapse))
+    if r.min_kl is not None:
+        out.append(kl_check(arms, rows, r.min_kl))
+    if r.scale_factor is not None:
+        out.append(scale_check(measures, study.claims.pre_grow, study.claims.post_grow, r.scale_factor))
+    return out
+
+
+def _not_run(key: str, budget: float, threshold: str) -> Check:
+    return Check(key, NOT_RUN, NOT_RUN, threshold, NOT_RUN, budget)
+
+
+def ladder_checks(study, rungs: list[tuple[float, list[str], list[dict], Measures]]) -> list[Check]:
+    """A ladder's checks from its budgets' (budget, arms run there, kept rows, measures): checks 1 and 3 at every
+    budget, check 2 at the largest."""
+    r, c, out = study.regime, study.claims, []
+    for budget, arms, _, measures in rungs if r.max_collapse is not None else []:
+        out.append(dataclasses.replace(collapse_check(arms, measures, r.max_collapse), budget=budget))
+    if r.min_kl is not None:
+        budget, arms, rows, _ = rungs[-1]
+        out.append(dataclasses.replace(kl_check(arms, rows, r.min_kl), budget=budget))
+    for budget, arms, _, measures in rungs if r.scale_factor is not None else []:
+        if c.pre_grow in arms and c.post_grow in arms:
+            out.append(dataclasses.replace(scale_check(measures, c.pre_grow, c.post_grow, r.scale_factor), budget=budget))
+        else:
+            out.append(_not_run("scale_factor", budget, f"beyond ±log {r.scale_factor:g}"))
+    return out
+
+
+def outcomes(checks: list[Check]) -> dict[str, str]:
+    """Each registered check's outcome, its readings combined (a ladder's budgets)."""
+    return {key: combine([c.outcome for c in checks if c.key == key]) for key in CHECKS if any(c.key == key for c in checks)}
+
+
+# ----------------------------------------------------------------------------- the report and regime.json
+
+
+def _outcome_cell(outcome: str) -> str:
+    return f"**{outcome}**" if outcome in (PASS, FAIL, UNDETERMINED) else outcome
+
+
+def _what_cell(study, key: str) -> str:
+    c = study.claims
+    if key == "max_collapse":
+        return "worst block's collapse share at the end of training, mean over seeds, per arm (shown: the worst arm)"
+    if key == "min_kl":
+        return "mean over the arms of their mean final val/kl (nats/token)"
+    return (f"log(RMS of `{c.pre_grow}` / RMS of `{c.post_grow}`) of the boundary stream at the growth events, per "
+            "seed the mean over events; all tokens and structural tokens")
+
+
+def _detail_lines(study, checks: list[Check]) -> list[str]:
+    L = []
+    for key, outcome in outcomes(checks).items():
+        n, name = CHECKS[key]
+        rows = [c for c in checks if c.key == key and c.outcome != NOT_RUN]
+        at = "; ".join((f"at budget {c.budget:g}: " if c.budget is not None else "") + c.detail for c in rows)
+        L.append(f"- Check {n} ({name}): **{outcome}** — {at or 'its arms are not run at any budget'}.")
+    return L
+
+
+def warning_lines(checks: list[Check]) -> list[str]:
+    """The lines above the claims when a registered check fails, is undetermined or is not measured."""
+    out = outcomes(checks)
+    bad = [f"{CHECKS[k][0]} ({CHECKS[k][1]}: {o})" for k, o in out.items() if o in (FAIL, UNDETERMINED)]
+    unmeasured = [f"{CHECKS[k][0]} ({CHECKS[k][1]})" for k, o in out.items() if o == NOT_MEASURED]
+    L = []
+    if bad:
+        L += [f"> **The regime does not meet check{'s' if len(bad) > 1 else ''} {', '.join(bad)}**: the claims below "
+              f"are about a regime that does not meet {'them' if len(bad) > 1 else 'it'}.", ""]
+    if unmeasured:
+        L += [f"> Check{'s' if len(unmeasured) > 1 else ''} {', '.join(unmeasured)} registered but not measured: the "
+              "claims below are not checked against "
+              f"{'them' if len(unmeasured) > 1 else 'it'}.", ""]
+    return L
+
+
+def regime_section(study, checks: list[Check]) -> list[str]:
+    """The report's "Regime checks" section (placed above the claims): a table of every reading, a line per check,
+    and the warning when one fails or is undetermined. No registered check: no section."""
+    if not checks:
+        return []
+    ladder = any(c.budget is not None for c in checks)
+    L = ["## Regime checks", "",
+         "Registered in the study file (`regime:`) before any run, judged here from this study's numbers: *pass*, "
+         "*fail*, *undetermined* (the 95% interval over seeds decides neither way) or *not measured* (rules: "
+         "normgrow/study/regime.py)."
+         + (f" Check 2 is judged at the largest budget ({study.budgets[-1]:g}), where students get closest to their "
+            "teacher; checks 1 and 3 at every budget." if ladder else ""), "",
+         "| check | " + ("budget | " if ladder else "") + "what is measured | measured (95% interval) | threshold | "
+         "outcome |", "|---|" + ("---|" if ladder else "") + "---|---|---|---|"]
+    for c in checks:
+        n, name = CHECKS[c.key]
+        budget = f"{c.budget:g} | " if ladder else ""
+        L.append(f"| {n}. {name} | {budget}{_what_cell(study, c.key)} | {c.measured} | {c.threshold} | "
+                 f"{_outcome_cell(c.outcome)} |")
+    return L + [""] + _detail_lines(study, checks) + [""] + warning_lines(checks)
+
+
+def headline_line(checks: list[Check]) -> list[str]:
+    """The study's closing line on its checks (none registered: none)."""
+    if not checks:
+        return []
+    return ["regime checks: " + "; ".join(f"{CHECKS[k][0]} {CHECKS[k][1]} {o}" for k, o in outcomes(checks).items())]
+
+
+def regime_record(study, checks: list[Check]) -> dict:
+    """What regime.json holds: the thresholds as registered, each check's outcome and every reading's numbers."""
+    return {"registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
+            "outcomes": outcomes(checks),
+            "readings": [{"check": c.number, "name": CHECKS[c.key][1], **dataclasses.asdict(c)} for c in checks]}
+
+
+def write_regime(study, checks: list[Check], out: Path) -> None:
+    """regime.json beside report.md (only when the study registers a check)."""
+    if checks:
+        atomic.write_text(Path(out) / REGIME_FILE, json.dumps(regime_record(study, checks), indent=2) + "\n")
