@@ -143,7 +143,8 @@ def test_order_of_magnitude_by_hand():
 def test_one_seed_leaves_everything_undetermined():
     c = verdicts(study(joint_gap=0.0004, grow_gap=-0.0328, seeds=(0,)))
     tested = {key: claim for key, claim in c.items() if claim.verdict != NOT_TESTED}
-    assert set(c) - set(tested) == {"matched_paper", "matched_paper_flops"}  # ROLES name no joint_matched pair
+    # ROLES name no joint_matched pair and no renormalized arms
+    assert set(c) - set(tested) == {"matched_paper", "matched_paper_flops", "boundary_renorm"}
     for key, claim in tested.items():
         assert claim.verdict == (DESCRIPTIVE if key == "boundary_scale" else UNDETERMINED), key
     assert "undetermined at one seed" in c["grow_gap"].sentence
@@ -404,3 +405,112 @@ def test_scale_ratios_mean_log_ratio_over_matched_events():
     assert scale_ratios(m, "pre", "post", structural=True) == pytest.approx({0: math.log(4.0), 1: math.log(2.0)})
     assert scale_ratios(m, "post", "pre") == pytest.approx({0: -math.log(4.0), 1: -math.log(2.0)})
     assert scale_ratios(m, "pre", "absent") == {}
+
+
+# ----------------------------------------------------------------------------- the causal test: boundary_renorm
+
+RENORM = ClaimsConfig(pre_grow="pg", post_grow="qg", pre_joint="pj", post_joint="qj", pre_grow_renorm="pgr",
+                      pre_joint_renorm="pjr", margin=0.01)
+
+
+def renorm_study(gap, closed, joint):
+    """Three seeds s = 0, 1, 2 with per-seed grow gap CE[pg] − CE[qg] = gap[s], closed = CE[pg] − CE[pgr] and
+    joint = CE[pj] − CE[pjr]; baselines differ by seed (5.10 + 0.01·s grow, 5.00 + 0.01·s joint, qj = pj + 0.0004)."""
+    m = {arm: {} for arm in ("pg", "qg", "pgr", "pj", "pjr", "qj")}
+    for s in range(3):
+        pg, pj = 5.10 + 0.01 * s, 5.00 + 0.01 * s
+        m["pg"][s], m["qg"][s], m["pgr"][s] = run(pg), run(pg - gap[s]), run(pg - closed[s])
+        m["pj"][s], m["pjr"][s], m["qj"][s] = run(pj), run(pj - joint[s]), run(pj + 0.0004)
+    return m
+
+
+def renorm(gap, closed, joint):
+    return verdicts(renorm_study(gap, closed, joint), RENORM)["boundary_renorm"]
+
+
+GAP = (0.038, 0.040, 0.042)  # post-norm ahead by 0.04 ± 2·HALF under growth
+CLOSED = (0.029, 0.030, 0.031)  # renormalizing closes 0.03 of it: 75 %
+
+
+def test_boundary_renorm_supported_when_renormalizing_helps_growth_beyond_joint_by_hand():
+    # D = closed − joint = 0.026, 0.028, 0.030: mean 0.028, sd 0.002, interval 0.028 ± 2·HALF = [0.0230, 0.0330] > δ
+    c = renorm(GAP, CLOSED, (0.003, 0.002, 0.001))
+    assert c.verdict == SUPPORTED and c.n == 3
+    assert c.mean == pytest.approx(0.028, abs=1e-12) and c.lo == pytest.approx(0.028 - 2 * HALF, abs=1e-7)
+    # closed and gap move together (closed = 0.03 + (gap − 0.04) / 2), so Fieller's condition is
+    # |0.03 − 0.04·R| ≤ HALF·|1 − 2R|: R = (0.03 ∓ HALF) / (0.04 ∓ 2·HALF) = 0.722382 … 0.785454
+    lo, hi = (0.03 + HALF) / (0.04 + 2 * HALF), (0.03 - HALF) / (0.04 - 2 * HALF)
+    assert f"closes 75.0 % of the grow gap [{100 * lo:.1f} %, {100 * hi:.1f} %] (Fieller, 3 seeds)" in c.sentence
+    assert "[72.2 %, 78.5 %]" in c.sentence
+    assert "moves pre-norm by +0.0020 nats [-0.0005, +0.0045] over 3 seeds (pj − pjr; the joint gap pj − qj is -0.0004" in c.sentence
+    assert c.sentence.endswith("→ supported: the whole interval lies above +0.01 (the margin of 0.01).")
+
+
+def test_boundary_renorm_contradicted_when_the_block_list_helps_joint_training_as_much():
+    # the list closes 0.03 under growth and moves pre-joint by 0.03 too: D = −0.001, 0, +0.001, whole interval < δ
+    c = renorm(GAP, CLOSED, (0.030, 0.030, 0.030))
+    assert c.verdict == CONTRADICTED and c.hi == pytest.approx(HALF, abs=1e-7)
+    assert "smaller than the margin of 0.01 (practically none)" in c.sentence
+
+
+def test_boundary_renorm_undetermined_without_a_grow_gap_to_close():
+    # grow gap −0.010, +0.001, +0.012: its interval contains 0, whatever D (0.03 ± HALF, clearly above δ) says
+    c = renorm((-0.010, 0.001, 0.012), CLOSED, (0.0, 0.0, 0.0))
+    assert c.lo > 0.01 and c.verdict == UNDETERMINED and c.p == 1.0
+    assert "the grow gap's 95% interval contains 0, so there is no gap to close (in either direction)" in c.sentence
+    assert "interval unbounded (Fieller, 3 seeds: the denominator's 95% interval contains 0)" in c.sentence
+
+
+def test_boundary_renorm_undetermined_when_d_straddles_the_margin():
+    c = renorm(GAP, (0.011, 0.012, 0.013), (0.0, 0.0, 0.0))  # D = 0.012 ± HALF = [0.0095, 0.0145] ∋ δ
+    assert c.verdict == UNDETERMINED and c.lo < 0.01 < c.hi
+    assert "the 95% interval includes +0.01" in c.sentence
+
+
+def test_boundary_renorm_orients_d_by_the_sign_of_the_grow_gap():
+    # pre-norm ahead under growth (gap −0.04): renormalizing moves pre toward post by making it worse (closed −0.03),
+    # under joint training by −0.002: D = −1 · (closed − joint) = 0.026, 0.028, 0.030 — the supported case mirrored
+    # (unoriented it would be −0.028, contradicted)
+    c = renorm(tuple(-g for g in GAP), tuple(-x for x in CLOSED), (-0.003, -0.002, -0.001))
+    assert c.verdict == SUPPORTED and c.mean == pytest.approx(0.028, abs=1e-12)
+    assert "closes 75.0 % of the grow gap [72.2 %, 78.5 %]" in c.sentence
+    assert "the grow gap pg − qg is -0.0400 [" in c.sentence
+
+
+def test_boundary_renorm_share_is_fiellers_interval_by_hand():
+    from scipy.stats import t as student_t
+
+    gap, closed = (0.036, 0.041, 0.043), (0.027, 0.031, 0.029)
+    c = renorm(gap, closed, (0.0, 0.0, 0.0))
+    n, mx, my = 3, sum(closed) / 3, sum(gap) / 3
+    vxx = sum((x - mx) ** 2 for x in closed) / (n - 1) / n
+    vyy = sum((y - my) ** 2 for y in gap) / (n - 1) / n
+    vxy = sum((x - mx) * (y - my) for x, y in zip(closed, gap, strict=True)) / (n - 1) / n
+    t2 = student_t.ppf(0.975, n - 1) ** 2
+    # the R with (mx − R·my)² = t²·(vxx − 2R·vxy + R²·vyy)
+    a, b, k = my * my - t2 * vyy, -2 * (mx * my - t2 * vxy), mx * mx - t2 * vxx
+    lo, hi = sorted((-b + sign * math.sqrt(b * b - 4 * a * k)) / (2 * a) for sign in (-1, 1))
+    assert f"closes {100 * mx / my:.1f} % of the grow gap [{100 * lo:.1f} %, {100 * hi:.1f} %] (Fieller, 3 seeds)" in c.sentence
+
+
+def test_boundary_renorm_p_value_is_the_weaker_of_its_two_conditions_by_hand():
+    from scipy.stats import t as student_t
+
+    # supported needs g resolved from 0 and D beyond δ; each holds down to the α of its own two-sided t-test, so the
+    # verdict's p is the larger: D = 0.028 ± sd 0.002 against δ; g = 0.04 ± sd 0.002 (or 0.02 ± 0.005) against 0
+    def p(mean, sd, edge=0.0):
+        return 2 * student_t.sf((mean - edge) / (sd / math.sqrt(3)), 2)
+
+    strong = renorm(GAP, CLOSED, (0.003, 0.002, 0.001))
+    assert strong.p == pytest.approx(p(0.028, 0.002, 0.01), rel=1e-6) and p(0.04, 0.002) < strong.p
+    weak_gap = renorm((0.015, 0.020, 0.025), CLOSED, (0.003, 0.002, 0.001))
+    assert weak_gap.verdict == SUPPORTED and weak_gap.p == pytest.approx(p(0.02, 0.005), rel=1e-6)
+
+
+def test_boundary_renorm_needs_its_six_arms():
+    m = renorm_study(GAP, CLOSED, (0.0, 0.0, 0.0))
+    c = verdicts(m, ClaimsConfig(pre_grow="pg", post_grow="qg", pre_joint="pj", post_joint="qj", pre_grow_renorm="pgr"))
+    assert c["boundary_renorm"].verdict == NOT_TESTED and "pre_joint_renorm" in c["boundary_renorm"].sentence
+    validate_roles(RENORM, set(m))
+    with pytest.raises(ConfigError, match=r"^claims\.pre_grow_renorm: no arm named 'nope'$"):
+        validate_roles(ClaimsConfig(pre_grow_renorm="nope"), set(m))
