@@ -169,6 +169,27 @@ def test_post_norm_growth_jump_is_measured_and_recorded(tiny_cache, tmp_path):
     assert r["grow/logit_max_abs_diff"] > 10 * g["grow/logit_max_abs_diff"] and r["grow/val_ce_jump"] != 0
 
 
+RENORM = ("model.n_layer=9", "model.block_norms=[pre, pre, pre, post, pre, pre, post, pre, pre]",
+          "curriculum.stages=[{n_layer: 3, tokens: 2560}, {n_layer: 6, tokens: 2560}, {n_layer: 9, tokens: 2560}]")
+
+
+def test_renormalized_boundary_growth_preserves_the_function_under_a_final_norm_only(tiny_cache, tmp_path):
+    """The boundary-renormalization arm (post-norm first above each growth boundary, pre elsewhere) grown through
+    the real run: each event appends [post, pre, pre] with zero init, so the post block computes N(N(h)) = h / rms(h)
+    (unit gains) and the pre blocks above it are identities — a per-token rescale the final RMSNorm undoes (up to
+    eps). Without a final norm the same events divide the logits by the boundary's RMS."""
+    cfg = tiny_cfg(tiny_cache, *RENORM)
+    assert [p.placements for p in plan_stages(cfg)][1:] == [("pre",) * 3 + ("post", "pre", "pre"),
+                                                            ("pre",) * 3 + ("post", "pre", "pre") * 2]
+    kept = run(cfg, tmp_path / "final-norm", **QUIET)
+    moved = run(tiny_cfg(tiny_cache, *RENORM, "model.final_norm=false"), tmp_path / "no-final-norm", **QUIET)
+    for k in (1, 2):
+        g, h = kept["stages"][k]["growth"], moved["stages"][k]["growth"]
+        assert (g["grow/from"], g["grow/to"], g["grow/init"]) == (3 * k, 3 * k + 3, "zero")
+        assert g["grow/logit_max_abs_diff"] < 1e-4 and abs(g["grow/val_ce_jump"]) < 1e-4, (k, g)
+        assert h["grow/logit_max_abs_diff"] > 1e-2 and abs(h["grow/val_ce_jump"]) > 1e-3, (k, h)
+
+
 def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, tmp_path):
     grow_sum = run(tiny_cfg(tiny_cache, GROW), tmp_path / "grow", **QUIET)
     proc = cli("run", "tiny", "-o", tmp_path / "joint", f"data.cache_dir={tiny_cache}",
