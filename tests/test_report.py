@@ -5,14 +5,21 @@ import csv
 import json
 import math
 
+import pytest
+
 from conftest import cli
 from normgrow.config import load_config, save_config
+from normgrow.study.claims import ClaimsConfig
+from normgrow.study.figures import dose_points, dose_response, dose_sentence
+from normgrow.study.measures import BoundaryEvent, RunMeasures
 
 T_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% t quantile, 1 degree of freedom (Cauchy)
 CE = {("pre", 0): 5.10, ("pre", 1): 5.30, ("post", 0): 4.90, ("post", 1): 5.00}
 
 
-def write_run(run_dir, arm, seed, ce, norm, dtype="float32"):
+def write_run(run_dir, arm, seed, ce, norm, dtype="float32", rms=None):
+    """A finished tiny run of two stages (1 → 2 blocks) written by hand; `rms`: its boundary stream's RMS at the
+    growth event (and at the end of the next stage) in summary.json's boundary record."""
     run_dir.mkdir(parents=True)
     save_config(load_config("tiny", [f"model.norm={norm}", f"seed={seed}", f"name={arm}", "model.vocab_size=512",
                                      f"train.dtype={dtype}"]), run_dir / "config.yaml")
@@ -24,6 +31,9 @@ def write_run(run_dir, arm, seed, ce, norm, dtype="float32"):
     summary = {"val/ce": ce, "val/kl": ce - 2, "val/nll": ce + 1, "val/teacher_entropy": 2.0, "wall_time_s": 1.0,
                "compute": {"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "trainable_layer_tokens": 3072,
                            "flops": 1.5e9}, "stages": stages, "train_teacher": "online teacher, full vocabulary"}
+    if rms is not None:
+        summary["boundaries"] = [{"stage": 1, "boundary": 1, "rms_at_growth": {"all": rms, "structural": rms},
+                                  "rms_end_of_next_stage": {"all": rms, "structural": rms}}]
     (run_dir / "summary.json").write_text(json.dumps(summary))
     events = [{"step": 0, "tokens": 0, "active_layer_tokens": 0, "n_layer": 1, "stage": 0, "event": "stage_start",
                "val/ce": 8.0},
@@ -108,3 +118,101 @@ claims: {pre_grow: pre, post_grow: post}
     cli("report", out)
     assert "**Caution: the runs used different compute dtypes** (bfloat16/float32, float32/float32" in \
         (out / "report.md").read_text()
+
+
+# ----------------------------------------------------------------------------- the dose–response figure
+
+
+def dose_run(ce, *rms):
+    """A grow run's measures: final val/ce and its boundary stream's RMS at each growth event (stages 1, 2, …)."""
+    return RunMeasures(val_ce=ce, events=[BoundaryEvent(k + 1, 3 * (k + 1), 3 * k + 2, None, None, rms_at=r)
+                                          for k, r in enumerate(rms)])
+
+
+def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
+    from scipy.stats import linregress, spearmanr
+    from scipy.stats import t as student_t
+
+    claims = ClaimsConfig(pre_grow="pg", post_grow="qg", pre_grow_renorm="pgr")
+    budgets, expected = [], []
+    for b, shift in ((0.5, 0.02), (1.0, 0.0)):
+        m = {"pg": {}, "pgr": {}, "qg": {}}
+        for s in range(3):
+            m["qg"][s] = dose_run(5.0 + 0.01 * s, 1.0, 2.0)
+            # pg's boundary is (3 + s)× post's at event 1 and 3× at event 2: x = (log(3 + s) + log 3) / 2
+            m["pg"][s] = dose_run(5.04 + 0.01 * s + shift + 0.003 * s * s, 3.0 + s, 6.0)
+            # pgr's is post's at event 1 and (1 + s/10)× at event 2: x = log(1 + s/10) / 2
+            m["pgr"][s] = dose_run(5.005 + 0.01 * s + shift / 4 - 0.002 * s, 1.0, 2.0 * (1 + s / 10))
+            expected += [("pg", s, b, (math.log(3 + s) + math.log(3)) / 2, 0.04 + shift + 0.003 * s * s),
+                         ("pgr", s, b, math.log(1 + s / 10) / 2, 0.005 + shift / 4 - 0.002 * s)]
+        budgets.append((b, m))
+    points = dose_points(claims, budgets)
+    assert sorted((p.arm, p.seed, p.budget) for p in points) == sorted((a, s, b) for a, s, b, _, _ in expected)
+    got = {(p.arm, p.seed, p.budget): (p.x, p.y) for p in points}
+    for a, s, b, x, y in expected:
+        assert got[(a, s, b)] == pytest.approx((x, y), abs=1e-12), (a, s, b)
+
+    xs, ys = [got[(a, s, b)][0] for a, s, b, _, _ in expected], [got[(a, s, b)][1] for a, s, b, _, _ in expected]
+    fit, rho = linregress(xs, ys), spearmanr(xs, ys)[0]
+    half = student_t.ppf(0.975, 10) * fit.stderr
+    sentence = dose_sentence(points, "qg")
+    assert sentence.startswith("Dose–response over n = 12 points (pg, pgr against qg; 3 seeds × 2 budget(s))")
+    assert (f"OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% interval [{fit.slope - half:+.4f}, "
+            f"{fit.slope + half:+.4f}] (t with 10 df); Spearman's rank correlation {rho:+.2f}.") in sentence
+    assert ("The points are not independent (those of one seed at different budgets share the seed and a seed's "
+            "arms share its qg run)") in sentence
+    one = dose_sentence([p for p in points if p.budget == 1.0 and p.arm == "pg"], "qg")
+    assert "3 seeds × 1 budget(s)" in one and "(t with 1 df)" in one and "not independent" not in one
+    assert "too few points" in dose_sentence(points[:2], "qg")
+
+    path, text = dose_response(claims, budgets, tmp_path / "plots")
+    assert path == tmp_path / "plots" / "dose_response.png" and text == sentence
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5_000
+    # a study that names no renormalized arm draws none
+    assert dose_response(ClaimsConfig(pre_grow="pg", post_grow="qg"), budgets, tmp_path / "none") is None
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_ladder_and_each_budget_report_the_dose_response(tmp_path):
+    """A budget ladder written by hand (two budgets × three grow arms × two seeds): `normgrow report` draws the
+    figure over every budget in the ladder's report and over its own points in each budget's."""
+    from scipy.stats import linregress
+
+    out = tmp_path / "ladder"
+    out.mkdir()
+    (out / "study.yaml").write_text("""name: dose
+base: tiny
+seeds: [0, 1]
+budgets: [0.5, 1]
+arms:
+  pre: {overrides: [model.norm=pre]}
+  renorm: {overrides: [model.norm=pre]}
+  post: {overrides: [model.norm=post]}
+contrasts: {gap: [post, pre]}
+claims: {pre_grow: pre, post_grow: post, pre_grow_renorm: renorm}
+""")
+    ce = {"pre": 5.10, "renorm": 5.03, "post": 5.00}
+    rms = {"pre": 4.0, "renorm": 1.5, "post": 1.0}
+    points = {}
+    for label, b in (("b0.5", 0), ("b1", 1)):
+        for arm in ce:
+            for seed in (0, 1):
+                c, r = ce[arm] + 0.01 * seed - 0.02 * b * (arm != "post"), rms[arm] * (1 + 0.1 * seed + 0.2 * b)
+                write_run(out / "budgets" / label / "runs" / f"{arm}-s{seed}", arm, seed, c, "post" if arm == "post" else "pre",
+                          rms=r)
+                points[(label, arm, seed)] = (r, c)
+    cli("report", out)
+
+    def xy(labels):
+        keys = [(lab, arm, s) for lab in labels for arm in ("pre", "renorm") for s in (0, 1)]
+        return ([math.log(points[k][0] / points[(k[0], "post", k[2])][0]) for k in keys],
+                [points[k][1] - points[(k[0], "post", k[2])][1] for k in keys])
+
+    for where, labels in ((out, ("b0.5", "b1")), (out / "budgets" / "b1", ("b1",))):
+        report = (where / "report.md").read_text()
+        section = report.split("## Dose–response: boundary scale at growth against the grow gap")[1].split("\n## ")[0]
+        slope = linregress(*xy(labels)).slope
+        assert f"over n = {4 * len(labels)} points (pre, renorm against post; 2 seeds × {len(labels)} budget(s))" in section
+        assert f"OLS slope {slope:+.4f} nats/token per unit log ratio" in section
+        assert "![dose_response](plots/dose_response.png)" in section
+        assert (where / "plots" / "dose_response.png").stat().st_size > 5_000

@@ -9,14 +9,22 @@ a study draw them alike).
     after_growth.png        per growth event: curve/ce minus its value at the event (the stage_start record
                             right after it) against optimizer steps since the event, per phase arm: the mean
                             over seeds and the min–max band (after_growth_curves)
+    dose_response.png       one point per pre-like grow arm (roles pre_grow, pre_grow_renorm), seed and budget:
+                            its log boundary-scale ratio against post_grow (measures.scale_ratios) and its grow gap
+                            CE[arm] − CE[post_grow], with a generated sentence (OLS slope, Spearman's ρ); drawn for
+                            a study or a budget ladder whose claims name the three roles (dose_response)
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow.report import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
 from normgrow.rundir import read_jsonl
+from normgrow.study.claims import ClaimsConfig, gap_by_seed, study_roles
+from normgrow.study.measures import Measures, scale_ratios
 
 
 def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
@@ -149,3 +157,108 @@ def study_figures(study, rows: list[dict], agg: dict, study_dir: Path) -> list[P
         made = plot_runs(runs, plots)
         figs += [made[k] for k in ("boundary_rms", "struct_content", "identity", "collapse") if k in made]
     return figs
+
+
+# ----------------------------------------------------------------------------- dose–response
+
+DOSE_ROLES = ("pre_grow", "pre_grow_renorm")  # the pre-like grow arms, each read against post_grow
+DOSE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # one marker shape per budget
+
+
+@dataclass(frozen=True)
+class DosePoint:
+    """One (pre-like grow arm, seed, budget) of the dose–response figure."""
+
+    arm: str
+    seed: int
+    budget: float
+    x: float  # log(RMS of the arm's boundary stream at growth / post_grow's), mean over growth events
+    y: float  # the grow gap CE[arm] − CE[post_grow] of final val/ce (nats/token)
+
+
+def dose_points(claims: ClaimsConfig, budgets: list[tuple[float, Measures]]) -> list[DosePoint]:
+    """The points of every budget's measures ({arm: {seed: RunMeasures}}), for the pre-like grow arms the study names:
+    none unless its claims name post_grow, pre_grow and pre_grow_renorm. A seed lacking the boundary RMS at some
+    event of either run, or a finished run of either arm, gives no point."""
+    r = study_roles(claims)
+    if not (r.post_grow and all(getattr(r, role) for role in DOSE_ROLES)):
+        return []
+    out = []
+    for budget, m in budgets:
+        for arm in (getattr(r, role) for role in DOSE_ROLES):
+            x, y = scale_ratios(m, arm, r.post_grow), gap_by_seed(m, r.post_grow, arm)
+            out += [DosePoint(arm, s, budget, x[s], y[s]) for s in sorted(set(x) & set(y))]
+    return out
+
+
+def _dependence(points: list[DosePoint], ref: str) -> str:
+    """What makes the points dependent, from which of them there are."""
+    parts = []
+    if len({p.budget for p in points}) > 1:
+        parts.append("those of one seed at different budgets share the seed")
+    if len({p.arm for p in points}) > 1:
+        parts.append(f"a seed's arms share its {ref} run")
+    if not parts:
+        return ""
+    return (f" The points are not independent ({' and '.join(parts)}), so the interval is narrower than the evidence "
+            "warrants.")
+
+
+def dose_sentence(points: list[DosePoint], ref: str) -> str:
+    """The OLS slope of the grow gap y on the log boundary-scale ratio x with its 95% interval (scipy's linregress,
+    t with n − 2 degrees of freedom) and Spearman's rank correlation, over n points."""
+    from scipy.stats import linregress, spearmanr
+    from scipy.stats import t as student_t
+
+    n, xs, ys = len(points), [p.x for p in points], [p.y for p in points]
+    arms = list(dict.fromkeys(p.arm for p in points))
+    what = (f"over n = {n} points ({', '.join(arms)} against {ref}; {len({p.seed for p in points})} seeds × "
+            f"{len({p.budget for p in points})} budget(s))")
+    if n < 3 or len(set(xs)) < 2:
+        return f"Dose–response {what}: too few points, or no spread in the boundary-scale ratio, for a slope's interval."
+    fit = linregress(xs, ys)
+    half = float(student_t.ppf(0.975, n - 2)) * fit.stderr
+    rho = float(spearmanr(xs, ys)[0])
+    corr = "undefined (one variable is constant)" if math.isnan(rho) else f"{rho:+.2f}"
+    return (f"Dose–response {what}: the grow gap CE[arm] − CE[{ref}] against the log boundary-scale ratio "
+            f"log(RMS[arm] / RMS[{ref}]) at growth has OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% "
+            f"interval [{fit.slope - half:+.4f}, {fit.slope + half:+.4f}] (t with {n - 2} df); Spearman's rank "
+            f"correlation {corr}.{_dependence(points, ref)}")
+
+
+def plot_dose_response(points: list[DosePoint], ref: str, out: Path) -> Path:
+    """dose_response.png: the points, one colour per arm, one marker shape per budget."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.5))
+    arms = list(dict.fromkeys(p.arm for p in points))
+    budgets = sorted({p.budget for p in points})
+    for i, arm in enumerate(arms):
+        for j, b in enumerate(budgets):
+            pts = [p for p in points if p.arm == arm and p.budget == b]
+            if pts:
+                ax.scatter([p.x for p in pts], [p.y for p in pts], color=COLORS[i % 10],
+                           marker=DOSE_MARKERS[j % len(DOSE_MARKERS)], label=f"{arm}, budget {b:g}")
+    xs = [p.x for p in points]
+    if len(points) >= 3 and len(set(xs)) > 1:  # the OLS line the sentence reports
+        from scipy.stats import linregress
+
+        fit, ends = linregress(xs, [p.y for p in points]), [min(xs), max(xs)]
+        ax.plot(ends, [fit.intercept + fit.slope * x for x in ends], "--", color="black", lw=0.8, label="OLS fit")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel(f"log(boundary RMS of the arm / of {ref}) at growth, mean over events (natural log)")
+    ax.set_ylabel(f"grow gap: val/ce of the arm − {ref} (nats/token)")
+    ax.set_title("dose–response: boundary scale at growth against the grow gap\none point per arm, seed and budget",
+                 fontsize=10)
+    legend(ax, fontsize=7)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, out / "dose_response.png")
+
+
+def dose_response(claims: ClaimsConfig, budgets: list[tuple[float, Measures]], plots: Path) -> tuple[Path, str] | None:
+    """The dose–response figure (under `plots`) and its sentence for a study (one budget) or a budget ladder (every
+    budget's measures); None where the study names none of its roles' points."""
+    points = dose_points(claims, budgets)
+    if not points:
+        return None
+    ref = study_roles(claims).post_grow
+    return plot_dose_response(points, ref, plots), dose_sentence(points, ref)

@@ -246,9 +246,11 @@ def restricted(study) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], regime: list[str] = ()) -> list[str]:
+def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], regime: list[str] = (),
+                        dose: list[str] = ()) -> list[str]:
     """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
-    table over the budgets and its retention ratios, the claims by budget, and the reference budget's claims section
+    table over the budgets and its retention ratios, the claims by budget, the dose–response section over every
+    budget (`dose`: report.dose_section's lines, drawn by the runner) and the reference budget's claims section
     (`reference_claims`, as its own report prints it, under its own heading)."""
     ref = budget_label(study.budget_scale)
     L = [f"# Budget ladder `{study.name}`", "",
@@ -267,6 +269,7 @@ def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], r
     for name in study.contrasts:
         L += contrast_section(study, name, rungs)
     L += claims_by_budget(rungs, study)
+    L += list(dose)
     L += reference_claims
     L += ["## Reproduce", "", "`normgrow study DIR/study.yaml -o DIR` reruns every missing run of every budget; adding "
           "budgets to `budgets` reuses the finished ones."]

@@ -14,7 +14,7 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim
-from normgrow.study.figures import study_figures
+from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, header_line
 from normgrow.study.regime import Check, regime_section
@@ -314,6 +314,18 @@ def diagnostics_table(study, rows: list[dict], measures: Measures) -> list[str]:
     return L + [""]
 
 
+DOSE_TITLE = "## Dose–response: boundary scale at growth against the grow gap"
+
+
+def dose_section(dose: tuple[Path, str] | None) -> list[str]:
+    """The dose–response figure (figures.dose_response: its path and generated sentence) as a report section; a
+    study's report and a budget ladder's print it alike (the figure under the report's plots/)."""
+    if dose is None:
+        return []
+    path, sentence = dose
+    return [DOSE_TITLE, "", sentence, "", f"![{path.stem}](plots/{path.name})", ""]
+
+
 def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> list[str]:
     """The few lines a study ends with on the terminal: each contrast with its interval, the claims'
     verdicts counted, and the collapsed arms if any (all from the numbers; details in report.md)."""
@@ -358,6 +370,7 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     L += _growth_section(study, measures)
     L += _compute_section(agg, rows)
     L += _boundary_section(study, measures)
+    L += dose_section(dose_response(study.claims, [(study.budget_scale, measures)], study_dir / "plots"))
     L += _collapse_section(study, measures)
     L += diagnostics_table(study, rows, measures)
     L += ["## Figures", ""]

@@ -26,6 +26,7 @@ from normgrow.pipeline import build_cache, prepare_data
 from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.figures import dose_response
 from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_study_dir, write_study_yaml
 from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title, restricted
 from normgrow.study.launch import launch
@@ -40,7 +41,7 @@ from normgrow.study.pilot import (
     write_choice,
 )
 from normgrow.study.regime import headline_line, ladder_checks, plan_lines, regime_section, study_checks, write_regime
-from normgrow.study.report import claims_section, collapsed_arms, headline, write_report
+from normgrow.study.report import claims_section, collapsed_arms, dose_section, headline, write_report
 from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
 from normgrow.study.stats import aggregate, paired
 from normgrow.study.sweep import axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
@@ -194,7 +195,7 @@ def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Call
                              "run_dir": f"{root}/{p.label}/{r['run_dir']}"})
     write_results(all_rows, out / "results.csv", fields=["point", *keys, *FIELDS])
     if study.budgets:
-        lines, heads = _ladder_report(study, subs, out)
+        lines, heads = _ladder_report(study, subs, out, plots)
     else:
         lines, heads = _sweep_report(study, subs, out, plots)
     atomic.write_text(out / "report.md", "\n".join(lines) + "\n")
@@ -217,16 +218,18 @@ def _sweep_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tup
                                                         for line in sentences(study, name, entries)]
 
 
-def _ladder_report(study: StudyConfig, subs: list, out: Path) -> tuple[list[str], list[str]]:
+def _ladder_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tuple[list[str], list[str]]:
     """A ladder's report lines and its headline: every budget's numbers, its regime checks (regime.json written),
-    and the reference budget's claims section."""
+    the dose–response figure over every budget (drawn into out/plots/), and the reference budget's claims section."""
     rungs = [ladder_rung(study, p, done.kept, {j.arm: j.cfg.model for j in jobs}, done.claims)
              for p, _, jobs, done in subs]
     sub, done = next((sub, done) for p, sub, _, done in subs if p.coords[0] == study.budget_scale)
     reference_claims = claims_section(sub, done.kept, done.claims, done.measures, title=reference_title(study))
     checks = ladder_checks(study, [(p.coords[0], list(sub.arms), done.kept, done.measures) for p, sub, _, done in subs])
     write_regime(study, checks, out)
-    return (ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks)),
+    by_budget = [(p.coords[0], d.measures) for p, _, _, d in subs]
+    dose = dose_section(dose_response(study.claims, by_budget, out / "plots") if plots else None)
+    return (ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose),
             ladder_headline(study, rungs) + headline_line(checks))
 
 
