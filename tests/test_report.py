@@ -156,13 +156,13 @@ def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
     fit, rho = linregress(xs, ys), spearmanr(xs, ys)[0]
     half = student_t.ppf(0.975, 10) * fit.stderr
     sentence = dose_sentence(points, "qg")
-    assert sentence.startswith("Dose–response over n = 12 points (pg, pgr against qg; 3 seeds × 2 budget(s))")
+    assert sentence.startswith("Dose–response over n = 12 points (pg, pgr against qg; 3 seeds × 2 budgets)")
     assert (f"OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% interval [{fit.slope - half:+.4f}, "
             f"{fit.slope + half:+.4f}] (t with 10 df); Spearman's rank correlation {rho:+.2f}.") in sentence
     assert ("The points are not independent (those of one seed at different budgets share the seed and a seed's "
             "arms share its qg run)") in sentence
     one = dose_sentence([p for p in points if p.budget == 1.0 and p.arm == "pg"], "qg")
-    assert "3 seeds × 1 budget(s)" in one and "(t with 1 df)" in one and "not independent" not in one
+    assert "3 seeds × 1 budget" in one and "(t with 1 df)" in one and "not independent" not in one
     assert "too few points" in dose_sentence(points[:2], "qg")
 
     path, text = dose_response(claims, budgets, tmp_path / "plots")
@@ -212,7 +212,7 @@ claims: {pre_grow: pre, post_grow: post, pre_grow_renorm: renorm}
         report = (where / "report.md").read_text()
         section = report.split("## Dose–response: boundary scale at growth against the grow gap")[1].split("\n## ")[0]
         slope = linregress(*xy(labels)).slope
-        assert f"over n = {4 * len(labels)} points (pre, renorm against post; 2 seeds × {len(labels)} budget(s))" in section
+        assert f"over n = {4 * len(labels)} points (pre, renorm against post; 2 seeds × {len(labels)} budget{'s' if len(labels) > 1 else ''})" in section
         assert f"OLS slope {slope:+.4f} nats/token per unit log ratio" in section
         assert "![dose_response](plots/dose_response.png)" in section
         assert (where / "plots" / "dose_response.png").stat().st_size > 5_000

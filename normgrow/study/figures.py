@@ -212,8 +212,9 @@ def dose_sentence(points: list[DosePoint], ref: str) -> str:
 
     n, xs, ys = len(points), [p.x for p in points], [p.y for p in points]
     arms = list(dict.fromkeys(p.arm for p in points))
-    what = (f"over n = {n} points ({', '.join(arms)} against {ref}; {len({p.seed for p in points})} seeds × "
-            f"{len({p.budget for p in points})} budget(s))")
+    seeds, budgets = len({p.seed for p in points}), len({p.budget for p in points})
+    what = (f"over n = {n} points ({', '.join(arms)} against {ref}; {seeds} seed{'s' if seeds > 1 else ''} × "
+            f"{budgets} budget{'s' if budgets > 1 else ''})")
     if n < 3 or len(set(xs)) < 2:
         return f"Dose–response {what}: too few points, or no spread in the boundary-scale ratio, for a slope's interval."
     fit = linregress(xs, ys)
