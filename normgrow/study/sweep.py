@@ -42,6 +42,7 @@ from normgrow.model import block_parameters
 from normgrow.report import pyplot
 from normgrow.study.claims import roles_within
 from normgrow.study.stats import contrast_sign
+from normgrow.teacher import teacher_shape
 
 
 @dataclass
@@ -153,8 +154,6 @@ def budget_factor(s: SweepConfig, cfg: RunConfig, reference: RunConfig) -> float
 def capacity(cfg: RunConfig) -> dict:
     """The student's and the teacher's non-embedding parameters and their ratio (teacher None when its shape is
     unknown): what a width axis changes besides the width when the teacher stays the same."""
-    from normgrow.teacher import teacher_shape  # the teacher module loads transformers: only when a report is written
-
     student, shape = non_embedding_params(cfg.model), teacher_shape(cfg)
     teacher = non_embedding_params(shape) if shape is not None else None
     return {"student": student, "teacher": teacher, "ratio": teacher / student if teacher else None}
