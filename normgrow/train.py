@@ -52,7 +52,7 @@ from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared
+from normgrow.data import Batch, BatchIterator, Prepared, n_sequences, train_pool
 from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.evaluate import Evaluator, autocast, micro_batch_size, open_evaluator
@@ -352,8 +352,9 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     plans = plan_stages(cfg)
     model = build_student(inputs, plans[0])
     set_trainable(model, plans[0])
+    pool = train_pool(n_sequences(inputs.prep.train, cfg.data.seq_len), cfg.data.train_pool_sequences)
     batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
-                            info.world_size)
+                            info.world_size, pool=pool)
     check_micro_batch(cfg, info)
     evals = open_evaluator(inputs.prep, cfg, info, inputs.teacher)
     check_loggers(cfg)
