@@ -583,9 +583,7 @@ def write_summary(run: Run) -> dict:
         "final": final,
         "ce_source": (f"online teacher, full vocabulary ({cfg.model.vocab_size} tokens)" if teacher is not None
                       else "no teacher (next-token training): only val/nll"),
-        "train_teacher": (f"top-{tcache.meta['k']} teacher cache + tail bucket holding "
-                          f"{tcache.meta['mean_tail_mass']:.1%} of the teacher's mass on average ({tcache.dir})"
-                          if tcache is not None
+        "train_teacher": (tcache.describe() if tcache is not None
                           else "online teacher, full vocabulary" if teacher is not None else None),
         "select": st.stages[-1].get("select"),
         "compute": {k: getattr(st, k) for k in RunState.COMPUTE},
