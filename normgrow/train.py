@@ -596,6 +596,7 @@ def write_summary(run: Run) -> dict:
         "data": {"shards": str(prep.dir), "train_tokens": prep.meta["n_tokens"]["train"],
                  "val_split_tokens": prep.meta["n_tokens"]["val"],
                  "val_eval_tokens": int(run.evals.val.shape[0] * cfg.data.seq_len)},
+        "data_pool": run.batches.usage(),
         "init": run.model.init_record(),
         "versions": versions(),
         "world_size": inputs.info.world_size,
