@@ -27,7 +27,7 @@ from pathlib import Path
 from normgrow.config import RunConfig, read_yaml
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
 from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, planned_totals
-from normgrow.errors import NormgrowError
+from normgrow.errors import ConfigError, NormgrowError
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
 from normgrow.study.pilot import PILOT_DIR, pilot_study
@@ -161,7 +161,10 @@ def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], lis
             jobs = [*pilot_jobs, *jobs]
         for job in jobs:
             cfg = match_budget(with_vocab(job.cfg))[0]
-            plans.append(job_plan(job.name, cfg, world, fsdp))
+            try:
+                plans.append(job_plan(job.name, cfg, world, fsdp))
+            except ConfigError as e:  # a run refused at planning (data.max_pool_repeats): name the job
+                raise ConfigError(f"{job.name}: {e}") from None
             cfgs.append(cfg)
     return plans, cfgs
 
