@@ -207,7 +207,7 @@ class TeacherConfig:
     cache: bool = False
     """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
     cache_k: int = 64
-    """Teacher log-probabilities kept per token in the cache (plus one tail bucket)."""
+    """Teacher log-probabilities kept per token in the cache (plus one tail bucket); at least the vocabulary: the full distribution, in vocabulary order (no ids, no tail)."""
     cache_path: str | None = None
     """Use this cache directory (verified field by field) instead of the one keyed in the cache root."""
     cache_dtype: Literal["float16", "float32"] = setting("float16", before="float16")

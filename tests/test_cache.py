@@ -161,6 +161,21 @@ def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     assert s["stages"][0]["end"]["val/ce"] < s["stages"][0]["start"]["val/ce"]
 
 
+def test_a_float32_top_k_cache_stores_log_probs_and_tail_in_float32(tiny_cache):
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8", "teacher.cache_dtype=float32")
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["values_dtype"] == "float32" and "layout" not in meta and "pool" not in meta
+    assert meta["bytes_per_token"] == 8 * 4 + 8 * 2 + 4  # float32 log-probs and tail, uint16 ids
+    c = cache.open_cache(cfg, path, prep)
+    assert c.logp.dtype == np.float32 and c.tail.dtype == np.float32
+    half = cache.open_cache(*setup_cache(tiny_cache, "teacher.cache_k=8")[:3])  # the same teacher rows in float16
+    np.testing.assert_array_equal(c.ids, half.ids)
+    np.testing.assert_allclose(c.logp, half.logp.astype(np.float32), atol=2e-2, rtol=1e-3)
+    probs = np.exp(c.logp.astype(np.float64)).sum(1) + np.exp(c.tail.astype(np.float64))
+    np.testing.assert_allclose(probs, 1.0, atol=1e-5)  # top-k plus tail is a distribution, to float32 precision
+    assert meta["mean_tail_mass"] == pytest.approx(float(np.exp(c.tail.astype(np.float64)).mean()), rel=1e-9)
+
+
 def test_every_metadata_mismatch_is_named(tiny_cache, tmp_path):
     cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
     want = cache.expected_meta(cfg, path, prep)
