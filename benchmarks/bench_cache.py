@@ -22,7 +22,7 @@ import numpy as np
 from normgrow import cache
 from normgrow.config import load_config
 from normgrow.curriculum import plan_stages
-from normgrow.data import BatchIterator
+from normgrow.data import BatchIterator, n_sequences, train_pool
 from normgrow.pipeline import build_inputs, teacher_path
 from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
 
@@ -44,7 +44,7 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     c = inputs.cache = cache.open_cache(cfg, path, prep)
     T, B = cfg.data.seq_len, cfg.train.batch_size
-    it = BatchIterator(prep.train, T, B, seed=1)
+    it = BatchIterator(prep.train, T, B, seed=1, pool=train_pool(n_sequences(prep.train, T), cfg.data.train_pool_sequences))
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < 3.0:
         c.sequences(next(it).index, "cpu")

@@ -1,36 +1,41 @@
-"""A verified top-k teacher-logit cache: run the teacher once per study, read it in every run.
+"""A verified teacher-logit cache: run the teacher once per study, read it in every run.
 
-For every input position of the training split (sequence i covers tokens [i·T, i·T + T), the
-same windows the batch iterator serves), the cache stores the teacher's top-k log-probabilities at
-temperature τ and their token ids, plus the log of the remaining tail mass:
+For every input position of the sequences a run trains on — the training split, or its training pool
+(`data.train_pool_sequences` = P > 0: P sequences spread evenly over the split, data.train_pool) — the cache
+stores the teacher's distribution at temperature τ. Row r·T + t is position t of sequence r (of the split, or
+pool position r), the index the batch iterator gives each batch row. Two layouts:
 
-    cache dir/
-        logp.bin   (N, k) float16   top-k log p_T^τ, descending
-        ids.bin    (N, k) uint16 (vocab ≤ 65,536) or uint32
-        tail.bin   (N,)   float16   log Σ_{j ∉ top-k} p_T^τ(j), summed over the tail (−inf when k = V)
-        meta.json  teacher identity and weights hash, tokenizer hash, vocabulary size, seq_len, k,
-                   temperature, shard key, N, dtypes, and a sha256 of every file
-        progress/  per-rank count of finished chunks (only while building)
+    top-k (k < V)                                       full (k = V: cache_k at least the vocabulary)
+    logp.bin  (N, k) top-k log p_T^τ, descending         logp.bin  (N, V) log p_T^τ in vocabulary order
+    ids.bin   (N, k) uint16 (vocab ≤ 65,536) or uint32   (no ids: implicit, 0 … V−1)
+    tail.bin  (N,)   log Σ_{j ∉ top-k} p_T^τ(j), summed  (no tail: it is empty)
+                     over the tail
+    meta.json  teacher identity and weights hash, tokenizer hash, vocabulary size, seq_len, k, temperature,
+               shard key, N, dtypes, the pool (P, the split's n and the rule) when there is one, the layout
+               when full, and a sha256 of every file
+    progress/  per-rank count of finished chunks (only while building)
 
-N = n_sequences × T, so 2·k·2 + 2 bytes per token (258 at k = 64). Files are memory-mapped
-read-only: many runs read one cache at once. Building writes into preallocated files, chunk by
-chunk, each rank its own contiguous range of sequences; a killed build resumes at its last
-finished chunk (chunks are fixed, so the result is byte-identical to an uninterrupted build).
+N = the sequences × T. Log-probabilities and tail are `teacher.cache_dtype`: float16 (the default) or float32.
+Bytes per token: top-k k·s + 2·k + s with uint16 ids (s = 2 for float16: 258 at k = 64), full V·s (4·V for
+float32: 2,048 at V = 512). A cache covers one pool: a pool of P sequences of 64 tokens at V = 512 in float32 is
+P · 128 KiB. Files are memory-mapped read-only: many runs read one cache at once. Building writes into
+preallocated files, chunk by chunk, each rank its own contiguous range of sequences; a killed build resumes at its
+last finished chunk (chunks are fixed, so the result is byte-identical to an uninterrupted build).
 
 Loss on the cache (losses.sparse_*): the student distribution is coarsened to the k teacher tokens
 plus one tail bucket (its mass outside them), and the soft CE / KL are taken between the two
-(k+1)-bucket distributions. With k = V the tail is empty and the losses equal the online ones.
-Validation in a run is always computed with the online teacher over the full vocabulary, so
-reported `val/ce` never depends on k.
+(k+1)-bucket distributions. With k = V (the full layout) there is no tail and the losses are the online
+ones, exact to the stored precision: in float32, to float32 rounding. Validation in a run is always computed
+with the online teacher over the full vocabulary, so reported `val/ce` never depends on k.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +45,7 @@ from tqdm import tqdm
 from normgrow import atomic, dist
 from normgrow.checkpoint import sha256_file
 from normgrow.config import RunConfig
-from normgrow.data import Prepared, cache_root, n_sequences, tokenizer_hash
+from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
 from normgrow.errors import NormgrowError
 from normgrow.losses import tail_logsumexp
 from normgrow.teacher import Teacher
@@ -93,11 +98,23 @@ def teacher_identity(path: str, memo: Path | None = None) -> dict:
     return {"path": str(root.resolve()), "weights_sha256": h.hexdigest()}
 
 
+# meta.json fields added after caches were first keyed: left out while they hold the value that was the only one
+# before (the whole split, the top-k layout, float16), so adding them changed the key of no existing cache
+ADDED = {"pool": None, "layout": "top-k", "values_dtype": "float16"}
+
+
+def cache_pool(cfg: RunConfig, prep: Prepared) -> np.ndarray | None:
+    """The split's sequences the cache covers, in row order: the run's training pool, None for the whole split."""
+    return train_pool(n_sequences(prep.train, cfg.data.seq_len), cfg.data.train_pool_sequences)
+
+
 def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
     """The metadata a run needs its cache to have; every field is checked on open."""
     T = cfg.data.seq_len
     k = min(cfg.teacher.cache_k, prep.vocab_size)
-    return {
+    n, pool = n_sequences(prep.train, T), cache_pool(cfg, prep)
+    full = k == prep.vocab_size
+    meta = {
         "version": CACHE_VERSION,
         "teacher": teacher_identity(teacher_path, cache_root(cfg.data) / "file-sha256.json"),
         "tokenizer_sha256": tokenizer_hash(prep.tokenizer),
@@ -107,9 +124,14 @@ def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
         "temperature": cfg.distill.temperature,
         "teacher_dtype": cfg.teacher.dtype,
         "shards": prep.dir.name,
-        "n_tokens": n_sequences(prep.train, T) * T,
-        "ids_dtype": "uint16" if prep.vocab_size <= 65536 else "uint32",
+        "n_tokens": (n if pool is None else len(pool)) * T,
     }
+    if not full:
+        meta["ids_dtype"] = "uint16" if prep.vocab_size <= 65536 else "uint32"
+    added = {"pool": None if pool is None else {"sequences": len(pool), "of": n, "rule": POOL_RULE},
+             "layout": "full" if full else "top-k", "values_dtype": cfg.teacher.cache_dtype}
+    meta.update({key: v for key, v in added.items() if v != ADDED[key]})
+    return meta
 
 
 def cache_dir(cfg: RunConfig, meta: dict) -> Path:
@@ -117,18 +139,25 @@ def cache_dir(cfg: RunConfig, meta: dict) -> Path:
     return cache_root(cfg.data) / "teacher-cache" / key
 
 
-FILES = ("logp.bin", "ids.bin", "tail.bin")
+FILES = ("logp.bin", "ids.bin", "tail.bin")  # a top-k cache's; a full one has logp.bin alone
+
+
+def is_full(meta: dict) -> bool:
+    """The full layout: every token's log-prob in vocabulary order, no ids and no tail."""
+    return meta.get("layout", ADDED["layout"]) == "full"
 
 
 def _shapes(meta: dict) -> dict:
     n, k = meta["n_tokens"], meta["k"]
-    return {"logp.bin": ((n, k), np.float16), "ids.bin": ((n, k), np.dtype(meta["ids_dtype"])),
-            "tail.bin": ((n,), np.float16)}
+    values = np.dtype(meta.get("values_dtype", ADDED["values_dtype"]))
+    if is_full(meta):
+        return {"logp.bin": ((n, k), values)}
+    return {"logp.bin": ((n, k), values), "ids.bin": ((n, k), np.dtype(meta["ids_dtype"])), "tail.bin": ((n,), values)}
 
 
 def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, info: dist.DistInfo,
           log: Callable[[str], None] = print, progress: bool = True) -> Path:
-    """Build (or finish building) the cache for this run's teacher and training split.
+    """Build (or finish building) the cache for this run's teacher and training sequences (its pool, or the split).
 
     Under torchrun each rank (`info`) fills its own contiguous range of sequences; rank 0
     preallocates the files and writes meta.json once all ranks are done."""
@@ -136,21 +165,15 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
     out = cache_dir(cfg, meta)
     if (out / "meta.json").is_file():
         return out
-    T, k, tau = meta["seq_len"], meta["k"], meta["temperature"]
+    T = meta["seq_len"]
     shapes = _shapes(meta)
     if info.is_main:
-        (out / "progress").mkdir(parents=True, exist_ok=True)
-        (out / "building.json").write_text(json.dumps(meta, indent=1))
-        for name, (shape, dtype) in shapes.items():
-            size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-            path = out / name
-            if not path.is_file() or path.stat().st_size != size:
-                with open(path, "wb") as f:
-                    f.truncate(size)
+        _preallocate(out, meta, shapes)
     dist.barrier()
     if json.loads((out / "building.json").read_text()) != meta:
         raise CacheError(f"{out}: a build with different settings is in progress there")
-    n_seq = n_sequences(prep.train, T)
+    pool = cache_pool(cfg, prep)
+    n_seq = meta["n_tokens"] // T
     lo, hi = info.rank * n_seq // info.world_size, (info.rank + 1) * n_seq // info.world_size
     chunks = [(s, min(s + CHUNK_SEQUENCES, hi)) for s in range(lo, hi, CHUNK_SEQUENCES)]
     prog_file = out / "progress" / f"rank{info.rank}-of-{info.world_size}.json"
@@ -166,62 +189,107 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
             teacher.chunks(placeholder)
     for c in range(done, len(chunks)):
         s0, s1 = chunks[c]
-        x = torch.from_numpy(np.asarray(prep.train[s0 * T: s1 * T], dtype=np.int64)).view(s1 - s0, T).to(info.device)  # (b, T)
-        with torch.no_grad():
-            tc = teacher.chunks(x)
-            logits = (tc.hidden @ tc.weight.T).float() / tau  # (b·T, V)
-            logp = torch.log_softmax(logits, dim=-1)
-            top, ids = logp.topk(k, dim=-1)  # descending
-            tail = tail_logsumexp(logp, ids) if k < logp.shape[-1] else torch.full_like(top[:, 0], -float("inf"))
-        r0, r1 = s0 * T, s1 * T
-        maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(np.float16)
-        maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
-        maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(np.float16)
-        for m in maps.values():
-            m.flush()
+        seqs = np.arange(s0, s1) if pool is None else pool[s0:s1]  # the split's sequences of rows s0·T … s1·T
+        x = torch.from_numpy(np.stack([np.asarray(prep.train[i * T: i * T + T], dtype=np.int64) for i in seqs]))
+        _write_chunk(maps, s0 * T, s1 * T, teacher, x.to(info.device), meta)  # x (b, T)
         atomic.write_text(prog_file, json.dumps({"chunks": c + 1}))
         bar.update(1)
     bar.close()
     del maps
     dist.barrier()
     if info.is_main:
-        meta["sha256"] = {name: sha256_file(out / name) for name in FILES}
-        meta["bytes_per_token"] = sum((out / n).stat().st_size for n in FILES) / meta["n_tokens"]
-        meta["mean_tail_mass"] = mean_tail_mass(out / "tail.bin", meta["n_tokens"])
-        atomic.write_text(out / "meta.json", json.dumps(meta, indent=1))
-        shutil.rmtree(out / "progress", ignore_errors=True)
-        (out / "building.json").unlink(missing_ok=True)
-        log(f"teacher cache: {meta['n_tokens']:,} tokens, top-{k}, {meta['bytes_per_token']:.0f} bytes/token → {out}")
-        log(f"teacher cache: the top-{k} hold {1 - meta['mean_tail_mass']:.1%} of the teacher's probability on average; "
-            f"the remaining {meta['mean_tail_mass']:.1%} is one tail bucket in the loss (raise teacher.cache_k to keep more)")
+        _finish(out, meta, log)
     dist.barrier()
     return out
 
 
-def mean_tail_mass(path: Path, n_tokens: int, block: int = 1 << 22) -> float:
+def _preallocate(out: Path, meta: dict, shapes: dict) -> None:
+    """The build's directory, its building.json and its files at their final sizes (kept when already so)."""
+    (out / "progress").mkdir(parents=True, exist_ok=True)
+    (out / "building.json").write_text(json.dumps(meta, indent=1))
+    for name, (shape, dtype) in shapes.items():
+        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        path = out / name
+        if not path.is_file() or path.stat().st_size != size:
+            with open(path, "wb") as f:
+                f.truncate(size)
+
+
+def _write_chunk(maps: dict, r0: int, r1: int, teacher: Teacher, x: torch.Tensor, meta: dict) -> None:
+    """The teacher's rows r0 … r1 for inputs x (b, T): its log-probs at τ, whole (full layout) or top-k with ids and
+    the tail, written into the memory maps and flushed."""
+    k, tau = meta["k"], meta["temperature"]
+    with torch.no_grad():
+        tc = teacher.chunks(x)
+        logits = (tc.hidden @ tc.weight.T).float() / tau  # (b·T, V)
+        logp = torch.log_softmax(logits, dim=-1)
+        if is_full(meta):
+            maps["logp.bin"][r0:r1] = logp.cpu().numpy().astype(maps["logp.bin"].dtype)
+        else:
+            top, ids = logp.topk(k, dim=-1)  # descending
+            tail = tail_logsumexp(logp, ids)
+            maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(maps["logp.bin"].dtype)
+            maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
+            maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(maps["tail.bin"].dtype)
+    for m in maps.values():
+        m.flush()
+
+
+def _finish(out: Path, meta: dict, log: Callable[[str], None]) -> None:
+    """meta.json with the files' hashes, bytes per token and tail mass; the build's leftovers removed."""
+    names = list(_shapes(meta))
+    meta["sha256"] = {name: sha256_file(out / name) for name in names}
+    meta["bytes_per_token"] = sum((out / n).stat().st_size for n in names) / meta["n_tokens"]
+    meta["mean_tail_mass"] = 0.0 if is_full(meta) else mean_tail_mass(out / "tail.bin", meta["n_tokens"], meta)
+    atomic.write_text(out / "meta.json", json.dumps(meta, indent=1))
+    shutil.rmtree(out / "progress", ignore_errors=True)
+    (out / "building.json").unlink(missing_ok=True)
+    k = meta["k"]
+    what = f"the full distribution (k = V = {k}, vocabulary order)" if is_full(meta) else f"top-{k}"
+    log(f"teacher cache: {meta['n_tokens']:,} tokens, {what}, {meta['bytes_per_token']:.0f} bytes/token → {out}")
+    if not is_full(meta):
+        log(f"teacher cache: the top-{k} hold {1 - meta['mean_tail_mass']:.1%} of the teacher's probability on average; "
+            f"the remaining {meta['mean_tail_mass']:.1%} is one tail bucket in the loss (raise teacher.cache_k to keep more)")
+
+
+def mean_tail_mass(path: Path, n_tokens: int, meta: dict | None = None, block: int = 1 << 22) -> float:
     """Mean over tokens of the teacher's probability outside its top-k (read from tail.bin in blocks)."""
-    tail = np.memmap(path, dtype=np.float16, mode="r", shape=(n_tokens,))
+    dtype = np.dtype((meta or {}).get("values_dtype", ADDED["values_dtype"]))
+    tail = np.memmap(path, dtype=dtype, mode="r", shape=(n_tokens,))
     total = sum(float(np.exp(tail[i: i + block].astype(np.float64)).sum()) for i in range(0, n_tokens, block))
     return total / max(n_tokens, 1)
 
 
-@dataclasses.dataclass
+@dataclass
 class TeacherCache:
-    """A verified cache opened read-only; `rows(seq_idx)` gives the teacher's sparse distribution."""
+    """A verified cache opened read-only; `sequences(seq_idx)` gives the teacher's distribution for rows of the
+    cache (sequences of the split, or pool positions)."""
 
     dir: Path
     meta: dict
     logp: np.ndarray
-    ids: np.ndarray
-    tail: np.ndarray
+    ids: np.ndarray | None  # None in the full layout (implicit ids)
+    tail: np.ndarray | None
 
-    def sequences(self, seq_idx: torch.Tensor, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(logp (b·T, k) float32, ids (b·T, k) int64, tail (b·T,) float32) for these train sequences."""
+    def sequences(self, seq_idx: torch.Tensor, device) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """(logp (b·T, k) float32, ids (b·T, k) int64, tail (b·T,) float32) for these sequences; ids and tail
+        None in the full layout (logp (b·T, V) in vocabulary order)."""
         T = self.meta["seq_len"]
         rows = (seq_idx[:, None] * T + torch.arange(T)[None]).reshape(-1).numpy()
-        return (torch.from_numpy(self.logp[rows].astype(np.float32)).to(device),
-                torch.from_numpy(self.ids[rows].astype(np.int64)).to(device),
-                torch.from_numpy(self.tail[rows].astype(np.float32)).to(device))
+
+        def load(a: np.ndarray | None, dtype) -> torch.Tensor | None:
+            return None if a is None else torch.from_numpy(a[rows].astype(dtype)).to(device)
+
+        return load(self.logp, np.float32), load(self.ids, np.int64), load(self.tail, np.float32)
+
+    def describe(self) -> str:
+        """What the training loss reads (the run summary's `train_teacher`)."""
+        m = self.meta
+        if is_full(m):
+            return (f"full-distribution teacher cache (k = V = {m['k']}, {m.get('values_dtype', 'float16')}, no tail) "
+                    f"({self.dir})")
+        return (f"top-{m['k']} teacher cache + tail bucket holding {m['mean_tail_mass']:.1%} of the teacher's mass on "
+                f"average ({self.dir})")
 
 
 def open_cache(cfg: RunConfig, teacher_path: str, prep: Prepared, verify_checksums: bool = True) -> TeacherCache:
@@ -234,7 +302,7 @@ def open_cache(cfg: RunConfig, teacher_path: str, prep: Prepared, verify_checksu
 
 
 def _short(v) -> str:
-    if isinstance(v, dict):  # a teacher identity: its path and weights hash prefix
+    if isinstance(v, dict) and "weights_sha256" in v:  # a teacher identity: its path and weights hash prefix
         return f"{v.get('path')} (weights {str(v.get('weights_sha256'))[:12]})"
     return repr(v)
 
@@ -248,9 +316,9 @@ def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True)
     except (OSError, ValueError):
         raise CacheError(f"teacher cache {path}: meta.json is unreadable or cut") from None
     if want is not None:  # the plainest causes first: a different seq_len also means a different default teacher
-        order = ["version", "seq_len", "vocab_size", "k", "temperature", "tokenizer_sha256", "shards", "n_tokens",
-                 "ids_dtype", "teacher_dtype", "teacher"]
-        for key in order + [k for k in want if k not in order]:
+        order = ["version", "seq_len", "vocab_size", "k", "temperature", "tokenizer_sha256", "shards", "pool", "n_tokens",
+                 "layout", "values_dtype", "ids_dtype", "teacher_dtype", "teacher"]
+        for key in order + [k for k in want if k not in order]:  # ADDED fields are in order: absent on either side
             if meta.get(key) != want.get(key):
                 raise CacheError(f"teacher cache {path}: {key} is {_short(meta.get(key))}, the run needs {_short(want.get(key))}")
     for name, (shape, dtype) in _shapes(meta).items():
@@ -261,4 +329,4 @@ def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True)
         if verify_checksums and sha256_file(path / name) != meta["sha256"][name]:
             raise CacheError(f"teacher cache {path}: {name} fails its sha256 check (corrupted)")
     maps = {name: np.memmap(path / name, dtype=dtype, mode="r", shape=shape) for name, (shape, dtype) in _shapes(meta).items()}
-    return TeacherCache(path, meta, maps["logp.bin"], maps["ids.bin"], maps["tail.bin"])
+    return TeacherCache(path, meta, maps["logp.bin"], maps.get("ids.bin"), maps.get("tail.bin"))

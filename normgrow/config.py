@@ -187,6 +187,10 @@ class DataConfig:
     """Tokens of the model-selection set (val-split documents after the validation set's), evaluated at the end; 0 = none."""
     cache_dir: str | None = setting(None, key=False)
     """Where tokenizers and token shards are cached; null = $NORMGROW_CACHE or ~/.cache/normgrow."""
+    train_pool_sequences: int = setting(0, key=True, before=0)
+    """Train on a fixed pool of N = this many training-split sequences, spread evenly over the split's n (round(linspace(0, n − 1, N))), the same for every seed and arm; a teacher cache covers only the pool; 0 = the whole split. The default teacher always trains on the whole split."""
+    max_pool_repeats: int = setting(0, key=False, before=0)
+    """Refuse a run whose training would serve any one sequence of its pool (or of the whole split) more than this many times, i.e. start more epochs; 0 = no bound."""
 
 
 @section(key=False, resume=False)
@@ -203,9 +207,11 @@ class TeacherConfig:
     cache: bool = False
     """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
     cache_k: int = 64
-    """Teacher log-probabilities kept per token in the cache (plus one tail bucket)."""
+    """Teacher log-probabilities kept per token in the cache (plus one tail bucket); at least the vocabulary: the full distribution, in vocabulary order (no ids, no tail)."""
     cache_path: str | None = None
     """Use this cache directory (verified field by field) instead of the one keyed in the cache root."""
+    cache_dtype: Literal["float16", "float32"] = setting("float16", before="float16")
+    """Dtype of the cache's log-probabilities (and tail); float32 at cache_k ≥ the vocabulary makes the cache's loss the online one to float32 rounding (4·V bytes a token)."""
 
 
 @section(key=False, resume=False)
@@ -557,6 +563,7 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     need(0 < d.val_fraction < 1, "data.val_fraction", f"must be in (0, 1), got {d.val_fraction}")
     need(d.max_documents is None or d.max_documents > 1, "data.max_documents", f"must be at least 2, got {d.max_documents}")
     need(bool(d.corpus), "data.corpus", "must not be empty")
+    _validate_pool(d, cfg.train.batch_size)
 
     t = cfg.distill
     need(t.temperature > 0, "distill.temperature", f"must be positive, got {t.temperature}")
@@ -569,6 +576,14 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     need(0 < g.sink_threshold < 1, "diagnostics.sink_threshold", f"must be in (0, 1), got {g.sink_threshold}")
     for name in g.include or []:
         registry.check("diagnostics.include", name)
+
+
+def _validate_pool(d: DataConfig, batch_size: int) -> None:
+    """The pool's size against what the config alone decides (the split's size is checked once it is read)."""
+    need(d.train_pool_sequences >= 0, "data.train_pool_sequences", f"must be non-negative, got {d.train_pool_sequences}")
+    need(d.train_pool_sequences == 0 or d.train_pool_sequences >= batch_size, "data.train_pool_sequences",
+         f"{d.train_pool_sequences} is fewer than the train.batch_size={batch_size} sequences of one step")
+    need(d.max_pool_repeats >= 0, "data.max_pool_repeats", f"must be non-negative, got {d.max_pool_repeats}")
 
 
 def _validate_curriculum(cfg: RunConfig) -> None:

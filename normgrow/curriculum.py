@@ -384,6 +384,28 @@ def planned_totals(cfg: RunConfig, plans: list[StagePlan] | None = None) -> dict
     return totals
 
 
+def pool_epochs(cfg: RunConfig, n_pool: int, plans: list[StagePlan] | None = None) -> int:
+    """Epochs the run's training starts over a pool of n_pool sequences (the whole split's count without a pool):
+    ceil(steps / floor(n_pool / batch_size)), an epoch serving whole batches only. No sequence is served more
+    often than this; with batch_size dividing n_pool, the first batch of the last epoch is served exactly so often."""
+    steps = sum(p.steps for p in plans or plan_stages(cfg))
+    return math.ceil(steps / (n_pool // cfg.train.batch_size))
+
+
+def check_pool_repeats(cfg: RunConfig, n_pool: int, plans: list[StagePlan] | None = None) -> None:
+    """Refuse, when the stages are planned, a run that would start more epochs over its pool than
+    data.max_pool_repeats allows (0: no bound)."""
+    bound = cfg.data.max_pool_repeats
+    if not bound or n_pool < cfg.train.batch_size:  # no bound, or no epoch at all (the batch iterator refuses it)
+        return
+    epochs = pool_epochs(cfg, n_pool, plans)
+    if epochs > bound:
+        steps = sum(p.steps for p in plans or plan_stages(cfg))
+        raise ConfigError(f"data.max_pool_repeats: the run would serve a sequence up to {epochs} times (ceil({steps} "
+                          f"steps / {n_pool // cfg.train.batch_size} batches of {cfg.train.batch_size} per epoch over "
+                          f"{n_pool} sequences)), more than the bound {bound}")
+
+
 # ----------------------------------------------------------------------------- budget matching
 
 

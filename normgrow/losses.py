@@ -88,15 +88,17 @@ def _scale_and_add_nll(loss: torch.Tensor, s_logits: torch.Tensor, targets: torc
 
 @dataclass
 class SparseTeacher:
-    """The teacher's distribution from a top-k cache: k log-probs at temperature τ, their ids, and the
-    log of the remaining (tail) mass, one row per token (cache.py)."""
+    """The teacher's distribution from a cache (cache.py), one row per token: k log-probs at temperature τ, their
+    ids, and the log of the remaining (tail) mass; or, from a full-distribution cache (k = V), ids and tail None:
+    the V log-probs in vocabulary order (the ids are implicit) and no tail."""
 
-    logp: torch.Tensor  # (N, k) float32, log p_T^τ of the top-k tokens
-    ids: torch.Tensor  # (N, k) int64
-    tail: torch.Tensor  # (N,) float32, log of the teacher's mass outside the top-k; −inf when there is no tail
+    logp: torch.Tensor  # (N, k) float32, log p_T^τ of the top-k tokens (of every token, in vocabulary order)
+    ids: torch.Tensor | None  # (N, k) int64; None: implicit, 0 … V−1
+    tail: torch.Tensor | None  # (N,) float32, log of the teacher's mass outside the top-k; None with implicit ids
 
     def rows(self, sl: slice) -> SparseTeacher:
-        return SparseTeacher(self.logp[sl], self.ids[sl], self.tail[sl])
+        return SparseTeacher(self.logp[sl], None if self.ids is None else self.ids[sl],
+                             None if self.tail is None else self.tail[sl])
 
 
 def tail_logsumexp(logp: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -114,10 +116,13 @@ def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch
     to the same k + 1 buckets (its mass outside the teacher's top-k forms the tail bucket).
 
     ce = −Σ_i p_T(i) log p_S(i) − p_T(tail) log p_S(tail);  kl = Σ_i p_T(i) log(p_T(i)/p_S(i)) + tail term
-    (both · τ²). With k = V the tail is empty and these are exactly the full-vocabulary losses.
+    (both · τ²). With k = V the tail is empty and these are exactly the full-vocabulary losses; with implicit ids
+    (`t.ids` None: a full-distribution cache) they are token_losses' own terms.
     """
     tau = temperature
     s_logp = F.log_softmax(s_logits / tau, dim=-1)
+    if t.ids is None:
+        return _scale_and_add_nll(_full_losses(s_logp, t.logp, kind), s_logits, targets, tau, nll_weight)
     s_top = s_logp.gather(1, t.ids)  # (n, k)
     s_tail = tail_logsumexp(s_logp, t.ids)
     t_p, t_tail_p = t.logp.exp(), t.tail.exp()
@@ -129,6 +134,17 @@ def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch
     else:
         raise ValueError(f"distill.loss '{kind}' is not available on a top-k teacher cache (use ce or kl)")
     return _scale_and_add_nll(loss, s_logits, targets, tau, nll_weight)
+
+
+def _full_losses(s_logp: torch.Tensor, t_logp: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-token ce or kl (before τ²) against a full distribution given as log-probs in vocabulary order (n, V),
+    as token_losses computes them; a token the teacher gives probability 0 (a −inf log-prob) adds 0 to kl."""
+    t_p = t_logp.exp()
+    if kind == "ce":
+        return -(t_p * s_logp).sum(-1)
+    if kind == "kl":
+        return torch.where(t_p > 0, t_p * (t_logp - s_logp), torch.zeros_like(s_logp)).sum(-1)
+    raise ValueError(f"distill.loss '{kind}' is not available on a teacher cache (use ce or kl)")
 
 
 def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.Tensor, kind: str,

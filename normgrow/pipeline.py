@@ -24,8 +24,17 @@ from transformers import AutoTokenizer
 from normgrow import atomic, cache, checkpoint, dist
 from normgrow.config import RunConfig, load_config
 from normgrow.costs import student_state_bytes, teacher_bytes
-from normgrow.curriculum import match_budget, student_at_stage
-from normgrow.data import Prepared, cache_root, corpus_sha256, prepare, probe_batch, tokenizer_hash
+from normgrow.curriculum import check_pool_repeats, match_budget, student_at_stage
+from normgrow.data import (
+    Prepared,
+    cache_root,
+    corpus_sha256,
+    n_sequences,
+    prepare,
+    probe_batch,
+    tokenizer_hash,
+    train_pool,
+)
 from normgrow.diagnostics import diagnose, make_probe, max_difference
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
@@ -108,6 +117,7 @@ def build_inputs(cfg: RunConfig, info: dist.DistInfo | None = None, log: Log = p
         say(f"budget matched by {budget['by']} to {budget['source']}: target {budget['target']:,.0f}, "
             f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})")
     check_memory(cfg, info.device, info.world_size)
+    check_pool(cfg, prep)
     teacher = None
     if path is not None:
         teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size,
@@ -134,6 +144,14 @@ def check_memory(cfg: RunConfig, device: torch.device, world: int = 1) -> None:
                           f"model.n_layer={m.n_layer}, vocabulary {m.vocab_size:,}) needs at least {need / 2**30:,.1f} "
                           f"GiB for its weights, gradients and optimizer state, and {device.type} has "
                           f"{free / 2**30:,.1f} GiB free")
+
+
+def check_pool(cfg: RunConfig, prep: Prepared) -> None:
+    """The training pool against the split it is cut from (data.train_pool_sequences at most the split's
+    sequences), and the run's epochs over it against data.max_pool_repeats."""
+    n = n_sequences(prep.train, cfg.data.seq_len)
+    pool = train_pool(n, cfg.data.train_pool_sequences)
+    check_pool_repeats(cfg, n if pool is None else len(pool))
 
 
 def check_default_teacher_tokenizer(teacher_dir: Path, prep: Prepared) -> None:

@@ -35,7 +35,7 @@ from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from normgrow import sharding
-from normgrow.config import ModelConfig, RunConfig, load_config, teacher_key_view
+from normgrow.config import DataConfig, ModelConfig, RunConfig, load_config, teacher_key_view
 from normgrow.data import cache_root, corpus_sha256
 from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
@@ -60,9 +60,12 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
         dtype = fast_dtype(pick_device(cfg.train.device), cache_root(cfg.data))[0]
         base = dataclasses.replace(base, train=dataclasses.replace(base.train, dtype=dtype))
     # the student's corpus, tokenizer, split and sequence length; evaluation sizes are the teacher preset's own,
-    # so changing how a student is evaluated does not retrain its teacher
+    # so changing how a student is evaluated does not retrain its teacher; the teacher trains on the whole split,
+    # never on a student's training pool (nor under its repeat bound)
     data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
-                               val_tokens=base.data.val_tokens, probe_sequences=base.data.probe_sequences)
+                               val_tokens=base.data.val_tokens, probe_sequences=base.data.probe_sequences,
+                               train_pool_sequences=DataConfig.train_pool_sequences,
+                               max_pool_repeats=DataConfig.max_pool_repeats)
     return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
 
 

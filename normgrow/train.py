@@ -52,7 +52,7 @@ from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared
+from normgrow.data import Batch, BatchIterator, Prepared, n_sequences, train_pool
 from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.evaluate import Evaluator, autocast, micro_batch_size, open_evaluator
@@ -352,8 +352,9 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     plans = plan_stages(cfg)
     model = build_student(inputs, plans[0])
     set_trainable(model, plans[0])
+    pool = train_pool(n_sequences(inputs.prep.train, cfg.data.seq_len), cfg.data.train_pool_sequences)
     batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
-                            info.world_size)
+                            info.world_size, pool=pool)
     check_micro_batch(cfg, info)
     evals = open_evaluator(inputs.prep, cfg, info, inputs.teacher)
     check_loggers(cfg)
@@ -582,9 +583,7 @@ def write_summary(run: Run) -> dict:
         "final": final,
         "ce_source": (f"online teacher, full vocabulary ({cfg.model.vocab_size} tokens)" if teacher is not None
                       else "no teacher (next-token training): only val/nll"),
-        "train_teacher": (f"top-{tcache.meta['k']} teacher cache + tail bucket holding "
-                          f"{tcache.meta['mean_tail_mass']:.1%} of the teacher's mass on average ({tcache.dir})"
-                          if tcache is not None
+        "train_teacher": (tcache.describe() if tcache is not None
                           else "online teacher, full vocabulary" if teacher is not None else None),
         "select": st.stages[-1].get("select"),
         "compute": {k: getattr(st, k) for k in RunState.COMPUTE},
@@ -597,6 +596,7 @@ def write_summary(run: Run) -> dict:
         "data": {"shards": str(prep.dir), "train_tokens": prep.meta["n_tokens"]["train"],
                  "val_split_tokens": prep.meta["n_tokens"]["val"],
                  "val_eval_tokens": int(run.evals.val.shape[0] * cfg.data.seq_len)},
+        "data_pool": run.batches.usage(),
         "init": run.model.init_record(),
         "versions": versions(),
         "world_size": inputs.info.world_size,

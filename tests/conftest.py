@@ -124,6 +124,7 @@ def assert_same_run(a, b) -> None:
     assert without_perf(events(a)) == without_perf(events(b))
     sa, sb = (json.loads((Path(d) / "summary.json").read_text()) for d in (a, b))
     assert sa["final"] == sb["final"] and sa["compute"] == sb["compute"]
+    assert sa["data_pool"] == sb["data_pool"]  # a resumed iterator recounts what it served
     wa, wb = final_weights(a), final_weights(b)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 

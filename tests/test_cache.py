@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +15,14 @@ import torch
 
 from conftest import cli, tiny_cfg
 from normgrow import cache
-from normgrow.data import prepare
+from normgrow.data import POOL_RULE, BatchIterator, n_sequences, prepare, train_pool
 from normgrow.dist import DistInfo
+from normgrow.errors import ConfigError
 from normgrow.losses import SparseTeacher, distill_loss
+from normgrow.model import Student
 from normgrow.pipeline import resolve_config, teacher_path
 from normgrow.teacher import load_teacher
+from normgrow.train import RunInputs
 
 SMALL = ["data.max_documents=12", "data.val_fraction=0.2", "data.probe_sequences=2"]  # a small training split keeps k = V caches small
 
@@ -38,7 +42,8 @@ def setup_cache(tiny_cache, *over):
 def test_full_vocabulary_cache_reproduces_the_online_loss_and_gradients(tiny_cache, kind, tau):
     cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=512", f"distill.temperature={tau}")
     c = cache.open_cache(cfg, path, prep)
-    assert c.meta["k"] == 512 and np.isneginf(c.tail).all()  # nothing outside the top-V
+    assert c.meta["k"] == 512 and c.ids is None and c.tail is None  # the full layout: implicit ids, no tail
+    assert c.meta["bytes_per_token"] == 2 * 512  # float16 log-probs alone
     seqs = torch.tensor([3, 0, 7])
     T = cfg.data.seq_len
     x = torch.stack([torch.from_numpy(np.asarray(prep.train[i * T: i * T + T], dtype=np.int64)) for i in seqs.tolist()])
@@ -59,6 +64,83 @@ def test_full_vocabulary_cache_reproduces_the_online_loss_and_gradients(tiny_cac
     torch.testing.assert_close(gw_c, gw_on, atol=2e-5, rtol=5e-3)
 
 
+EXACT = ["data.train_pool_sequences=24", "teacher.cache_k=512", "teacher.cache_dtype=float32"]
+
+
+@pytest.mark.parametrize("kind,tau", [("ce", 1.0), ("kl", 2.0)])
+def test_exact_cache_over_a_pool_gives_the_online_training_loss(tiny_cache, kind, tau):
+    """k = V in float32 over a training pool: one file of 4·V bytes a token whose row r is pool sequence r, and the
+    training loss of a real student on a pool batch read from it is the online teacher's to float32 rounding."""
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, *EXACT, f"distill.temperature={tau}")
+    T, n = cfg.data.seq_len, n_sequences(prep.train, cfg.data.seq_len)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["layout"] == "full" and meta["values_dtype"] == "float32" and "ids_dtype" not in meta
+    assert meta["pool"] == {"sequences": 24, "of": n, "rule": POOL_RULE} and meta["n_tokens"] == 24 * T
+    assert sorted(p.name for p in out.iterdir()) == ["logp.bin", "meta.json"]
+    assert meta["bytes_per_token"] == 4 * 512 == (out / "logp.bin").stat().st_size / (24 * T)
+    c = cache.open_cache(cfg, path, prep)
+    assert c.ids is None and c.tail is None
+    np.testing.assert_allclose(np.exp(c.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)  # rows: distributions over V
+    info = DistInfo(0, 1, 0, torch.device("cpu"))
+    online, cached = RunInputs(cfg, info, prep, teacher), RunInputs(cfg, info, prep, teacher, c)
+    batch = next(BatchIterator(prep.train, T, 8, seed=3, pool=train_pool(n, 24)))
+    assert batch.index.max() < 24 and (train_pool(n, 24)[batch.index.numpy()] != batch.index.numpy()).any()
+    torch.manual_seed(0)
+    model = Student(cfg.model, depth=3, max_seq_len=T)
+    x, y = batch.tokens[:, :-1], batch.tokens[:, 1:].reshape(-1)
+    results = []
+    for inputs in (online, cached):
+        model.zero_grad()
+        h = model(x, hidden_only=True)
+        loss = distill_loss(h.reshape(-1, h.shape[-1]), model.lm_head.weight, inputs.train_teacher(x, batch.index), y,
+                            n_tokens=y.numel(), kind=kind, temperature=tau, chunk=cfg.distill.chunk_tokens)
+        loss.backward()
+        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    (l_on, g_on), (l_c, g_c) = results
+    assert l_c == pytest.approx(l_on, rel=1e-5, abs=1e-6)
+    for a, b in zip(g_c, g_on, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_pools_layouts_and_dtypes_key_their_own_caches_and_the_defaults_keep_theirs(tiny_cache):
+    def meta_of(*over):
+        cfg = tiny_cfg(tiny_cache, *SMALL, *over)
+        path = teacher_path(cfg, log=lambda *_: None, progress=False)
+        prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
+        cfg = resolve_config(cfg, prep)
+        return cfg, cache.expected_meta(cfg, path, prep)
+
+    cfg, default = meta_of()
+    # the fields and values of caches built before pools, layouts and dtypes existed: their keys are unchanged
+    assert set(default) == {"version", "teacher", "tokenizer_sha256", "vocab_size", "seq_len", "k", "temperature",
+                            "teacher_dtype", "shards", "n_tokens", "ids_dtype"}
+    keys = {cache.cache_dir(c, m) for c, m in [(cfg, default), meta_of("data.train_pool_sequences=16"),
+                                               meta_of("data.train_pool_sequences=24"), meta_of("teacher.cache_dtype=float32"),
+                                               meta_of("teacher.cache_k=512")]}
+    assert len(keys) == 5
+    with pytest.raises(ConfigError, match="^data.train_pool_sequences: 100000 exceeds"):
+        meta_of("data.train_pool_sequences=100000")
+    # a cache over a pool, given to a run without one (teacher.cache_path), is refused with the field named
+    pooled_cfg, path, prep, teacher, out = setup_cache(tiny_cache, *EXACT)
+    _, whole = meta_of("teacher.cache_k=512", "teacher.cache_dtype=float32")
+    with pytest.raises(cache.CacheError, match=r": pool is \{.*the run needs None"):
+        cache.open_cache_dir(out, whole, verify_checksums=False)
+
+
+def test_cli_builds_a_cache_over_a_pool_that_a_run_trains_from(tiny_cache, tmp_path):
+    over = [f"data.cache_dir={tiny_cache}", *SMALL, *EXACT, "--no-progress"]
+    built = cli("teacher", "cache", "tiny", *over)
+    path = Path(built.stdout.strip().splitlines()[-1].removeprefix("teacher cache: "))
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["pool"]["sequences"] == 24 and meta["layout"] == "full"
+    # 10 steps of 8 over 3 batches an epoch: ceil(10 / 3) = 4 epochs started, the first batch served in all 4
+    cli("run", "tiny", "-o", tmp_path / "run", *over, "teacher.cache=true", "--no-plots",
+        "curriculum.stages=[{n_layer: 3, tokens: 2560}]")
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["train_teacher"].startswith("full-distribution teacher cache (k = V = 512, float32") and str(path) in s["train_teacher"]
+    assert s["data_pool"] == {"sequences": 24, "tokens": 24 * 32, "epochs_started": 4, "max_repeats": 4}
+
+
 def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
     meta = json.loads((out / "meta.json").read_text())
@@ -77,6 +159,21 @@ def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     assert "top-8 teacher cache" in s["train_teacher"] and "full vocabulary" in s["ce_source"]
     assert f"{meta['mean_tail_mass']:.1%} of the teacher's mass" in s["train_teacher"]
     assert s["stages"][0]["end"]["val/ce"] < s["stages"][0]["start"]["val/ce"]
+
+
+def test_a_float32_top_k_cache_stores_log_probs_and_tail_in_float32(tiny_cache):
+    cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8", "teacher.cache_dtype=float32")
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["values_dtype"] == "float32" and "layout" not in meta and "pool" not in meta
+    assert meta["bytes_per_token"] == 8 * 4 + 8 * 2 + 4  # float32 log-probs and tail, uint16 ids
+    c = cache.open_cache(cfg, path, prep)
+    assert c.logp.dtype == np.float32 and c.tail.dtype == np.float32
+    half = cache.open_cache(*setup_cache(tiny_cache, "teacher.cache_k=8")[:3])  # the same teacher rows in float16
+    np.testing.assert_array_equal(c.ids, half.ids)
+    np.testing.assert_allclose(c.logp, half.logp.astype(np.float32), atol=2e-2, rtol=1e-3)
+    probs = np.exp(c.logp.astype(np.float64)).sum(1) + np.exp(c.tail.astype(np.float64))
+    np.testing.assert_allclose(probs, 1.0, atol=1e-5)  # top-k plus tail is a distribution, to float32 precision
+    assert meta["mean_tail_mass"] == pytest.approx(float(np.exp(c.tail.astype(np.float64)).mean()), rel=1e-9)
 
 
 def test_every_metadata_mismatch_is_named(tiny_cache, tmp_path):

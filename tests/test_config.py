@@ -76,6 +76,9 @@ BAD = [
     (["train.micro_batch_size=3"], "train.micro_batch_size"),  # does not divide batch_size 8
     (["train.tokens_per_step=500"], "train.tokens_per_step"),  # not a multiple of seq_len 32
     (["train.tokens_per_step=512", "train.micro_batch_size=5"], "train.micro_batch_size"),  # 5 ∤ 16
+    (["data.train_pool_sequences=-1"], "data.train_pool_sequences"),
+    (["data.train_pool_sequences=7"], "data.train_pool_sequences"),  # fewer than one step's 8 sequences
+    (["data.max_pool_repeats=-2"], "data.max_pool_repeats"),
 ]
 
 

@@ -25,10 +25,11 @@ from normgrow.data import (
     probe_batch,
     token_classes,
     tokenizer_hash,
+    train_pool,
     val_sequences,
 )
 from normgrow.diagnostics import make_probe
-from normgrow.errors import DataError
+from normgrow.errors import ConfigError, DataError
 
 
 def make_cfg(cache, *overrides):
@@ -357,6 +358,60 @@ def test_batch_iterator_rows_are_sequences_and_epochs_wrap():
     epoch1 = torch.cat([next(it).tokens, next(it).tokens])
     assert it.state_dict() == {"epoch": 2, "cursor": 0}
     assert not torch.equal(epoch0, epoch1)
+
+
+def test_train_pool_is_spread_evenly_and_checked_against_the_split():
+    assert train_pool(10, 0) is None  # the whole split
+    assert train_pool(10, 4).tolist() == [0, 3, 6, 9]  # round(linspace(0, 9, 4)) = 0, 3, 6, 9
+    assert train_pool(11, 3).tolist() == [0, 5, 10]
+    assert train_pool(7, 7).tolist() == list(range(7))  # the pool of all n is the split in order
+    big = train_pool(1000, 999)
+    assert len(set(big.tolist())) == 999 and np.all(np.diff(big) > 0)  # distinct and ascending, also when dense
+    with pytest.raises(ConfigError, match=r"^data.train_pool_sequences: 11 exceeds the 10 sequences"):
+        train_pool(10, 11)
+
+
+def test_batch_iterator_over_a_pool_serves_pool_positions():
+    T, n = 4, 10
+    tokens = np.arange(T * n + 1, dtype=np.uint16)
+    pool = train_pool(n, 4)  # sequences 0, 3, 6, 9
+    it = BatchIterator(tokens, seq_len=T, batch_size=2, seed=5, pool=pool)
+    for _ in range(3):  # 3 epochs of 2 batches
+        batches = [next(it), next(it)]
+        index = torch.cat([b.index for b in batches])
+        assert sorted(index.tolist()) == [0, 1, 2, 3]  # every pool position once an epoch
+        rows = torch.cat([b.tokens for b in batches])
+        assert torch.equal(rows[:, 0], torch.from_numpy(pool)[index] * T)  # row = pool sequence `index`
+        assert torch.equal(rows, rows[:, :1] + torch.arange(T + 1))
+    # the pool of every sequence is the iterator without a pool, bit for bit (the default's behaviour)
+    plain, full = (BatchIterator(tokens, seq_len=T, batch_size=3, seed=2, pool=p) for p in (None, train_pool(n, n)))
+    for _ in range(7):
+        a, b = next(plain), next(full)
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.index, b.index)
+
+
+# 8 steps: 3 batches an epoch over 12 → epochs 0, 1 full and 2 batches of epoch 2 (ceil(8 / 3) = 3 started);
+# 2 batches an epoch over 10 (2 sequences dropped each) → 4 full epochs
+@pytest.mark.parametrize("n_pool,batch,epochs", [(12, 4, 3), (10, 4, 4)])
+def test_batch_iterator_counts_what_it_served_and_recounts_it_on_resume(n_pool, batch, epochs):
+    T, steps = 4, 8
+    tokens = np.arange(T * 30 + 1, dtype=np.uint16)
+    it = BatchIterator(tokens, seq_len=T, batch_size=batch, seed=1, pool=train_pool(30, n_pool))
+    assert it.usage() == {"sequences": n_pool, "tokens": n_pool * T, "epochs_started": 0, "max_repeats": 0}
+    for _ in range(steps):
+        next(it)
+    assert it.usage()["epochs_started"] == epochs
+    assert it.served.sum() == steps * batch
+    if n_pool % batch == 0:  # nothing dropped: the last epoch's first batches were served in every epoch
+        assert it.usage()["max_repeats"] == epochs and it.served.min() == epochs - 1
+    else:  # some sequences dropped from each epoch's tail: at most once per started epoch
+        assert it.usage()["max_repeats"] <= epochs and it.served.min() < epochs
+    resumed = BatchIterator(tokens, seq_len=T, batch_size=batch, seed=1, pool=train_pool(30, n_pool))
+    resumed.load_state_dict(json.loads(json.dumps(it.state_dict())))
+    assert np.array_equal(resumed.served, it.served) and resumed.usage() == it.usage()
+    for _ in range(5):
+        assert torch.equal(next(resumed).index, next(it).index)
+    assert np.array_equal(resumed.served, it.served)
 
 
 def test_batch_iterator_errors_name_train_batch_size():

@@ -147,3 +147,26 @@ def test_sparse_tail_is_exact_when_the_tail_is_tiny():
     assert torch.isclose(out[1][0], ref, rtol=1e-12)
     assert torch.isclose(out[0][0], ref, rtol=1e-5)
     torch.testing.assert_close(out[0][1], out[1][1], rtol=1e-4, atol=1e-6)
+
+
+def test_implicit_ids_are_the_online_losses_bit_for_bit():
+    """A full-distribution cache row (ids None: the V log-probs in vocabulary order, no tail) gives token_losses'
+    values exactly, with the τ² scaling and the NLL term; a token of teacher probability 0 (−inf) adds 0 to kl."""
+    from normgrow.losses import SparseTeacher, sparse_token_losses, token_losses
+
+    g = torch.Generator().manual_seed(3)
+    s, t_logits = torch.randn(6, 40, generator=g), torch.randn(6, 40, generator=g) * 2
+    y = torch.randint(0, 40, (6,), generator=g)
+    for kind, tau in (("ce", 1.0), ("kl", 2.0)):
+        t = SparseTeacher(torch.log_softmax(t_logits / tau, -1), None, None)
+        got = sparse_token_losses(s, t, y, kind, tau, 0.3)
+        assert torch.equal(got, token_losses(s, t_logits, y, kind, tau, 0.5, 0.3)), kind
+    masked = t_logits.clone()
+    masked[:, :5] = -float("inf")  # the teacher rules out 5 tokens
+    t = SparseTeacher(torch.log_softmax(masked, -1), None, None)
+    kl = sparse_token_losses(s, t, y, "kl", 1.0, 0.0)
+    p = torch.softmax(masked[:, 5:], -1)
+    ref = (p * (p.log() - torch.log_softmax(s, -1)[:, 5:])).sum(-1)
+    assert torch.isfinite(kl).all()
+    torch.testing.assert_close(kl, ref)
+    assert t.rows(slice(1, 3)).ids is None and t.rows(slice(1, 3)).logp.shape == (2, 40)

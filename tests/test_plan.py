@@ -65,6 +65,21 @@ def test_device_hours_from_measured_throughput():
     assert "then the students alone): 1.0" in out
 
 
+def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
+    """tiny over a pool of 24 sequences of 32: the cache covers 768 tokens; at k = V = 512 in float32 a token is
+    4 × 512 = 2,048 bytes; 78 steps of 8 over 3 batches an epoch start ceil(78 / 3) = 26 epochs."""
+    tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"
+    pool = ["model.vocab_size=512", "data.train_pool_sequences=24", "teacher.cache=true"]
+    out = cli("plan", tiny_yaml, *pool, "teacher.cache_k=512", "teacher.cache_dtype=float32").stdout
+    assert "one teacher pass over 768 tokens" in out and "(k = 512, 2048 bytes per token)" in out
+    top = cli("plan", tiny_yaml, *pool).stdout  # top-64, float16, uint16 ids: 64·2 + 64·2 + 2 bytes
+    assert "(k = 64, 258 bytes per token)" in top
+    cli("plan", tiny_yaml, *pool, "data.max_pool_repeats=26")  # at the bound
+    refused = cli("plan", tiny_yaml, *pool, "data.max_pool_repeats=25", check=False)
+    line = refused.stderr.strip().splitlines()[-1]
+    assert refused.returncode == 2 and "data.max_pool_repeats" in line and "up to 26 times" in line
+
+
 def test_plan_of_the_paper_study_offline():
     """The paper preset names a hub teacher that is unreachable here: its shape is known, so the plan runs."""
     out = cli("plan", "paper").stdout

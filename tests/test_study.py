@@ -21,11 +21,11 @@ from normgrow.study.results import select_lrs
 T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
 
 
-def write_study(path, cache, arms, seeds=(0, 1), launcher="local", extra="", parallel=1):
+def write_study(path, cache, arms, seeds=(0, 1), launcher="local", extra="", parallel=1, more=()):
     arm_lines = "\n".join(f"  {name}: {spec}" for name, spec in arms.items())
     path.write_text(f"""name: micro
 base: tiny
-overrides: [data.cache_dir={cache}, "curriculum.stages=[{{n_layer: 1, tokens: 2560}}, {{n_layer: 2, tokens: 2560}}]", model.n_layer=2]
+overrides: [data.cache_dir={cache}, "curriculum.stages=[{{n_layer: 1, tokens: 2560}}, {{n_layer: 2, tokens: 2560}}]", model.n_layer=2{"".join(", " + m for m in more)}]
 seeds: [{", ".join(map(str, seeds))}]
 arms:
 {arm_lines}
@@ -235,6 +235,20 @@ def test_bad_study_input_is_one_line(tmp_path, over, needle):
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and err[0].startswith("normgrow: error:")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_study_over_a_pool_is_refused_before_anything_runs_when_a_matched_arm_repeats_too_often(tiny_cache, tmp_path):
+    """A pool of 16 = 2 batches of 8 an epoch. joint: 2560 tokens = 10 steps → 5 epochs. grow (1 → 2 blocks, 2560
+    tokens each) matched to joint's 5,120 active-layer tokens: stage 1 round(2560 · 2/3 / 256) = 7 steps (1,792),
+    stage 2 round((5120 − 1792) / 512) = round(6.5) = 6 steps: 13 steps → ceil(13 / 2) = 7 epochs (unmatched: 10)."""
+    spec = write_study(tmp_path / "s.yaml", tiny_cache,
+                       {"joint": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 2560}]"]}', "grow": "{match: joint}"},
+                       seeds=(0,), launcher="inline", more=("data.train_pool_sequences=16", "data.max_pool_repeats=6"))
+    proc = cli("study", spec, "-o", tmp_path / "s", check=False)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert "grow" in err[0] and "data.max_pool_repeats" in err[0] and "up to 7 times" in err[0], err[0]
     assert not (tmp_path / "s").exists()
 
 

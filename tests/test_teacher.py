@@ -198,7 +198,8 @@ def test_default_teacher_key_covers_its_recipe_only(tmp_path):
     base = key()
     # the student's own settings and the teacher run's bookkeeping
     for free in (["data.cache_dir=/elsewhere"], ["distill.chunk_tokens=64"], ["data.val_tokens=4096"],
-                 ["diagnostics.enabled=false"], ["model.d_model=64"], ["train.lr=1e-2"], ["seed=3"]):
+                 ["diagnostics.enabled=false"], ["model.d_model=64"], ["train.lr=1e-2"], ["seed=3"],
+                 ["data.train_pool_sequences=16"], ["data.max_pool_repeats=1"]):  # the teacher trains on the whole split
         assert key(*free) == base, f"{free} changed the default teacher's key; {KEY_FIX}"
     for free in ("train: {eval_every_tokens: 777, log_every_steps: 3, checkpoint_every_tokens: 999}",
                  "distill: {chunk_tokens: 32}", "diagnostics: {enabled: false}", "name: renamed"):

@@ -43,6 +43,10 @@ def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     assert "full vocabulary" in summary["ce_source"]
     c = summary["compute"]
     assert c["tokens"] == c["step"] * 8 * 32
+    n = (summary["data"]["train_tokens"] - 1) // 32  # no pool: the whole split's sequences, counted by the iterator
+    epochs = math.ceil(c["step"] / (n // 8))
+    assert summary["data_pool"]["sequences"] == n and summary["data_pool"]["tokens"] == n * 32
+    assert summary["data_pool"]["epochs_started"] == epochs and 1 <= summary["data_pool"]["max_repeats"] <= epochs
     assert c["active_layer_tokens"] == c["tokens"] * 3  # one stage at depth 3
     assert summary["teacher"]["trimmed_rows"] == 0 and summary["teacher"]["tokenizer_size"] == 512
     saved = load_config(str(out / "config.yaml"))
@@ -58,6 +62,22 @@ def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     cli("run", "tiny", "-o", bare, f"data.cache_dir={tiny_cache}", "--no-progress", "--no-plots",
         "curriculum.stages=[{n_layer: 3, tokens: 512}]")
     assert (bare / "summary.json").is_file() and not (bare / "plots").exists()
+
+
+def test_a_run_on_a_training_pool_serves_a_sequence_as_often_as_planned(tiny_cache, tmp_path):
+    """tiny: 20,000 tokens = 78 steps of 8 sequences; a pool of 24 = 3 batches an epoch → ceil(78 / 3) = 26 epochs
+    started, and (8 divides 24: no sequence dropped) the first batch of the last epoch served in all 26."""
+    over = [f"data.cache_dir={tiny_cache}", "data.train_pool_sequences=24", "--no-progress", "--no-plots"]
+    refused = cli("run", "tiny", "-o", tmp_path / "refused", *over, "data.max_pool_repeats=25", check=False)
+    line = refused.stderr.strip().splitlines()[-1]
+    assert refused.returncode == 2 and "data.max_pool_repeats" in line and "up to 26 times" in line, refused.stderr
+    assert not (tmp_path / "refused").exists()
+    out = tmp_path / "run"
+    cli("run", "tiny", "-o", out, *over, "data.max_pool_repeats=26")  # at the bound: allowed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["compute"]["step"] == 78
+    assert summary["data_pool"] == {"sequences": 24, "tokens": 24 * 32, "epochs_started": 26, "max_repeats": 26}
+    assert summary["stages"][0]["end"]["val/ce"] < summary["stages"][0]["start"]["val/ce"]
 
 
 def test_lr_schedule_warmup_cosine_wsd():
@@ -224,6 +244,7 @@ def test_non_finite_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tiny_
     (["teacher.path=/no/such/teacher"], "teacher.path"),
     (["model.vocab_size=999"], "model.vocab_size"),
     (["teacher.path=none", "data.tokenizer=teacher"], "data.tokenizer"),
+    (["data.train_pool_sequences=1000000"], "data.train_pool_sequences"),  # more than the split holds
 ])
 def test_bad_input_is_one_line_and_leaves_nothing(tiny_cache, tmp_path, overrides, needle):
     out = tmp_path / "run"

@@ -4,13 +4,22 @@
                    data.format names a CorpusSource: auto | text | jsonl | parquet | datasets | registered
     tokenizer.py   byte-level BPE trained on train only, the teacher's, or a path; BOS id; token classes
     shards.py      train.bin / val.bin, one flat token file per split, cached under content hashes
-    batches.py     BatchIterator, val_sequences, select_sequences, probe_batch
+    batches.py     BatchIterator (over the split or a fixed training pool), val_sequences, select_sequences, probe_batch
 
 Each stage imports only the ones before it; this package re-exports their public names, so callers import
 from `normgrow.data`. A new kind of corpus is a CorpusSource subclass and one `register_corpus_source` call.
 """
 
-from normgrow.data.batches import Batch, BatchIterator, n_sequences, probe_batch, select_sequences, val_sequences
+from normgrow.data.batches import (
+    POOL_RULE,
+    Batch,
+    BatchIterator,
+    n_sequences,
+    probe_batch,
+    select_sequences,
+    train_pool,
+    val_sequences,
+)
 from normgrow.data.shards import SHARDS_VERSION, SPLITS, Prepared, load_prepared, prepare
 from normgrow.data.sources import (
     SOURCES,
@@ -45,5 +54,5 @@ __all__ = [
     # shards
     "SHARDS_VERSION", "SPLITS", "Prepared", "load_prepared", "prepare",
     # batches
-    "Batch", "BatchIterator", "n_sequences", "probe_batch", "select_sequences", "val_sequences",
+    "POOL_RULE", "Batch", "BatchIterator", "n_sequences", "probe_batch", "select_sequences", "train_pool", "val_sequences",
 ]

@@ -3,13 +3,18 @@ diagnostics probe batch, all cut from a `Prepared` shard dir's flat token arrays
 
     val.bin    [val_sequences: the first ceil(val_tokens / T)] [to the next BOS] [select_sequences] ...
                probe_batch: n sequences that each start T // 2 tokens before a document start (BOS at T // 2)
-    train.bin  BatchIterator: a permutation of the split's sequences per epoch, batch_size at a time
+    train.bin  BatchIterator: a permutation of the split's sequences (or of a fixed pool of them) per epoch,
+               batch_size at a time
 
 Choices:
 - Sequence i of a split is tokens[i*T : i*T + T + 1]: T inputs and their T next-token labels, at stride T.
   Packing crosses document boundaries, as in nanoGPT; the BOS marks them.
 - The training order depends on (seed, epoch) only, and a BatchIterator's state is (epoch, cursor), so a resumed
   run sees exactly the batches an uninterrupted one would; W ranks split each global batch into W row blocks.
+- A training pool (`data.train_pool_sequences` = N > 0, `train_pool`) is N sequences of the training split spread
+  evenly over it, fixed by N and the split alone (every seed and arm draws from the same ones); the iterator then
+  permutes pool positions, and a batch's index is the pool position (the row of a teacher cache built over the
+  pool). N = 0 is the whole split, the iterator's behaviour before pools existed.
 - The validation, selection and probe sets are fixed by the shards and the sizes alone (no randomness), and the
   selection set never overlaps the validation set's documents.
 """
@@ -24,7 +29,9 @@ import torch
 
 from normgrow.data.shards import Prepared
 from normgrow.data.tokenizer import TOKEN_CLASSES
-from normgrow.errors import DataError
+from normgrow.errors import ConfigError, DataError
+
+POOL_RULE = "round(linspace(0, n - 1, N))"  # the pool's sequences of a split of n (recorded in a cache's meta.json)
 
 
 def n_sequences(tokens: np.ndarray, seq_len: int) -> int:
@@ -36,32 +43,46 @@ def _rows(tokens: np.ndarray, starts: np.ndarray, length: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([np.asarray(tokens[s : s + length], dtype=np.int64) for s in starts]))
 
 
+def train_pool(n: int, size: int) -> np.ndarray | None:
+    """The training pool: `size` sequence indices of a split of n, spread evenly over it (POOL_RULE), ascending
+    and distinct; None for size 0 (the whole split). One-line ConfigError when the split holds fewer than size."""
+    if size == 0:
+        return None
+    if size > n:
+        raise ConfigError(f"data.train_pool_sequences: {size} exceeds the {n} sequences the training split holds")
+    return np.linspace(0, n - 1, size).round().astype(np.int64)
+
+
 class Batch(NamedTuple):
     """One rank's share of a global batch: its rows and which training sequences they are."""
 
     tokens: torch.Tensor  # (B/W, T+1) int64: T inputs and their T next-token labels
-    index: torch.Tensor  # (B/W,) int64 sequence indices into the split (a teacher cache is indexed by them)
+    index: torch.Tensor  # (B/W,) int64 sequence indices into the split, or pool positions (a teacher cache's rows)
 
 
 class BatchIterator:
-    """Endless shuffled batches of one split, as `Batch`es of batch_size / world_size sequences.
+    """Endless shuffled batches of one split (or of a pool of its sequences), as `Batch`es of
+    batch_size / world_size sequences.
 
-    Epoch e visits every sequence once in a permutation seeded by (seed, e); each global batch is the
-    next batch_size sequences of it (an epoch's incomplete tail is dropped), and rank r takes rows
-    [r*B/W, (r+1)*B/W) of it, so the ranks together see exactly the single-process batch.
+    Epoch e visits every sequence (pool position) once in a permutation seeded by (seed, e); each global
+    batch is the next batch_size of it (an epoch's incomplete tail is dropped), and rank r takes rows
+    [r*B/W, (r+1)*B/W) of it, so the ranks together see exactly the single-process batch. `served` counts
+    how often each position has been in a global batch (`usage` reports it; a resumed iterator recounts it).
     """
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
+                 pool: np.ndarray | None = None):
         if batch_size % world_size:
             raise DataError(f"train.batch_size: {batch_size} is not divisible by the world size {world_size}")
         self.tokens, self.seq_len, self.batch_size, self.seed = tokens, seq_len, batch_size, seed
-        self.rank, self.local = rank, batch_size // world_size
-        self.n = n_sequences(tokens, seq_len)
+        self.rank, self.local, self.pool = rank, batch_size // world_size, pool
+        self.n = n_sequences(tokens, seq_len) if pool is None else len(pool)
         if self.n < batch_size:
             raise DataError(f"train.batch_size: {batch_size} exceeds the {self.n} sequences of "
-                            f"data.seq_len={seq_len} the split holds")
+                            f"data.seq_len={seq_len} the {'split' if pool is None else 'training pool'} holds")
         self.epoch, self.cursor = 0, 0
         self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
+        self.served = np.zeros(self.n, dtype=np.int32)
 
     def _order(self) -> np.ndarray:
         if self._perm_epoch != self.epoch:
@@ -74,17 +95,33 @@ class BatchIterator:
 
     def __next__(self) -> Batch:
         lo = self.cursor + self.rank * self.local
-        seqs = self._order()[lo : lo + self.local]
+        order = self._order()
+        seqs = order[lo : lo + self.local]
+        self.served[order[self.cursor : self.cursor + self.batch_size]] += 1  # the global batch: distinct positions
         self.cursor += self.batch_size
         if self.cursor + self.batch_size > self.n:  # the next batch would not fit: start the next epoch
             self.epoch, self.cursor = self.epoch + 1, 0
-        return Batch(_rows(self.tokens, seqs * self.seq_len, self.seq_len + 1), torch.from_numpy(seqs))  # (B/W, T+1)
+        starts = (seqs if self.pool is None else self.pool[seqs]) * self.seq_len
+        return Batch(_rows(self.tokens, starts, self.seq_len + 1), torch.from_numpy(seqs))  # (B/W, T+1)
 
     def state_dict(self) -> dict:
         return {"epoch": int(self.epoch), "cursor": int(self.cursor)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.cursor = int(state["epoch"]), int(state["cursor"])
+        """Move to a saved position, recounting `served` by replaying the batches served before it."""
+        epoch, cursor = int(state["epoch"]), int(state["cursor"])
+        self.served[:] = 0
+        per_epoch = self.n // self.batch_size * self.batch_size
+        for e in range(epoch + 1):
+            self.epoch = e
+            self.served[self._order()[: per_epoch if e < epoch else cursor]] += 1
+        self.cursor = cursor
+
+    def usage(self) -> dict:
+        """What the run's training has read: the sequences (of the pool, or the whole split) and their tokens, the
+        epochs started and the most times any one sequence was served (counted, not derived)."""
+        return {"sequences": int(self.n), "tokens": int(self.n * self.seq_len),
+                "epochs_started": int(self.epoch + (self.cursor > 0)), "max_repeats": int(self.served.max())}
 
 
 def val_sequences(prepared: Prepared, seq_len: int, val_tokens: int) -> torch.Tensor:

@@ -11,8 +11,10 @@ from 0 with 80% power, and the seeds that power needs for a contrast of the clai
 each also at the upper end of the sd's own 95% interval, since a pilot of few seeds estimates its sd loosely.
 
 With the teacher cache (`teacher.cache=true`) the teacher runs once over the tokens the runs read (the
-largest run's tokens, a lower bound on the training split the cache covers), and every run reads its
-top-k logits instead: 2·k·(2 + id bytes) + 2 bytes per token on disk.
+training pool's, `data.train_pool_sequences`; without a pool the largest run's tokens, a lower bound on the
+training split the cache covers), and every run reads its top-k logits instead: k·(s + id bytes) + s bytes per
+token on disk (s = 2 or 4 by teacher.cache_dtype), V·s at k = V (no ids, no tail). A run with a pool is refused
+here when it would start more epochs over it than data.max_pool_repeats allows.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from pathlib import Path
 
 from normgrow.config import RunConfig, read_yaml
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
-from normgrow.curriculum import match_budget, plan_stages, planned_totals
-from normgrow.errors import NormgrowError
+from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, planned_totals
+from normgrow.errors import ConfigError, NormgrowError
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
 from normgrow.study.pilot import PILOT_DIR, pilot_study
@@ -47,14 +49,19 @@ class JobPlan:
 
 def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False) -> JobPlan:
     cfg = with_vocab(cfg)
-    totals = planned_totals(cfg, plan_stages(cfg))
+    plans = plan_stages(cfg)
+    if cfg.data.train_pool_sequences:  # the pool's size is the config's (the whole split's is known once it is read)
+        check_pool_repeats(cfg, cfg.data.train_pool_sequences, plans)
+    totals = planned_totals(cfg, plans)
     teacher = float(teacher_flops_per_token(cfg) * totals["tokens"])
     return JobPlan(name, world, int(totals["tokens"]), totals["flops"], teacher, job_memory(cfg, world, fsdp))
 
 
 def cache_bytes_per_token(cfg: RunConfig) -> int:
-    k = cfg.teacher.cache_k
-    return 2 * k + (2 if vocab_of(cfg) <= 65536 else 4) * k + 2
+    """What cache.py stores per token: top-k log-probs, ids and the tail, or at k = V the V log-probs alone."""
+    v = vocab_of(cfg)
+    k, s = min(cfg.teacher.cache_k, v), 4 if cfg.teacher.cache_dtype == "float32" else 2
+    return v * s if k == v else s * k + (2 if v <= 65536 else 4) * k + s
 
 
 def flop_rate(jobs: list[JobPlan], rate: dict) -> float:
@@ -85,6 +92,10 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     student_only = sum(j.student_flops for j in jobs) / per_hour
     biggest = max(jobs, key=lambda j: j.tokens)
     cache_tokens, teacher_once = biggest.tokens, biggest.teacher_flops
+    pool = cfgs[0].data.train_pool_sequences
+    if pool:  # the cache covers the pool, however long the runs train on it
+        cache_tokens = pool * cfgs[0].data.seq_len
+        teacher_once = teacher_flops_per_token(cfgs[0]) * cache_tokens
     with_cache = student_only + teacher_once / per_hour
     tokens = sum(j.tokens for j in jobs)
     L.append(f"{len(jobs)} run(s), {tokens:,} training tokens in all")
@@ -93,7 +104,8 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
         L.append(f"device-hours with the teacher cache (one teacher pass over {cache_tokens:,} tokens, then the "
                  f"students alone): {with_cache:,.1f}")
         L.append(f"teacher cache on disk: {cache_bytes_per_token(cfgs[0]) * cache_tokens / GIB:,.1f} GiB "
-                 f"(k = {cfgs[0].teacher.cache_k}, {cache_bytes_per_token(cfgs[0])} bytes per token)")
+                 f"(k = {min(cfgs[0].teacher.cache_k, vocab_of(cfgs[0]))}, {cache_bytes_per_token(cfgs[0])} bytes per "
+                 "token)")
     L.append("(device-hours are FLOPs over the rate above" + (", the measured step split between student and teacher "
              "by their FLOPs" if rate.get("tokens_per_hour") else "") + "; the teacher's forward counts 2 FLOPs per weight)")
     return L
@@ -149,7 +161,10 @@ def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], lis
             jobs = [*pilot_jobs, *jobs]
         for job in jobs:
             cfg = match_budget(with_vocab(job.cfg))[0]
-            plans.append(job_plan(job.name, cfg, world, fsdp))
+            try:
+                plans.append(job_plan(job.name, cfg, world, fsdp))
+            except ConfigError as e:  # a run refused at planning (data.max_pool_repeats): name the job
+                raise ConfigError(f"{job.name}: {e}") from None
             cfgs.append(cfg)
     return plans, cfgs
 

@@ -73,8 +73,10 @@ def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path, lr_c
         L += [header_line(lr_choice), ""]
     if n_seeds < 2:
         L += ["> One seed: no confidence intervals are available; every claim below is undetermined.", ""]
+    # a top-k cache lumps the teacher's tail into one bucket; a full-distribution one (k = V) is the online loss
     cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
-                     for s in [read_summary(study_dir / r["run_dir"])] if s and "teacher cache" in (s.get("train_teacher") or "")})
+                     for s in [read_summary(study_dir / r["run_dir"])]
+                     if s and "teacher cache + tail bucket" in (s.get("train_teacher") or "")})
     if cached:
         L += ["> **Trained from a top-k teacher cache**, not the online teacher: " + "; ".join(f"`{c}`" for c in cached)
               + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "

@@ -40,6 +40,7 @@ from normgrow.study.pilot import (
     with_rates,
     write_choice,
 )
+from normgrow.study.plan import study_plan
 from normgrow.study.regime import headline_line, ladder_checks, plan_lines, regime_section, study_checks, write_regime
 from normgrow.study.report import claims_section, collapsed_arms, dose_section, headline, write_report
 from normgrow.study.results import FIELDS, collect, read_results, select_lrs, write_results
@@ -107,6 +108,7 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
         log(line)
     if study.sweep.axes or study.budgets:
         plan = sweep_plan(study, out)  # every point's configs checked before anything runs
+        check_pools(study, [j for _, _, jobs in plan for j in jobs])
         with DirLock(out, "study"):
             if not study.lr_pilot.lrs:
                 return _run_sweep_locked(study, plan, out, log, progress)
@@ -114,11 +116,19 @@ def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print,
             rated, choice = _pilot_first(study, out, log, progress)
             return _run_sweep_locked(study, sweep_plan(rated, out), out, log, progress, choice)
     jobs = plan_jobs(study, out)  # every arm's config checked (at its rate without the pilot) before anything runs
+    check_pools(study, jobs)
     pilot = (pilot_study(study), plan_jobs(pilot_study(study), out / PILOT_DIR)) if study.lr_pilot.lrs else None
     with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
         if pilot is None:
             return _run_locked(study, jobs, out, log, progress)
         return _run_piloted(study, *pilot, out, log, progress)
+
+
+def check_pools(study: StudyConfig, jobs: list[Job]) -> None:
+    """A study whose runs train on a pool: every job's epochs over it against data.max_pool_repeats, budgets matched
+    as the runs will match them (study_plan, in a temporary directory), before anything is written or runs."""
+    if any(j.cfg.data.train_pool_sequences and j.cfg.data.max_pool_repeats for j in jobs):
+        study_plan(study, None, False)
 
 
 def _run_piloted(study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], out: Path,
