@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # The main job: the built-in default study (default teacher built once and cached, then ten arms),
-# ending with the path of its report.md. Any study preset or file: make demo STUDY=cpu3
+# ending with the path of its report.md. Any study preset or file: make demo STUDY=gap
 STUDY ?= default
 demo: setup
 	$(BIN)/normgrow study $(STUDY)

@@ -186,7 +186,8 @@ def test_submitit_local_executor_runs_a_study(tiny_cache, tmp_path):
 
 def test_every_study_preset_loads_and_validates(tmp_path):
     names = study_preset_names()
-    assert {"default", "paper", "tiny", "cpu3", "variants", "cpu-width", "paper-width"} <= set(names)
+    assert {"default", "paper", "tiny", "gap", "variants", "cpu-width", "paper-width"} <= set(names)
+    assert "cpu3" not in names  # folded into gap (its numbers were measured with a teacher that no longer exists)
     for name in names:
         s = load_study(name)
         assert s.arms
@@ -198,16 +199,22 @@ def test_every_study_preset_loads_and_validates(tmp_path):
     claims_arms = {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-grow-matched", "post-joint-matched"}
     assert set(default.arms) == claims_arms and len(default.seeds) == 3  # the claims' arms, with intervals
     controls = {"post-matched", "pre-single", "post-single", "pre-freeze", "post-freeze"}
-    upward = claims_arms - {"post-joint-matched"}  # cpu3 and paper name the paper's direction post-matched
-    assert set(load_study("cpu3").arms) == upward | controls and len(load_study("cpu3").seeds) == 3
+    upward = claims_arms - {"post-joint-matched"}  # paper names the paper's direction post-matched
+    gap = load_study("gap")
+    renorm = {"pre-renorm-grow", "pre-renorm-joint"}
+    gap_controls = {"pre-single", "post-single", "pre-freeze", "post-freeze", "pre-shallow", "post-shallow"}
+    assert set(gap.arms) == claims_arms | renorm | gap_controls and gap.seeds == [0, 1, 2] and gap.budgets == [0.5, 1, 2]
+    assert all(gap.arms[a].budgets == [1] for a in gap_controls) and not any(gap.arms[a].budgets for a in claims_arms | renorm)
+    assert gap.regime.max_collapse == 0.5 and gap.regime.min_kl == 0.5 and gap.regime.scale_factor == 2.0
+    assert gap.claims.pre_grow_renorm == "pre-renorm-grow" and gap.claims.pre_joint_renorm == "pre-renorm-joint"
     assert set(load_study("paper").arms) == upward | controls | {"pre-shallow", "post-shallow"}
-    for name in ("default", "cpu3", "paper"):  # both matched directions are claims of every shipped claims study
+    for name in ("default", "gap", "paper"):  # both matched directions are claims of every shipped claims study
         c = load_study(name).claims
         assert c.matched and c.joint_matched and c.joint_matched[1] == c.post_grow
     assert all(len(a.lrs) >= 2 for a in load_study("lr-sweep").arms.values())
 
 
-@pytest.mark.parametrize("name", ["default", "cpu3", "paper"])
+@pytest.mark.parametrize("name", ["default", "gap", "paper"])
 def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
     """The claims' matched pair is [joint, grow] with the grow arm given the joint arm's active-layer
     tokens (matched upward): a joint run shortened to grow's compute only repeats the joint contrast."""
@@ -440,3 +447,18 @@ def test_report_rebuilt_from_disk_keeps_a_failed_lr_sweep_run_failed(tiny_cache,
     assert after[10000.0]["status"] == "failed" and after[10000.0]["error"] == before[10000.0]["error"]
     assert after[0.003]["status"] == "ok" and after[0.003]["selected"] == "yes"
     assert "`pre` seed 0 lr 10000.0: failed — TrainingDiverged" in (out / "report.md").read_text()
+
+
+def test_the_gap_studys_renormalized_arms_put_post_norm_exactly_above_each_growth_boundary(tmp_path):
+    """The intervention arms: post-norm at the first block above each boundary of the grow arms' schedule, pre-norm
+    elsewhere, the same list under growth and under joint training; everything else as their pre-norm twins."""
+    s = dataclasses.replace(load_study("gap"), seeds=[0])
+    jobs = {j.arm: j for j in plan_jobs(dataclasses.replace(s, budgets=[]), tmp_path)}
+    stages = jobs["pre-grow"].cfg.curriculum.stages
+    boundaries = {st.n_layer for st in stages[:-1]}  # append: the first new block of each stage sits at the old depth
+    assert boundaries == {3, 6}
+    for arm, twin in (("pre-renorm-grow", "pre-grow"), ("pre-renorm-joint", "pre-joint")):
+        norms = jobs[arm].cfg.model.block_norms
+        assert [i for i, n in enumerate(norms) if n == "post"] == sorted(boundaries) and set(norms) == {"pre", "post"}
+        assert dataclasses.replace(jobs[arm].cfg.model, block_norms=[]) == jobs[twin].cfg.model
+        assert jobs[arm].cfg.curriculum == jobs[twin].cfg.curriculum
