@@ -405,6 +405,10 @@ def test_scale_ratios_mean_log_ratio_over_matched_events():
     assert scale_ratios(m, "pre", "post", structural=True) == pytest.approx({0: math.log(4.0), 1: math.log(2.0)})
     assert scale_ratios(m, "post", "pre") == pytest.approx({0: -math.log(4.0), 1: -math.log(2.0)})
     assert scale_ratios(m, "pre", "absent") == {}
+    # two boundaries in one event (e.g. interleave): each is compared with the same boundary of the reference
+    two = {"a": {0: RunMeasures(events=[BoundaryEvent(1, 2, 1, None, None, rms_at=4.0), BoundaryEvent(1, 5, 4, None, None, rms_at=1.0)])},
+           "b": {0: RunMeasures(events=[BoundaryEvent(1, 2, 1, None, None, rms_at=1.0), BoundaryEvent(1, 5, 4, None, None, rms_at=4.0)])}}
+    assert scale_ratios(two, "a", "b") == pytest.approx({0: 0.5 * (math.log(4.0) + math.log(0.25))})
 
 
 # ----------------------------------------------------------------------------- the causal test: boundary_renorm

@@ -3,6 +3,7 @@ from hand-made measures and rows, the report's section and its warning; arms run
 the pilot's scope (lr_pilot.arms, arms.<arm>.lr_from); and a micro ladder end to end with an arm at its middle budget
 only."""
 
+import dataclasses
 import json
 import math
 
@@ -64,6 +65,8 @@ from normgrow.study.sweep import ladder_points
     (["budgets=[0.5,1]", "arms.a.budgets=[1]", "arms.b.budgets=[1]"], "budgets: no arm runs at budget 0.5"),
     (["budgets=[0.5,1]", "arms.a.budgets=[1]", "arms.b.match=a"], "arms.b.budgets: matches a, which does not run at "
                                                                    "budget 0.5"),
+    (["budgets=[0.5,1]", "arms.a.budgets=[1]", "arms.b.budgets=[0.5]", "contrasts={ab: [a, b]}"],
+     "contrasts.ab: its arms a and b never run at the same budget"),
     (["arms.b.lr_from=a"], "arms.b.lr_from: takes a pilot's rate, but the study runs no pilot"),
     (["lr_pilot.arms=[a]"], "lr_pilot.arms: names the arms of a pilot that does not run"),
     (["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.arms=[c]"], "lr_pilot.arms: no arm named 'c'"),
@@ -279,6 +282,10 @@ def test_contrasts_claims_and_retention_that_need_an_absent_arm_are_not_computed
     assert sentence(study, "mid_gap", rungs) == (
         f"mid_gap (mid − post) is {sum(d) / 2:+.4f} ± {half:.4f} at budget 1; from budget 1 to 2 its retention ratio is "
         "not computed (not run at budget 2): undetermined.")
+    # a reference budget without the contrast: the sentence gives it where it ran
+    assert sentence(dataclasses.replace(study, budget_scale=0.5), "mid_gap", rungs) == (
+        f"mid_gap (mid − post) is not run at budget 0.5; it is {sum(d) / 2:+.4f} ± {half:.4f} at budget 1; from budget 1 "
+        "to 2 its retention ratio is not computed (not run at budget 2): undetermined.")
     assert "| 0.5 → 1 | not computed" not in "\n".join(contrast_section(study, "gap", rungs))  # gap runs everywhere
     table = claims_by_budget(rungs, study)
     row = next(line for line in table if line.startswith("| joint_gap |")).split(" | ")

@@ -329,6 +329,9 @@ def validate_arm_budgets(s: StudyConfig) -> None:
             ref = s.arms[name].match
             need(ref is None or ref in arms_at(s, b), f"arms.{name}.budgets",
                  f"matches {ref}, which does not run at budget {b:g}")
+    for cname, pair in (s.contrasts.items() if s.budgets else ()):
+        need(any(all(a in arms_at(s, b) for a in pair) for b in s.budgets), f"contrasts.{cname}",
+             f"its arms {pair[0]} and {pair[1]} never run at the same budget")
 
 
 def study_yaml(study: StudyConfig) -> str:

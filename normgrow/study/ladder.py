@@ -158,7 +158,10 @@ def sentence(study, name: str, rungs: list[Rung]) -> str:
     a, b = study.contrasts[name]
     ref, (lo, hi) = reference(study, rungs), rungs[-2:]
     c = ref.contrasts.get(name)
-    head = f"{name} ({b} − {a}) " + (f"is {not_run(name, [ref])}" if c is None else
+    ran = [f"{_delta(r.contrasts[name])} at budget {r.budget:g}" for r in rungs
+           if name in r.contrasts and r.contrasts[name]["mean"] is not None]
+    head = f"{name} ({b} − {a}) " + (f"is {not_run(name, [ref])}" + (f"; it is {', '.join(ran)}" if ran else "")
+                                     if c is None else
                                      f"is {_delta(c)} at budget {ref.budget:g}" if c["mean"] is not None
                                      else f"has no paired seeds at budget {ref.budget:g}")
     step = f"from budget {lo.budget:g} to {hi.budget:g}"

@@ -155,7 +155,7 @@ def boundary_events(bounds: list[dict], ends: dict[int, dict]) -> list[BoundaryE
 
 
 def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool = False) -> dict[int, float]:
-    """Per seed, the mean over growth events (matched by stage) of log(RMS of `arm`'s boundary stream at the event /
+    """Per seed, the mean over growth events' boundaries (matched by stage and residual index) of log(RMS of `arm`'s boundary stream at the event /
     `ref`'s): how much larger the stream its appended blocks receive is than the reference arm's (0 = the same scale).
     `structural` reads the structural tokens' RMS instead of all tokens'. Seeds or events without the values are left
     out (an arm without diagnostics gives {})."""
@@ -164,8 +164,9 @@ def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool
 
     out = {}
     for seed in sorted(set(m.get(arm) or {}) & set(m.get(ref) or {})):
-        refs = {ev.stage: at(ev) for ev in m[ref][seed].events}
-        logs = [math.log(at(ev) / refs[ev.stage]) for ev in m[arm][seed].events if at(ev) and refs.get(ev.stage)]
+        refs = {(ev.stage, ev.boundary): at(ev) for ev in m[ref][seed].events}
+        logs = [math.log(at(ev) / refs[ev.stage, ev.boundary]) for ev in m[arm][seed].events
+                if at(ev) and refs.get((ev.stage, ev.boundary))]
         if logs:
             out[seed] = sum(logs) / len(logs)
     return out
