@@ -9,7 +9,7 @@ from test_study import results, write_study
 from conftest import cli
 from normgrow.errors import ConfigError
 from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig, twin_of, validate_study
-from normgrow.study.pilot import choose_rates, pilot_study, with_rates
+from normgrow.study.pilot import beyond_edges, choose_rates, extension_study, pilot_study, round_dir, with_rates
 
 
 @pytest.mark.parametrize("over,needle", [
@@ -21,6 +21,8 @@ from normgrow.study.pilot import choose_rates, pilot_study, with_rates
     (["lr_pilot.seeds=[]"], "lr_pilot.seeds: need distinct seeds"),
     (["lr_pilot.seeds=[1,1]"], "lr_pilot.seeds: need distinct seeds"),
     (["lr_pilot.overrides=[seeds=3]"], "lr_pilot.overrides: expected run-config overrides key=value"),
+    (["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.extend=-1"], "lr_pilot.extend: must be between 0 and 8 rounds, got -1"),
+    (["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.extend=9"], "lr_pilot.extend: must be between 0 and 8 rounds, got 9"),
     (["lr_pilot.lrs=[0.001,0.002]", "arms.pre-grow.lrs=[0.001,0.002]"],
      "lr_pilot.lrs: arm pre-grow sweeps its own rates (arms.pre-grow.lrs) and a pilot would choose another: use "
      "either arms.pre-grow.lrs"),
@@ -108,6 +110,28 @@ def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_sha
                                                             "regret is not measured")
 
 
+def test_an_extending_pilot_adds_one_grid_step_beyond_each_edge_choice_and_stops_when_interior():
+    """Grid 0.001 / 0.002 / 0.004 (steps ×2 at the top, ×½ at the bottom). Round 0: pj is best at 0.004 (highest),
+    pg at 0.001 (lowest), base interior at 0.002; the matched arms take their twins' rates and get no round of their
+    own. Round 1 gives pj 0.008 and pg 0.0005. With pj worse at 0.008 its choice stays 0.004, now interior; pg better at
+    0.0005 sits at the new lowest edge, so round 2 would give it 0.00025."""
+    s = hand_study(lrs=[0.001, 0.002, 0.004], seeds=[0], extend=2)
+    ce = {"pj": (3.3, 3.2, 3.1), "pg": (2.5, 2.6, 2.7), "base": (3.0, 2.9, 3.0), "lonely": (3.0, 2.9, 3.0)}
+    rows = [row(arm, lr, 0, v) for arm, vals in ce.items() for lr, v in zip((0.001, 0.002, 0.004), vals)]
+    first = beyond_edges(s, choose_rates(s, rows))
+    assert first == pytest.approx({"pj": 0.008, "pg": 0.0005})
+    sub = extension_study(s, 1, {arm: [lr] for arm, lr in first.items()})
+    assert {a: arm.lrs for a, arm in sub.arms.items()} == {"pj": [0.008], "pg": [0.0005]} and round_dir(1) == "pilot/extend-1"
+    rows += [row("pj", 0.008, 0, 3.15), row("pg", 0.0005, 0, 2.4)]
+    c = choose_rates(s, rows, {"pj": [0.008], "pg": [0.0005]})
+    assert c["arms"]["pj"]["chosen"] == 0.004 and c["arms"]["pj"]["edge"] is None
+    assert c["arms"]["pg"]["chosen"] == 0.0005 and c["arms"]["pg"]["edge"] == "lowest"
+    assert c["arms"]["pg-m"]["chosen"] == 0.0005 and c["pilot"]["extended"] == {"pj": [0.008], "pg": [0.0005]}
+    assert [r["lr"] for r in c["arms"]["pg"]["rates"]] == [0.001, 0.002, 0.004, 0.0005]
+    assert beyond_edges(s, c) == pytest.approx({"pg": 0.00025})
+    assert choose_rates(s, rows)["arms"]["pg"]["chosen"] == 0.001  # without the extension, its rows are not scored
+
+
 def test_validation_of_a_hand_made_study_names_the_field():
     with pytest.raises(ConfigError, match=r"^lr_pilot\.budget_scale: must be in \(0, 1\]"):
         validate_study(hand_study(lrs=[0.001, 0.002], budget_scale=2.0))
@@ -169,6 +193,39 @@ def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp
     assert json.loads((out / "lr_choice.json").read_text()) == choice and results(out) == rows
     cli("report", out)
     assert json.loads((out / "lr_choice.json").read_text()) == choice and results(out) == rows
+
+
+def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rate_it_tried(tiny_cache, tmp_path):
+    """lr_pilot.extend=2 on the tiny student: rates 1e-4 and 3e-4 (step ×3), then, for each arm whose best is an edge,
+    one more rate per round. Checked against the runs' own summaries: each round ran exactly the arms at an edge after
+    the rounds before (at the next grid step), the final choice is the lowest select/ce over every rate the arm tried,
+    the main runs train at it, and a rerun and `normgrow report` re-derive the same choice."""
+    spec = write_study(tmp_path / "s.yaml", tiny_cache, {"pre": "{overrides: [model.norm=pre]}",
+                                                          "post": "{overrides: [model.norm=post]}"},
+                       launcher="inline", extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n"
+                       "lr_pilot: {lrs: [0.0001, 0.0003], seeds: [0], budget_scale: 0.5, extend: 2}\n")
+    out = tmp_path / "study"
+    cli("study", spec, "-o", out, "--no-progress")
+    choice = json.loads((out / "lr_choice.json").read_text())
+    tried = {arm: {0.0001: summaries(out / "pilot", arm)[(0.0001, 0)], 0.0003: summaries(out / "pilot", arm)[(0.0003, 0)]}
+             for arm in ("pre", "post")}
+    for k in (1, 2):
+        edge = {arm: float(f"{max(t) * 3:.6g}") if min(t, key=t.get) == max(t) else float(f"{min(t) / 3:.6g}")
+                for arm, t in tried.items() if min(t, key=t.get) in (max(t), min(t))}
+        ran = {r["arm"]: float(r["lr"]) for r in results(out / f"pilot/extend-{k}")} if (out / f"pilot/extend-{k}").is_dir() else {}
+        assert ran == pytest.approx(edge)
+        for arm, lr in ran.items():
+            tried[arm][lr] = summaries(out / f"pilot/extend-{k}", arm)[(lr, 0)]
+    assert (out / "pilot/extend-1").is_dir() and not (out / "pilot/extend-3").exists()  # two rates: one is an edge
+    for arm, t in tried.items():
+        c = choice["arms"][arm]
+        assert c["chosen"] == pytest.approx(min(t, key=t.get)) and len(c["rates"]) == len(t)
+        cfg = (out / "runs" / f"{arm}-s0" / "config.yaml").read_text()
+        assert f"lr: {c['chosen']}\n" in cfg
+    again = cli("study", spec, "-o", out, "--no-progress")
+    assert "already finished" in again.stdout and json.loads((out / "lr_choice.json").read_text()) == choice
+    cli("report", out)
+    assert json.loads((out / "lr_choice.json").read_text()) == choice
 
 
 def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(tiny_cache, tmp_path):

@@ -90,6 +90,10 @@ class LrPilotConfig:
     arms: list[str] = field(default_factory=list)
     """The arms the pilot runs (empty = every arm that takes no other arm's rate: neither arms.X.lr_from nor an
     unmatched twin); every other arm then needs a rate source: its lr_from, or the twin of a matched arm."""
+    extend: int = 0
+    """Rounds the pilot may add to its grid (0 = none): after each round, every piloted arm whose chosen rate is the
+    highest (lowest) rate it tried gets one more rate beyond it, a grid step further (the ratio of the grid's two
+    rates at that edge), in a round of its own (pilot/extend-<k>/); it stops when every choice is interior."""
     overrides: list[str] = field(default_factory=list)
     """Run overrides of the pilot's runs only, after the study's: measurements it does not need (diagnostics,
     learning curves) can be turned off, since they never change training; anything that does change training
@@ -224,6 +228,8 @@ def validate_pilot(s: StudyConfig) -> None:
          f"need distinct positive learning rates, got {p.lrs}")
     need(len(p.lrs) != 1, "lr_pilot.lrs", f"a pilot of one rate ({p.lrs[0] if p.lrs else ''}) chooses nothing: give "
          "two or more, or none (then every arm trains at its own train.lr)")
+    need(0 <= p.extend <= 8, "lr_pilot.extend", f"must be between 0 and 8 rounds, got {p.extend}")
+    need(not p.extend or len(p.lrs) >= 2, "lr_pilot.extend", "extends a grid of at least two rates (lr_pilot.lrs)")
     need(0 < p.budget_scale <= 1, "lr_pilot.budget_scale", f"must be in (0, 1] (a fraction of the study's budget), "
          f"got {p.budget_scale}")
     need(len(p.seeds) > 0 and len(set(p.seeds)) == len(p.seeds), "lr_pilot.seeds", f"need distinct seeds, got {p.seeds}")

@@ -29,6 +29,11 @@ resolved from the base preset, the study's overrides and its own, as jobs resolv
 rate: ≥ 0, in nats/token, at the pilot's budget; null when that rate is not in lr_pilot.lrs or did not finish. A
 chosen rate at an edge of the grid (its highest or lowest) is flagged: the best rate may lie beyond it.
 
+An extending pilot (`lr_pilot.extend: k`) adds rounds: after each, every piloted arm whose choice is an edge of the
+rates it tried gets the next rate beyond it (`beyond_edges`), run as the sub-study pilot/extend-<i>/
+(`extension_study`); the choice is over every rate tried. Each round follows from the finished runs of the rounds
+before it, so a rerun re-derives the same rounds.
+
 The pilot runs are ordinary runs: a rerun skips the finished ones and re-derives the same choice. `with_rates` turns a
 study and a choice into the study whose arms carry their rates (what a budget ladder's rungs would each run).
 """
@@ -81,6 +86,28 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
                                diagnostics_pair=[], claims=ClaimsConfig(), lr_pilot=LrPilotConfig())
 
 
+def extension_study(study: StudyConfig, k: int, rates: dict[str, list[float]]) -> StudyConfig:
+    """Round k ≥ 1 of an extending pilot: the piloted arms given rates beyond their edges, each sweeping only those."""
+    base = pilot_study(study)
+    arms = {arm: dataclasses.replace(base.arms[arm], lrs=list(lrs)) for arm, lrs in rates.items()}
+    return dataclasses.replace(base, name=f"{base.name}-extend-{k}", arms=arms)
+
+
+def round_dir(k: int) -> str:
+    """Where round k of the pilot runs, relative to the study directory (round 0: pilot/)."""
+    return PILOT_DIR if k == 0 else f"{PILOT_DIR}/extend-{k}"
+
+
+def beyond_edges(study: StudyConfig, choice: dict) -> dict[str, float]:
+    """The next round's rate of every piloted arm whose choice sits at an edge of the rates it tried: the edge rate
+    times (highest) or over (lowest) the grid's step at that edge (lr_pilot.lrs' two outermost rates there), to six
+    significant digits (run names and configs carry the rate)."""
+    grid = sorted(study.lr_pilot.lrs)
+    step = {"highest": grid[-1] / grid[-2], "lowest": grid[0] / grid[1]}
+    return {arm: float(f"{c['chosen'] * step[c['edge']]:.6g}") for arm, c in choice["arms"].items()  # 3e-4·3: 9e-4
+            if c["from"] == "pilot" and c["edge"] is not None}
+
+
 def shared_rate(study: StudyConfig, arm: str) -> float:
     """The rate `arm` trains at without a pilot: train.lr of its preset after the study's and its own overrides."""
     a = study.arms[arm]
@@ -113,14 +140,19 @@ def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict])
             "failed": failed, "shared": shared, "regret": regret, "regret_note": note, "edge": edge}
 
 
-def choose_rates(study: StudyConfig, pilot_rows: list[dict]) -> dict:
-    """The choice (what lr_choice.json holds) from the pilot's results.csv rows: per arm of `study` its rate (null when
-    its pilot arm finished no rate on every seed), every rate's mean select/ce, the shared rate and its regret."""
+def choose_rates(study: StudyConfig, pilot_rows: list[dict], extra: dict[str, list[float]] | None = None) -> dict:
+    """The choice (what lr_choice.json holds) from the pilot's results.csv rows (every round's): per arm of `study` its
+    rate (null when its pilot arm finished no rate on every seed), every rate's mean select/ce, the shared rate and its
+    regret. `extra`: the rates extension rounds added, per piloted arm."""
     pilot = pilot_study(study)
+    extra = extra or {}
+    pilot = dataclasses.replace(pilot, arms={arm: dataclasses.replace(a, lrs=[*a.lrs, *extra.get(arm, [])])
+                                             for arm, a in pilot.arms.items()})
     rows = [dict(r) for r in pilot_rows]
     selection = select_lrs(pilot, rows)
     p = study.lr_pilot
     return {"pilot": {"dir": PILOT_DIR, "lrs": list(p.lrs), "seeds": list(p.seeds), "fraction": p.budget_scale,
+                      "extend": p.extend, "extended": {arm: list(r) for arm, r in extra.items()},
                       "budget_scale": pilot.budget_scale, "select_tokens": study.select_tokens,
                       "measure": "select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
                                  "the lowest is chosen; regret = select/ce(shared) − select/ce(chosen)"},

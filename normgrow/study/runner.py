@@ -34,9 +34,12 @@ from normgrow.study.measures import Measures, study_measures
 from normgrow.study.pilot import (
     NOT_LAUNCHED,
     PILOT_DIR,
+    beyond_edges,
     choose_rates,
+    extension_study,
     pilot_study,
     piloted_jobs,
+    round_dir,
     with_rates,
     write_choice,
 )
@@ -137,14 +140,41 @@ def _run_piloted(study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], 
     arm at its chosen rate (pilot.py)."""
     write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
     _run_locked(pilot, pilot_jobs, out / PILOT_DIR, log, progress)
-    choice = _choice(study, out, log)
+    choice = _pilot_rounds(study, out, log, lambda sub, d: _run_locked(sub, plan_jobs(sub, d), d, log, progress))
     jobs, blocked = piloted_jobs(study, out, choice)
     return _run_locked(study, jobs, out, log, progress, choice, blocked)
 
 
-def _choice(study: StudyConfig, out: Path, log: Callable[[str], None]) -> dict:
-    """The pilot's choice from its finished runs, written to lr_choice.json and logged."""
-    choice = choose_rates(study, read_results(out / PILOT_DIR / "results.csv"))
+def _pilot_rounds(study: StudyConfig, out: Path, log: Callable[[str], None],
+                  do_round: Callable[[StudyConfig, Path], object] | None = None) -> dict:
+    """The pilot's choice after its rounds (round 0, pilot/, already done): while lr_pilot.extend allows, an arm whose
+    choice sits at an edge of the rates it tried gets the next rate beyond it in round k (`do_round(sub, dir)` runs
+    it, or rebuilds its results from disk; without it, rounds not on disk end the extension). Then `_choice`."""
+    extra: dict[str, list[float]] = {}
+    for k in range(1, study.lr_pilot.extend + 1):
+        more = beyond_edges(study, choose_rates(study, _pilot_rows(study, out, k - 1), extra))
+        if not more:
+            break
+        sub, sub_dir = extension_study(study, k, {arm: [lr] for arm, lr in more.items()}), out / round_dir(k)
+        if do_round is None and not (sub_dir / "results.csv").is_file():
+            break
+        log(f"pilot round {k}: " + ", ".join(f"{arm} at {lr:g}" for arm, lr in more.items()) + " (beyond the edge)")
+        (do_round or (lambda st, d: summarize(st, plan_jobs(st, d), failed_runs(d), d)))(sub, sub_dir)
+        for arm, lr in more.items():
+            extra.setdefault(arm, []).append(lr)
+    return _choice(study, out, log, extra)
+
+
+def _pilot_rows(study: StudyConfig, out: Path, last: int) -> list[dict]:
+    """The results.csv rows of the pilot rounds 0 … last on disk (a round's rows count only at the rates the
+    extension gave its arms: choose_rates scores an arm at its rates alone)."""
+    return [r for k in range(last + 1) if (out / round_dir(k) / "results.csv").is_file()
+            for r in read_results(out / round_dir(k) / "results.csv")]
+
+
+def _choice(study: StudyConfig, out: Path, log: Callable[[str], None], extra: dict | None = None) -> dict:
+    """The pilot's choice from its finished runs (every round's), written to lr_choice.json and logged."""
+    choice = choose_rates(study, _pilot_rows(study, out, study.lr_pilot.extend), extra)
     write_choice(out, choice)
     for arm, c in choice["arms"].items():
         log(f"learning rate of {arm}: " + (f"{c['chosen']:g} (pilot of {c['piloted_as']})" if c["chosen"] is not None
@@ -157,7 +187,7 @@ def _pilot_first(study: StudyConfig, out: Path, log: Callable[[str], None], prog
     at its chosen rate (what each budget runs) and the choice. An arm without a rate stops the ladder, with one line."""
     pilot = pilot_study(study)
     _run_locked(pilot, plan_jobs(pilot, out / PILOT_DIR), out / PILOT_DIR, log, progress)
-    choice = _choice(study, out, log)
+    choice = _pilot_rounds(study, out, log, lambda sub, d: _run_locked(sub, plan_jobs(sub, d), d, log, progress))
     return _rated(study, choice), choice
 
 
@@ -277,7 +307,7 @@ def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
         if study.lr_pilot.lrs:  # a ladder's pilot: its report, the choice, the rates every budget ran at
             pilot, pilot_dir = pilot_study(study), study_dir / PILOT_DIR
             summarize(pilot, plan_jobs(pilot, pilot_dir), failed_runs(pilot_dir), pilot_dir)
-            choice = _choice(study, study_dir, log)
+            choice = _pilot_rounds(study, study_dir, log)
             study = _rated(study, choice)
         plan = sweep_plan(study, study_dir)
         status = {}
@@ -290,8 +320,7 @@ def rebuild_report(study_dir: Path, log: Callable[[str], None] = print) -> Path:
     if study.lr_pilot.lrs:  # the pilot's report and the choice first, from the pilot's run directories
         pilot, pilot_dir = pilot_study(study), study_dir / PILOT_DIR
         summarize(pilot, plan_jobs(pilot, pilot_dir), failed_runs(pilot_dir), pilot_dir)
-        choice = choose_rates(study, read_results(pilot_dir / "results.csv"))
-        write_choice(study_dir, choice)
+        choice = _pilot_rounds(study, study_dir, log)
         jobs, blocked = piloted_jobs(study, study_dir, choice)
         status.update(blocked)
     else:
