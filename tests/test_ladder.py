@@ -72,10 +72,13 @@ def test_the_claims_that_read_a_contrast_are_the_val_ce_claims_on_exactly_its_ar
     (0.05, 0.40, "fading"),
     (-0.3, 0.9, "fading"),  # contains 0 but not 1: it keeps less than all of itself
     (0.2, 1.0 - 1e-9, "fading"),
-    (0.5, 1.0, "persistent"),  # the upper bound at 1 exactly: includes 1
+    (2 / 3, 1.0, "persistent"),  # the upper bound at 1 exactly: includes 1; the lower at the band's edge 1/(1+0.5)
     (0.8, 1.3, "persistent"),
-    (1.0, 2.0, "persistent"),  # the lower bound at 1 exactly: includes 1, not above it
-    (1e-9, 1.5, "persistent"),
+    (1.0, 1.5, "persistent"),  # the lower bound at 1 exactly: includes 1, not above it; the upper at the band's edge
+    (0.66, 1.0, "undetermined"),  # includes 1, but reaches below 2/3: fading is as plausible
+    (1.0, 1.51, "undetermined"),  # includes 1, but reaches above 1.5: growing is as plausible
+    (0.18, 1.31, "undetermined"),  # the default study's grow gap in session 8, once called persistent
+    (1e-9, 1.5, "undetermined"),
     (1.0 + 1e-9, 2.0, "growing"),
     (1.9, 2.3, "growing"),
     (0.0, 1.5, "undetermined"),  # the lower bound at 0 exactly: not above it

@@ -9,7 +9,16 @@ from pathlib import Path
 from normgrow.errors import NormgrowError
 from normgrow.study.claims import NOT_TESTED, Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
-from normgrow.study.ladder import FADING, GROWING, PERSISTENT, REVERSING, UNDETERMINED, retention
+from normgrow.study.ladder import (
+    FADING,
+    GROWING,
+    PERSIST_HI,
+    PERSIST_LO,
+    PERSISTENT,
+    REVERSING,
+    UNDETERMINED,
+    retention,
+)
 from normgrow.study.measures import study_measures
 from normgrow.study.results import read_results
 from normgrow.study.stats import contrast_sign, paired
@@ -36,7 +45,8 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     (a, rows_a), (b, rows_b) = (_finished_study(d) for d in (base_dir, other_dir))
     L = [f"Contrasts (b − a of val/ce, mean ± 95% half-width) in `{base_dir}` (budget scale {a.budget_scale}) and "
          f"`{other_dir}` (budget scale {b.budget_scale}); ρ = other / base with its Fieller 95% interval over the seeds "
-         "both have, labelled reversing (upper bound < 0), fading (< 1), persistent (includes 1, lower bound > 0), "
+         "both have, labelled reversing (upper bound < 0), fading (< 1), persistent (includes 1, within "
+         f"[{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
          "growing (lower bound > 1) or undetermined; sign: − or + where the interval excludes 0, ? where it contains it:",
          "", "| contrast | base | other | change | ρ = other / base [95%] | retention | sign (base → other) |",
          "|---|---|---|---|---|---|---|"]

@@ -26,8 +26,9 @@ design. The ladder measures the drift instead. Per contrast (a, b) and budget B,
                   stats.fieller_ratio): 1 = the contrast keeps all of itself, 0 = it vanishes, < 0 = it reverses
 
 Each contrast is labelled from ρ of the last pair (the two largest budgets) by `retention_label`: reversing (ρ's
-upper bound < 0), fading (upper bound < 1), growing (lower bound > 1), persistent (the interval includes 1 and its
-lower bound is > 0), undetermined otherwise — an interval containing both 0 and 1, or none (one seed; or Δ(B) not
+upper bound < 0), fading (upper bound < 1), growing (lower bound > 1), persistent (the interval includes 1 and lies
+within [1/(1+m), 1+m], m = PERSIST_MARGIN = 0.5), undetermined otherwise — an interval containing both 0 and 1, one
+that includes 1 but reaches beyond that band, or none (one seed; or Δ(B) not
 resolved from 0, when Fieller's interval is unbounded). The same reading compares two studies
 (`normgrow report B --against A`, compare.py). Nothing here reads files: runner.py hands in each rung's rows.
 """
@@ -43,17 +44,23 @@ from normgrow.study.sweep import Point, arms_at, budget_label, non_embedding_par
 
 REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
 
+PERSIST_MARGIN = 0.5  # persistent: ρ's whole interval within [1/(1+m), 1+m] = [0.67, 1.5] (fixed in session 8's LOG)
+PERSIST_LO, PERSIST_HI = 1 / (1 + PERSIST_MARGIN), 1 + PERSIST_MARGIN
 MEANING = {REVERSING: "the contrast reverses as the budget grows (ρ's upper bound < 0)",
            FADING: "it keeps less than all of itself as the budget grows (ρ's upper bound < 1)",
-           PERSISTENT: "it keeps about all of itself (ρ's interval includes 1, its lower bound > 0)",
+           PERSISTENT: f"it keeps about all of itself (ρ's interval includes 1 and lies within [{PERSIST_LO:.2f}, "
+                       f"{PERSIST_HI:.2f}])",
            GROWING: "it grows with the budget (ρ's lower bound > 1)",
            UNDETERMINED: "ρ's 95% interval contains both 0 and 1"}
+WIDE = (f"ρ's 95% interval includes 1 but reaches beyond [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]: fading, persistent and "
+        "growing are not told apart")
 
 
 def retention_label(lo: float | None, hi: float | None) -> str:
     """The trend of a contrast from the 95% interval [lo, hi] of its retention ratio ρ: reversing when hi < 0,
-    fading when hi < 1 (and not reversing), growing when lo > 1, persistent when lo ≤ 1 ≤ hi and lo > 0,
-    undetermined otherwise (lo ≤ 0 and hi ≥ 1, or no interval: lo or hi None)."""
+    fading when hi < 1 (and not reversing), growing when lo > 1, persistent when lo ≤ 1 ≤ hi and the whole interval
+    lies within [1/(1+m), 1+m] (m = PERSIST_MARGIN: an interval that includes 1 but also ρ = 0.3 admits fading as much
+    as persistence), undetermined otherwise (lo ≤ 0 and hi ≥ 1, an interval wider than that band, or no interval)."""
     if lo is None or hi is None:
         return UNDETERMINED
     if hi < 0:
@@ -62,7 +69,7 @@ def retention_label(lo: float | None, hi: float | None) -> str:
         return FADING
     if lo > 1:
         return GROWING
-    if lo > 0:
+    if PERSIST_LO <= lo and hi <= PERSIST_HI:
         return PERSISTENT
     return UNDETERMINED
 
@@ -84,7 +91,7 @@ def retention(c_from: dict, c_to: dict) -> dict:
     elif why == "one seed":
         why = "one seed at both budgets: no interval"
     elif r["lo"] is not None and retention_label(r["lo"], r["hi"]) == UNDETERMINED:
-        why = MEANING[UNDETERMINED]
+        why = MEANING[UNDETERMINED] if r["lo"] <= 0 else WIDE
     return {**r, "seeds": seeds, "label": retention_label(r["lo"], r["hi"]), "why": why}
 
 
@@ -264,7 +271,8 @@ def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], r
          "study's main report. Contrasts Δ are b − a of the final val/ce, paired over seeds, with 95% t-intervals. "
          "ρ = Δ(B') / Δ(B) is a contrast's retention ratio between successive budgets, with Fieller's 95% interval "
          "over the seeds both have; each contrast's label comes from its last pair: reversing (ρ's upper bound < 0), "
-         "fading (< 1), persistent (the interval includes 1, its lower bound > 0), growing (lower bound > 1), "
+         f"fading (< 1), persistent (the interval includes 1 and lies within [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
+         "growing (lower bound > 1), "
          "undetermined otherwise (rules: normgrow/study/ladder.py).", ""]
     L += list(regime)  # above every reading of the contrasts and claims
     L += ["## Headline", ""]
