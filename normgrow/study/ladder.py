@@ -179,8 +179,8 @@ def sentence(study, name: str, rungs: list[Rung]) -> str:
         return f"{head}; {step} its retention ratio is undefined ({r['why']}): undetermined."
     if r["lo"] is None:
         return f"{head}; {step} it keeps ρ = {r['ratio']:+.2f} of itself, with no interval ({r['why']}): undetermined."
-    return (f"{head}; {step} it keeps ρ = {_rho(r)} of itself (Fieller 95%, {r['n']} seeds): {r['label']} — "
-            f"{MEANING[r['label']]}.")
+    meaning = WIDE if r["label"] == UNDETERMINED and r["lo"] > 0 else MEANING[r["label"]]
+    return f"{head}; {step} it keeps ρ = {_rho(r)} of itself (Fieller 95%, {r['n']} seeds): {r['label']} — {meaning}."
 
 
 def ladder_headline(study, rungs: list[Rung]) -> list[str]:
