@@ -117,7 +117,7 @@ def test_an_extending_pilot_adds_one_grid_step_beyond_each_edge_choice_and_stops
     0.0005 sits at the new lowest edge, so round 2 would give it 0.00025."""
     s = hand_study(lrs=[0.001, 0.002, 0.004], seeds=[0], extend=2)
     ce = {"pj": (3.3, 3.2, 3.1), "pg": (2.5, 2.6, 2.7), "base": (3.0, 2.9, 3.0), "lonely": (3.0, 2.9, 3.0)}
-    rows = [row(arm, lr, 0, v) for arm, vals in ce.items() for lr, v in zip((0.001, 0.002, 0.004), vals)]
+    rows = [row(arm, lr, 0, v) for arm, vals in ce.items() for lr, v in zip((0.001, 0.002, 0.004), vals, strict=True)]
     first = beyond_edges(s, choose_rates(s, rows))
     assert first == pytest.approx({"pj": 0.008, "pg": 0.0005})
     sub = extension_study(s, 1, {arm: [lr] for arm, lr in first.items()})
