@@ -6,7 +6,8 @@ writing process, so concurrent writers of the same file never share one — and 
 POSIX makes atomic within a file system. If writing fails, the temporary file is removed and the target is
 left as it was. The temporary file is opened like any other (the process' umask applies), so the result has
 the same permissions a plain `open(path, "w")` would give it. A whole directory (a cache entry) is published
-the same way: written under a temporary name beside it, then renamed (`publish_directory`).
+the same way: written under a temporary name beside it, then renamed (`publish_directory`); the temporary
+directory gets the permissions `mkdir` would give it (`make_temp_dir`), so a team sharing a cache can read it.
 """
 
 from __future__ import annotations
@@ -52,12 +53,27 @@ def write_bytes(path: str | Path, data: bytes) -> None:
         f.write(data)
 
 
+def current_umask() -> int:
+    """The process' umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def make_temp_dir(parent: Path, prefix: str) -> Path:
+    """A new temporary directory in `parent` with the permissions `mkdir` would give it (the umask applies), not
+    mkdtemp's 0700: a cache entry or export renamed from it is readable by whom the user's files are."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(tmp, 0o777 & ~current_umask())
+    return tmp
+
+
 def publish_directory(final: Path, write: Callable[[Path], None]) -> None:
     """Run `write(tmp)` in a temporary directory beside `final`, then rename it into place: a cache entry is
     never half-written, and a writer that loses the race to a concurrent one drops its copy and keeps the
     winner's."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    tmp = make_temp_dir(final.parent, f".{final.name}.")
     try:
         write(tmp)
         try:

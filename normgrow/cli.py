@@ -29,7 +29,7 @@ from pathlib import Path
 
 from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
-from normgrow.errors import NormgrowError, disk_full, no_space
+from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line
 from normgrow.export import export_student
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
@@ -40,8 +40,10 @@ from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study
 from normgrow.study.launch import die_with_parent
 from normgrow.study.plan import describe, describe_fit, is_study, job_plan, pilot_lines, rate_of, study_plan, vocab_of
-from normgrow.study.runner import rebuild_report, run_study
+from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
 from normgrow.version import __version__
+
+RESUME = "; rerunning the same command resumes from the last checkpoint (finished runs are kept)"
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -145,8 +147,13 @@ def cmd_study(args: argparse.Namespace) -> None:
     config, overrides = _split_config_and_overrides(args)
     study = load_study(config, overrides)
     out = Path(args.output) if args.output else Path("studies") / study.name
-    report = run_study(study, out, progress=not args.no_progress)
+    report = run_study(study, out, progress=not args.no_progress, force=args.force)
     print(f"report: {report}")
+    failed = unfinished_runs(out)
+    if failed:
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        raise RunsFailed(f"{len(failed)} run{'s' if len(failed) > 1 else ''} of the study did not finish: {shown} "
+                         f"(errors in {out / 'results.csv'}); the report leaves them out, rerun the study to retry them")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -219,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="study keys (seeds=[0,1], launcher.parallel=2) or run keys for every arm (train.lr=1e-3)")
     p.add_argument("-o", "--output", default=None, help="study directory (default: studies/<name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="write the study into a non-empty folder that is not a study directory (its files of the "
+                        "same names are replaced)")
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("run", help="one training run")
@@ -308,21 +318,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = list(args.overrides) + extra
+    catch_stop_signals()
     try:
         load_extensions()
         args.func(args)
     except NormgrowError as e:
         print(f"normgrow: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:  # a full disk where no write site named its file: still one line
-        if not no_space(e):
+        return getattr(e, "exit_code", 2)
+    except OSError as e:  # one place for the OS's errors on a path the user gave (or the cache): one line
+        line = os_error_line(e)
+        if line is None:
             raise
-        where = disk_full(e.filename) if e.filename else f"no space left on the device ({e})"
-        print(f"normgrow: error: {where}", file=sys.stderr)
+        print(f"normgrow: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("normgrow: interrupted", file=sys.stderr)
+        print("normgrow: interrupted" + RESUME, file=sys.stderr)
         return 130
+    except Stopped as e:
+        print(f"normgrow: stopped by {e.name}" + RESUME, file=sys.stderr)
+        return 128 + e.signum
     return 0
 
 

@@ -24,10 +24,13 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import fnmatch
 import functools
 import importlib.resources
 import inspect
+import math
 import os
+import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,7 +152,7 @@ class ModelConfig:
     init_depth: int | None = setting(None, key=True)
     """Depth D in the std/sqrt(2D) init of residual output projections (and DeepNorm's α, β); null = model.n_layer."""
     mixln_ratio: float = setting(0.25, key=True, before=0.25)
-    """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm."""
+    """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm (0 = every block pre-norm)."""
 
 
 @section(resume=False)
@@ -167,6 +170,8 @@ class DataConfig:
     """Split of a `datasets` corpus to read."""
     max_documents: int | None = setting(None, key=True)
     """Use only the first N documents of the corpus (null = all)."""
+    max_document_bytes: int = setting(2**28, key=False, before=2**28)
+    """Largest file read as one text document, and largest JSONL line, in bytes (a larger one is an error naming it, before it is read)."""
     tokenizer: str = setting("bpe", key=True)
     """'bpe' trains a byte-level BPE on the corpus; 'teacher' uses teacher.path's tokenizer; else an AutoTokenizer path or hub id."""
     vocab_size: int = setting(8192, key=True)
@@ -224,7 +229,7 @@ class DistillConfig:
     jsd_beta: float = 0.5
     """Mixture weight of the generalized JSD."""
     nll_weight: float = 0.0
-    """Weight of an added hard-label next-token NLL term."""
+    """Weight of an added hard-label next-token NLL term (0 = none)."""
     chunk_tokens: int = 256
     """Tokens per chunk when materializing full-vocabulary logits in the loss."""
 
@@ -235,9 +240,9 @@ class StageConfig:
     n_layer: int = setting(9, key=True)
     """Depth of the student during this stage."""
     tokens: int = setting(0, key=True)
-    """Training tokens of this stage (set this or active_layer_tokens)."""
+    """Training tokens of this stage (set this or active_layer_tokens; 0 = active_layer_tokens sets it)."""
     active_layer_tokens: int = setting(0, key=True)
-    """Budget as active-layer tokens (tokens x depth) instead of tokens."""
+    """Budget as active-layer tokens (tokens x depth) instead of tokens (0 = tokens sets it)."""
     train: str = setting("all", key=True)
     """Blocks that train: 'all', 'new' (blocks added at this stage; prefix frozen) or indices '0,1,5'."""
 
@@ -274,19 +279,19 @@ class TrainConfig:
     lr: float = setting(1e-3, key=True)
     """Peak learning rate."""
     min_lr_ratio: float = setting(0.1, key=True)
-    """Final LR as a fraction of the peak."""
+    """Final LR as a fraction of the peak (0 = decay to zero)."""
     schedule: Literal["cosine", "wsd", "constant"] = setting("cosine", key=True)
     """LR schedule after warmup, over tokens."""
     warmup_tokens: int = setting(50_000, key=True)
-    """Linear warmup length in tokens."""
+    """Linear warmup length in tokens (0 = none)."""
     decay_fraction: float = setting(0.2, key=True)
     """WSD: fraction of the budget spent decaying."""
     weight_decay: float = setting(0.1, key=True)
-    """AdamW weight decay (matrices only; not norms, embeddings or biases)."""
+    """AdamW weight decay (matrices only; not norms, embeddings or biases; 0 = none)."""
     beta1: float = setting(0.9, key=True)
-    """AdamW beta1."""
+    """AdamW beta1 (0 = no momentum)."""
     beta2: float = setting(0.95, key=True)
-    """AdamW beta2."""
+    """AdamW beta2 (0 = the last gradient's square alone)."""
     grad_clip: float = setting(1.0, key=True)
     """Max global gradient norm (0 = off)."""
     dtype: Literal["auto", "float32", "bfloat16"] = setting("auto", key=True)
@@ -338,7 +343,7 @@ class RunConfig:
     name: str = setting("", key=False)
     """Free-form run name, recorded with the results."""
     seed: int = setting(0, key=True)
-    """Seed of model init, batch order and everything random in the run."""
+    """Seed of model init, batch order and everything random in the run (0 … 2^32 − 1)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """The student."""
     data: DataConfig = field(default_factory=DataConfig)
@@ -429,10 +434,17 @@ def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: lis
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override '{item}': expected key=value (e.g. model.norm=post)")
+        key, _, raw = item.partition("=")
         try:
-            merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
+            if any(part.isdigit() for part in key.split(".")):  # into a list's entry: curriculum.stages.1.tokens=…
+                OmegaConf.update(merged, key, OmegaConf.from_dotlist([f"value={raw}"]).value, merge=True)
+            else:
+                merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
         except OmegaConfBaseException as e:
             raise ConfigError(omegaconf_message(e, f"override '{item}'")) from None
+        except yaml.YAMLError as e:  # a YAML tag (never executed) or broken flow syntax in the value
+            raise ConfigError(f"override '{item}': {key}: the value is not plain YAML "
+                              f"({str(e).splitlines()[0]})") from None
     try:
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
@@ -511,8 +523,53 @@ def need(ok: bool, key: str, msg: str) -> None:
         raise ConfigError(f"{key}: {msg}")
 
 
+INT_LIMIT = 2**53  # integers beyond it are not exact as floats, and token counts are multiplied by rates
+FLOAT_LIMIT = 1e15  # no float setting means anything beyond it; larger ones overflow float32 arithmetic
+# fields whose meaningful range ends well below FLOAT_LIMIT (their own checks below give the lower ends)
+UPPER = {"seed": 2**32 - 1, "curriculum.stages.*.n_layer": 2**16, "model.n_layer": 2**16, "model.rope_theta": 1e12, "model.norm_eps": 1.0, "model.init_std": 10.0,
+         "model.embed_init_std": 10.0, "train.lr": 1e6, "distill.temperature": 100.0}
+
+
+def number_fields(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any, type]]:
+    """(dotted key, value, int or float) of every number of a config section, walked into sections, lists (key
+    curriculum.stages.<i>.<field>, seeds.<i>) and maps of sections (arms.<name>.…); None values left out."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        yield from _numbers(f"{prefix}{f.name}", getattr(obj, f.name), hints[f.name])
+
+
+def _numbers(key: str, value: Any, hint: Any) -> Iterator[tuple[str, Any, type]]:
+    if dataclasses.is_dataclass(value):
+        yield from number_fields(value, key + ".")
+    elif isinstance(value, dict):
+        for name, v in value.items():
+            yield from _numbers(f"{key}.{name}", v, (typing.get_args(hint) or (str, Any))[-1])
+    elif isinstance(value, (list, tuple)):
+        inner = [a for t in (typing.get_args(hint) or (Any,)) for a in (typing.get_args(t) or (t,))]
+        for i, v in enumerate(value):
+            yield from _numbers(f"{key}.{i}", v, inner[0] if inner else Any)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        kinds = [t for t in typing.get_args(hint) or (hint,) if t in (int, float)]
+        yield key, value, kinds[0] if kinds else type(value)
+
+
+def check_numbers(obj: Any, prefix: str = "", upper: dict | None = None) -> None:
+    """Every number of a config finite and representable (ints within ±2^53, floats within ±1e15, narrower where
+    `upper` (UPPER) says, by key pattern: `*` for a list index or a map's name), before any range check compares it:
+    NaN, ±inf and 1e300 are one line naming the field."""
+    upper = UPPER if upper is None else upper
+    for key, value, kind in number_fields(obj, prefix):
+        if kind is float and not math.isfinite(value):
+            raise ConfigError(f"{key}: must be a finite number, got {value}")
+        limit = next((v for pattern, v in upper.items() if fnmatch.fnmatchcase(key, pattern)),
+                     INT_LIMIT if kind is int else FLOAT_LIMIT)
+        need(abs(value) <= limit, key, f"{value:g} is out of range (at most {limit:g} in magnitude)")
+
+
 def validate(cfg: RunConfig) -> None:
     """Semantic checks the type system cannot express; raises ConfigError naming the field."""
+    check_numbers(cfg)
+    need(cfg.seed >= 0, "seed", f"must be non-negative, got {cfg.seed}")
     _validate_model(cfg.model, cfg.teacher)
     _validate_data_teacher_distill(cfg)
     _validate_curriculum(cfg)
@@ -554,7 +611,7 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
 
     d = cfg.data
     registry.check("data.format", d.format)
-    for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences"):
+    for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences", "max_document_bytes"):
         need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
     need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")
     need(0 <= d.curve_tokens <= d.val_tokens, "data.curve_tokens",
@@ -601,7 +658,8 @@ def _validate_curriculum(cfg: RunConfig) -> None:
         need(s.n_layer > 0, f"{key}.n_layer", f"must be positive, got {s.n_layer}")
         need(s.n_layer > prev, f"{key}.n_layer", f"stage depths must increase, got {s.n_layer} after {prev}")
         need(s.n_layer <= cfg.model.n_layer, f"{key}.n_layer", f"{s.n_layer} exceeds model.n_layer={cfg.model.n_layer}")
-        need(s.tokens >= 0 and s.active_layer_tokens >= 0, f"{key}.tokens", "budgets must be non-negative")
+        need(s.tokens >= 0, f"{key}.tokens", f"must be non-negative, got {s.tokens}")
+        need(s.active_layer_tokens >= 0, f"{key}.active_layer_tokens", f"must be non-negative, got {s.active_layer_tokens}")
         need((s.tokens > 0) != (s.active_layer_tokens > 0), f"{key}.tokens",
              "set exactly one positive budget: tokens or active_layer_tokens")
         try:
@@ -673,12 +731,17 @@ def leaf_fields(cls: type = RunConfig, prefix: str = "") -> Iterator[tuple[str, 
 
 
 def describe_fields(cls: type = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, default, help) for every leaf field, depth first."""
+    """(dotted key, default, help) for every leaf field, depth first; a field chosen from a registry (and
+    model.block_norms, a list of placements) lists the names registered now, extensions' included."""
     rows = []
     for key, owner, f in leaf_fields(cls, prefix):
         default = field_default(f)
         shown = f"[{len(default)} entries]" if _is_section_list(default) else repr(default)
-        rows.append((key, shown, field_docs(owner).get(f.name, "")))
+        doc = field_docs(owner).get(f.name, "")
+        reg = registry.BY_FIELD.get("model.norm" if key == "model.block_norms" else key)
+        if reg is not None:
+            doc += f" [registered {reg.kind}s: {', '.join(reg.names())}]"
+        rows.append((key, shown, doc))
     return rows
 
 

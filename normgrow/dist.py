@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as tdist
 
+from normgrow.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -25,13 +27,24 @@ class DistInfo:
         return self.rank == 0
 
 
+def available_devices() -> str:
+    """What this machine offers to `train.device`, in words."""
+    if not torch.cuda.is_available():
+        built = "this torch has no CUDA support" if torch.version.cuda is None else "no CUDA device is visible"
+        return f"cpu only ({built})"
+    return f"cpu and {torch.cuda.device_count()} CUDA device(s): cuda:0 … cuda:{torch.cuda.device_count() - 1}"
+
+
 def pick_device(pref: str, local_rank: int = 0) -> torch.device:
-    """'auto' → the local rank's GPU if CUDA is available, else the CPU."""
+    """'auto' → the local rank's GPU if CUDA is available, else the CPU. A device this machine does not have is a
+    one-line error naming `train.device` and what there is."""
     if pref == "auto":
         pref = "cuda" if torch.cuda.is_available() else "cpu"
-    if pref == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device(pref)
+    device = torch.device("cuda", local_rank) if pref == "cuda" else torch.device(pref)
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        rank = f" (local rank {local_rank})" if pref == "cuda" and local_rank else ""
+        raise ConfigError(f"train.device: {device}{rank} is not on this machine; it has {available_devices()}")
+    return device
 
 
 def setup(device_pref: str = "auto") -> DistInfo:

@@ -20,13 +20,12 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
-from normgrow import checkpoint
+from normgrow import atomic, checkpoint
 from normgrow import modeling_normgrow as modeling
 from normgrow.blocks import BUILTIN_PLACEMENTS
 from normgrow.config import ModelConfig, RunConfig, load_config
@@ -116,7 +115,7 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
         tokenizer = _run_tokenizer(run_dir)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.")
     try:
         if is_qwen3(student):
             hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
@@ -146,7 +145,7 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
         }, indent=1))
         old = None
         if out_dir.exists():  # moved aside, not deleted, until the new export is in place
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+            old = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.old.")
             os.rename(out_dir, old / "export")
         try:
             os.rename(tmp, out_dir)

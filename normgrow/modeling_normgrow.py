@@ -1,5 +1,9 @@
 """normgrow students behind the transformers interface: `NormgrowConfig` (model_type `normgrow`) and
-`NormgrowForCausalLM` (logits, loss, `generate()` without a KV cache).
+`NormgrowForCausalLM` (logits, loss, `generate()`, `pipeline("text-generation")`, save and reload).
+
+The students keep no KV cache: `generate(use_cache=True)` is accepted and gives the same tokens as
+`use_cache=False`, each step running the whole sequence (`prepare_inputs_for_generation`). A student attends
+to every position, so a padded batch (an attention mask with zeros) is refused; generate one prompt at a time.
 
 This file imports only torch, transformers and `.blocks` (the architecture), never normgrow itself:
 `normgrow export` copies it and blocks.py into every export that is not a stock Qwen3, and writes
@@ -19,7 +23,7 @@ from types import SimpleNamespace
 
 import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import BaseModelOutput, CausalLMOutput
+from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast
 
 from .blocks import BUILTIN_PLACEMENTS, Block, Decoder, placement_of
 
@@ -32,6 +36,13 @@ class NormgrowConfig(PretrainedConfig):
     def __init__(self, normgrow_model: dict | None = None, **kwargs):
         self.normgrow_model = normgrow_model or {}
         super().__init__(**kwargs)
+        # the names transformers' generation and pipelines read (the student's own values; normgrow_model rules)
+        m = self.normgrow_model
+        for name, key in (("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"),
+                          ("num_attention_heads", "n_head"), ("num_key_value_heads", "n_kv_head"),
+                          ("vocab_size", "vocab_size"), ("intermediate_size", "d_ff")):
+            if m.get(key) is not None:
+                setattr(self, name, m[key])
 
 
 class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
@@ -68,12 +79,20 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
     def get_decoder(self):
         return _DecoderView(self.student)
 
-    def forward(self, input_ids: torch.LongTensor, labels: torch.LongTensor | None = None, **kwargs):
+    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, attention_mask=None, **kwargs) -> dict:
+        """Every generation step sees the whole sequence (there is no cache to continue from)."""
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def forward(self, input_ids: torch.LongTensor, labels: torch.LongTensor | None = None,
+                attention_mask: torch.Tensor | None = None, **kwargs):
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("a normgrow student attends to every position: padded batches (an attention_mask with "
+                             "zeros) are not supported; pass the prompts one at a time")
         logits = self.student(input_ids)
         loss = None
         if labels is not None:
             loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten())
-        return CausalLMOutput(loss=loss, logits=logits)
+        return CausalLMOutputWithPast(loss=loss, logits=logits)
 
 
 class _DecoderView(torch.nn.Module):

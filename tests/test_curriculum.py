@@ -3,6 +3,7 @@ budget matching, resume across a growth event, bad curricula."""
 
 import dataclasses
 import json
+import signal
 
 import pytest
 import torch
@@ -209,11 +210,11 @@ def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, 
     assert matched.curriculum.stages[0].tokens == grow_sum["compute"]["tokens"]
 
 
-def test_kill_just_after_growth_resumes_identically(tiny_cache, tmp_path):
+def test_sigterm_just_after_growth_says_so_and_resumes_identically(tiny_cache, tmp_path):
     args = ["tiny", f"data.cache_dir={tiny_cache}", "model.norm=post",
             "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000}]",
             "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
-    full, killed = kill_and_resume(tmp_path, args, stage_started(1))
+    full, killed = kill_and_resume(tmp_path, args, stage_started(1), sig=signal.SIGTERM)
     assert any(e["event"] == "growth" for e in events(killed))
     assert_same_run(full, killed)
 

@@ -229,15 +229,18 @@ def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rat
 
 
 def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(tiny_cache, tmp_path):
-    """`good` diverges at lr 1e4 (no clipping, no warmup) and trains at 3e-3; `bad` (weights of std 1e30) diverges
-    at both, so no rate is chosen for it and its main run is not launched."""
+    """`good` diverges at lr 1e4 (no clipping, no warmup) and trains at 3e-3; `bad` (a loss temperature of 1e-38:
+    logits scaled by 1e38 overflow float32) diverges at both, so no rate is chosen for it and its main run is not launched;
+    the study then exits 1, naming it."""
     spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"good": "{overrides: [model.norm=pre]}", "bad": "{overrides: [model.norm=pre, model.init_std=1e30]}"},
+                       {"good": "{overrides: [model.norm=pre]}",
+                        "bad": "{overrides: [model.norm=pre, distill.temperature=1e-38]}"},
                        seeds=(0,), launcher="inline", extra="select_tokens: 1024\n"
                        "lr_pilot: {lrs: [10000, 0.003], seeds: [0]}\n")
     spec.write_text(spec.read_text().replace("model.n_layer=2]", "model.n_layer=2, train.grad_clip=0, train.warmup_tokens=0]"))
     out = tmp_path / "study"
-    cli("study", spec, "-o", out, "--no-progress")
+    proc = cli("study", spec, "-o", out, "--no-progress", check=False)
+    assert proc.returncode == 1 and "1 run of the study did not finish: bad-s0" in proc.stderr
     pilot = {(r["arm"], float(r["lr"])): r for r in results(out / "pilot")}
     assert [k for k, r in sorted(pilot.items()) if r["status"] == "ok"] == [("good", 0.003)]
     choice = json.loads((out / "lr_choice.json").read_text())["arms"]

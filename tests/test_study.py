@@ -106,11 +106,14 @@ def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
                         "bad": "{overrides: [train.lr=1e4, train.grad_clip=0, train.warmup_tokens=0]}"},
                        seeds=(0,), parallel=2)
     out = tmp_path / "study"
-    proc = cli("study", spec, "-o", out, "--no-progress")
+    proc = cli("study", spec, "-o", out, "--no-progress", check=False)
     rows = {r["arm"]: r for r in results(out)}
     assert rows["good"]["status"] == "ok"
     assert rows["bad"]["status"] == "failed" and "non-finite" in rows["bad"]["error"]
     assert "run bad-s0 failed" in proc.stdout + proc.stderr
+    # the study exits 1 (not 0, not a usage error's 2), naming the run that did not finish, after its report
+    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1] == f"report: {out / 'report.md'}"
+    assert proc.stderr.strip().splitlines()[-1].startswith("normgrow: error: 1 run of the study did not finish: bad-s0 (")
     report = (out / "report.md").read_text()
     assert "Runs that did not finish" in report and "`bad` seed 0: failed" in report
 

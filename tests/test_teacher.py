@@ -107,6 +107,65 @@ def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without
         for name in NON_QWEN3:
             got = torch.load(tmp_path / f"logits-{name}.pt", weights_only=True)
             torch.testing.assert_close(got, expected[name], atol=0, rtol=0, msg=f"{name} ({prelude})")
+        check_users_calls(tmp_path, list(NON_QWEN3), prelude, kwargs)
+
+
+USE_EXPORT = """
+import sys, json, torch
+{prelude}
+from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+out = {{}}
+for name in {names!r}:
+    d = {root!r} + '/hf-' + name
+    m = AutoModelForCausalLM.from_pretrained(d, {kwargs}).eval()
+    tok = AutoTokenizer.from_pretrained(d, {kwargs})
+    prompt = tok("def main(", return_tensors="pt")
+    r = {{"prompt": prompt["input_ids"][0].tolist()}}
+    for cache in (True, False):
+        r[f"cache={{cache}}"] = m.generate(**prompt, max_new_tokens=10, do_sample=False, use_cache=cache)[0].tolist()
+    r["pipeline"] = pipeline("text-generation", model=d, {kwargs})("def main(", max_new_tokens=10,
+                                                                       do_sample=False)[0]["generated_text"]
+    r["decoded"] = tok.decode(r["cache=True"], skip_special_tokens=True)
+    m.save_pretrained({root!r} + '/saved-' + name)
+    tok.save_pretrained({root!r} + '/saved-' + name)
+    again = AutoModelForCausalLM.from_pretrained({root!r} + '/saved-' + name, {kwargs}).eval()
+    r["reloaded"] = again.generate(**prompt, max_new_tokens=10, do_sample=False)[0].tolist()
+    out[name] = r
+print(json.dumps(out))
+"""
+
+
+def greedy(student, prompt: list[int], n: int) -> list[int]:
+    """The student's own greedy decoding: n times, the argmax of the last position's logits appended."""
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        for _ in range(n):
+            ids = torch.cat([ids, student(ids)[:, -1].argmax(-1, keepdim=True)], 1)
+    return ids[0].tolist()
+
+
+def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str) -> None:
+    """Every export in `names` (tmp_path/hf-<name>, trained in tmp_path/run-<name>) in a fresh interpreter: greedy
+    `generate` with the KV cache on and off, `pipeline("text-generation")` and a save-and-reload all give the
+    student's own greedy decoding, token for token."""
+    script = USE_EXPORT.format(prelude=prelude, names=names, root=str(tmp_path), kwargs=kwargs)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name in names:
+        r = got[name]
+        ours = greedy(trained_student(tmp_path / f"run-{name}"), r["prompt"], 10)
+        assert r["cache=True"] == r["cache=False"] == r["reloaded"] == ours, name
+        assert r["pipeline"] == r["decoded"] and r["pipeline"].startswith("def main("), name
+
+
+def test_a_post_norm_export_works_in_generate_pipeline_and_save_reload_without_normgrow(tiny_cache, tmp_path):
+    run(tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", "model.norm=post"),
+        tmp_path / "run-post", **QUIET)
+    cli("export", tmp_path / "run-post", "-o", tmp_path / "hf-post")
+    check_users_calls(tmp_path, ["post"], "sys.modules['normgrow'] = None  # as if not installed",
+                      "trust_remote_code=True")
 
 
 def test_export_errors_are_one_line(tmp_path):

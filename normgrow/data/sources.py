@@ -34,6 +34,7 @@ import itertools
 import json
 import os
 import platform
+import stat
 import sysconfig
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ class StdlibSource(CorpusSource):
 
     def documents(self, d: DataConfig) -> Iterator[tuple[str, str]]:
         for path, rel in _stdlib_files():
-            text = _read_text(path)
+            text = _read_text(path, d.max_document_bytes)
             if text:
                 yield rel, text
 
@@ -166,11 +167,11 @@ class FilesSource(CorpusSource):
             prefix = "" if single else f"{rel}:"
             fmt = self.fmt if self.fmt != "auto" else {".jsonl": "jsonl", ".parquet": "parquet"}.get(path.suffix, "text")
             if fmt == "jsonl":
-                yield from _jsonl_documents(path, d.text_field, prefix)
+                yield from _jsonl_documents(path, d.text_field, prefix, d.max_document_bytes)
             elif fmt == "parquet":
                 yield from _parquet_documents(path, d.text_field, prefix)
             else:
-                text = _read_text(path)
+                text = _read_text(path, d.max_document_bytes)
                 if text:
                     yield rel, text
 
@@ -179,7 +180,7 @@ class FilesSource(CorpusSource):
 
     def empty_error(self, d: DataConfig) -> DataError:
         files = [p for p, _ in _corpus_files(d.corpus) if p.suffix not in (".jsonl", ".parquet")]
-        if files and all(_read_text(p) is None for p in files):
+        if files and all(_read_text(p, d.max_document_bytes) is None for p in files):
             return DataError(f"data.corpus: {d.corpus}: its {len(files)} file(s) are binary, not text "
                              "(a NUL byte in the first 8 KiB); give a folder of text, .jsonl or .parquet files")
         return super().empty_error(d)
@@ -251,20 +252,44 @@ register_corpus_source("datasets", DatasetsFormat())
 def _stdlib_files() -> list[tuple[Path, str]]:
     """The stdlib corpus's files: this interpreter's standard-library modules, tests left out."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    return [(p, rel) for p, rel in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS)
+    return [(p, rel) for p, rel in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS, strict=False)
             if p.suffix == ".py" and not p.name.startswith("test_")]
 
 
-def _walk(root: Path, skip_dir: Callable[[str], bool]) -> list[tuple[Path, str]]:
-    """(path, posix path relative to root) of the regular files under root, sorted by the relative path."""
+def _walk(root: Path, skip_dir: Callable[[str], bool], strict: bool = True) -> list[tuple[Path, str]]:
+    """(path, posix path relative to root) of the regular files under root, sorted by the relative path. `strict`
+    (a user's corpus): a folder that cannot be read, a broken link and a file that is not regular (FIFO, device,
+    socket) are one-line errors, so a corpus is never read with parts silently missing and never blocks on a pipe;
+    otherwise (the stdlib corpus) they are left out."""
+
+    def unreadable(e: OSError) -> None:
+        raise DataError(f"data.corpus: {e.filename}: cannot be read ({e.strerror}); make it readable or move it out "
+                        "of the corpus") from None
+
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable if strict else None):
         dirnames[:] = [n for n in dirnames if not skip_dir(n)]
         for name in filenames:
             path = Path(dirpath) / name
-            if path.is_file():
-                out.append((path, path.relative_to(root).as_posix()))
+            if strict and skip_dir(name):  # a corpus folder's hidden files are left out like its hidden folders
+                continue
+            if strict:
+                regular_file(path)
+            elif not path.is_file():
+                continue
+            out.append((path, path.relative_to(root).as_posix()))
     return sorted(out, key=lambda f: f[1])
+
+
+def regular_file(path: Path) -> None:
+    """A corpus file must be a regular file (after links): anything else is a one-line error before it is opened."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"data.corpus: {path}: a broken link (its target does not exist)") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise DataError(f"data.corpus: {path}: not a regular file (a FIFO, device or socket); a corpus is made of "
+                        "files and folders")
 
 
 def _corpus_files(corpus: str) -> list[tuple[Path, str]]:
@@ -275,24 +300,32 @@ def _corpus_files(corpus: str) -> list[tuple[Path, str]]:
         parts = Path(pattern).parts
         literal = list(itertools.takewhile(lambda p: not any(c in p for c in "*?["), parts))
         base = os.path.join(*literal) if literal else "."
-        files = sorted(
-            ((Path(p), Path(os.path.relpath(p, base)).as_posix()) for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)),
-            key=lambda f: f[1],
-        )
+        matches = [Path(p) for p in glob.glob(pattern, recursive=True)]
+        for p in matches:
+            regular_file(p)
+        files = sorted(((p, Path(os.path.relpath(p, base)).as_posix()) for p in matches if p.is_file()),
+                       key=lambda f: f[1])
         if not files:
             raise DataError(f"data.corpus: {corpus}: no files match")
         return files
     root = Path(corpus).expanduser()
     if root.is_dir():
         return [(p, rel) for p, rel in _walk(root, skip_dir=lambda n: n.startswith(".")) if not p.name.startswith(".")]
-    if root.exists():
+    if root.exists() or root.is_symlink():
+        regular_file(root)
         return [(root, root.name)]
     raise DataError(f"data.corpus: {corpus}: no such file or directory")
 
 
-def _read_text(path: Path) -> str | None:
-    """The file as text (utf-8, undecodable bytes replaced, newlines kept as they are); None if binary."""
-    data = path.read_bytes()
+def _read_text(path: Path, limit: int) -> str | None:
+    """The file as text (utf-8, undecodable bytes replaced, newlines kept as they are); None if binary. A file larger
+    than `limit` (data.max_document_bytes) is a one-line error before it is read."""
+    size = path.stat().st_size
+    if size > limit:
+        raise DataError(f"data.corpus: {path}: {size:,} bytes, more than data.max_document_bytes={limit:,} for one "
+                        "document; raise the limit or leave the file out")
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
     if b"\0" in data[:8192]:
         return None
     return data.decode("utf-8", errors="replace")
@@ -304,9 +337,12 @@ def _row_text(value: object, where: str, field: str) -> str | None:
     raise DataError(f"{where}: field '{field}' is {type(value).__name__}, expected a string (data.text_field)")
 
 
-def _jsonl_documents(path: Path, field: str, prefix: str) -> Iterator[tuple[str, str]]:
+def _jsonl_documents(path: Path, field: str, prefix: str, limit: int) -> Iterator[tuple[str, str]]:
     with open(path, "rb") as f:
-        for line_no, line in enumerate(f, start=1):
+        for line_no, line in enumerate(iter(lambda: f.readline(limit + 1), b""), start=1):
+            if len(line) > limit:
+                raise DataError(f"{path}: line {line_no}: more than data.max_document_bytes={limit:,} bytes for one "
+                                "document; raise the limit or split the line")
             if not line.strip():
                 continue
             try:

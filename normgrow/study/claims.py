@@ -99,7 +99,8 @@ class ClaimsConfig:
     |upper bound|."""
     scale_margin: float = 0.1
     """Practical margin of the mechanism claims' log-scale differences (natural-log units: 0.1 is a factor e^0.1 ≈
-    1.105): a difference in differences of log update ratios or |log| drifts is supported only beyond it."""
+    1.105): a difference in differences of log update ratios or |log| drifts is supported only beyond it (0 = no
+    margin: any difference its interval excludes from 0)."""
     identity_update: float = 0.1
     """'Nearly an identity map': a block's relative update ‖B(h) − h‖/‖h‖ must lie below this (and its skip-ΔCE
     below `margin` nats)."""

@@ -20,7 +20,7 @@ from normgrow.study.ladder import (
     retention,
 )
 from normgrow.study.measures import study_measures
-from normgrow.study.results import read_results
+from normgrow.study.results import verified_results
 from normgrow.study.stats import contrast_sign, paired
 from normgrow.study.sweep import budget_label
 
@@ -97,7 +97,7 @@ def _finished_study(d: Path) -> tuple[StudyConfig, list[dict]]:
         raise NormgrowError(f"{d}: is a budget ladder (its report already reads each contrast's retention between "
                             "budgets); compare two of its budgets instead (DIR/budgets/<label>, e.g. "
                             f"{d / 'budgets' / budget_label(study.budgets[-1])})")
-    return study, [r for r in read_results(d / "results.csv") if r.get("selected") != "no"]
+    return study, [r for r in verified_results(d) if r.get("selected") != "no"]
 
 
 def _sign(c: dict) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from normgrow import registry
-from normgrow.config import load_structured, need, read_yaml
+from normgrow.config import check_numbers, load_structured, need, read_yaml
 from normgrow.errors import ConfigError
 from normgrow.study.claims import ClaimsConfig, validate_roles
 from normgrow.study.regime import RegimeConfig, validate_regime
@@ -189,13 +189,24 @@ def load_study(name_or_path: str | None = None, overrides: list[str] = ()) -> St
     return study
 
 
+# the study's numbers whose meaningful range ends below config.FLOAT_LIMIT / INT_LIMIT (check_numbers)
+STUDY_UPPER = {"budget_scale": 1e4, "budgets.*": 1e4, "arms.*.budgets.*": 1e4, "seeds.*": 2**32 - 1,
+               "lr_pilot.seeds.*": 2**32 - 1, "arms.*.lrs.*": 1e6, "lr_pilot.lrs.*": 1e6, "launcher.parallel": 4096,
+               "launcher.threads": 4096, "launcher.torchrun_nproc": 4096}
+
+
 def validate_study(s: StudyConfig) -> None:
+    check_numbers(s, upper=STUDY_UPPER)
     need(len(s.arms) > 0, "arms", "a study needs at least one arm")
     need(len(s.seeds) > 0 and len(set(s.seeds)) == len(s.seeds), "seeds", f"need distinct seeds, got {s.seeds}")
+    need(all(x >= 0 for x in s.seeds), "seeds", f"must be non-negative, got {s.seeds}")
+    need(all(x >= 0 for x in s.lr_pilot.seeds), "lr_pilot.seeds", f"must be non-negative, got {s.lr_pilot.seeds}")
     need(s.budget_scale > 0, "budget_scale", f"must be positive, got {s.budget_scale}")
     registry.check("launcher.kind", s.launcher.kind)
     need(s.launcher.parallel > 0, "launcher.parallel", f"must be positive, got {s.launcher.parallel}")
     need(s.launcher.torchrun_nproc > 0, "launcher.torchrun_nproc", f"must be positive, got {s.launcher.torchrun_nproc}")
+    need(s.launcher.threads is None or s.launcher.threads > 0, "launcher.threads",
+         f"must be positive (or null: the machine's cores / parallel), got {s.launcher.threads}")
     for name, arm in s.arms.items():
         need(name.replace("-", "").replace("_", "").isalnum(), f"arms.{name}", "arm names use letters, digits, - and _")
         need(arm.match is None or arm.match in s.arms, f"arms.{name}.match", f"no arm named '{arm.match}'")

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.config import RunConfig, load_config, load_structured, read_yaml, to_yaml
+from normgrow.config import RunConfig, load_config, load_structured, read_yaml, resume_may_differ, to_dict, to_yaml
 from normgrow.errors import ConfigError
-from normgrow.rundir import read_summary
+from normgrow.rundir import config_differences, read_summary
 from normgrow.study.config import StudyConfig, study_yaml
 from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
 
@@ -166,6 +166,29 @@ def extends_ladder(old: StudyConfig, new: StudyConfig, differ: list[str]) -> boo
     return differ == ["budgets"] and bool(old.budgets) and set(old.budgets) <= set(new.budgets)
 
 
+STUDY_FILES = ("study.yaml", ".lock")  # what makes a directory a study's (the lock alone: one killed at its start)
+
+
+def claim_study_dir(out: Path, force: bool = False) -> None:
+    """Before a study writes anything: `out` is new, empty, a study directory (write_study_yaml then checks that it
+    is the same study), or — with `force` — a user's folder the study may write into (files of the same names are
+    replaced, the others kept). A run directory is never one: a study does not write into a run."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: exists and is not a directory; choose another -o")
+    if not out.is_dir() or (out / "study.yaml").is_file():
+        return
+    try:
+        held = sorted(p.name for p in out.iterdir() if p.name not in STUDY_FILES)
+    except OSError as e:
+        raise ConfigError(f"{out}: cannot read the study directory ({e.strerror})") from None
+    if (out / "config.yaml").is_file() or (out / "summary.json").is_file():
+        raise ConfigError(f"{out}: is a run directory (config.yaml); a study never writes into a run, choose another -o")
+    if held and not force:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise ConfigError(f"{out}: not empty and not a study directory (holds {shown}); choose another -o, "
+                          "or pass --force to write the study into it")
+
+
 def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = ()) -> None:
     """study.yaml (and the given subdirectories); an existing study dir must hold the same study."""
     saved = out / "study.yaml"
@@ -186,7 +209,28 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
 
 
 def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
-    """study.yaml, the run/log directories and the job configs; an existing study dir must hold the same study."""
+    """study.yaml, the run/log directories and the job configs; an existing study dir must hold the same study, and
+    every run already started must have been started from the config its job resolves to today."""
     write_study_yaml(study, out, ("configs", "runs", "logs"))
+    check_runs_unchanged(jobs, out)
     for job in jobs:
         atomic.write_text(job.config_path, to_yaml(job.cfg))
+
+
+def check_runs_unchanged(jobs: list[Job], out: Path) -> None:
+    """A job whose run directory holds a run (finished or not) must resolve today to the config it was launched
+    with (configs/<job>.yaml, compared field by field after loading, so a field added since reads as its default):
+    an edited base preset, a file it names or a changed override is refused, naming the runs and fields, instead of
+    counting old runs as finished under a new definition. Fields a resume may change (where it runs) may differ."""
+    may_differ, changed = resume_may_differ(), []
+    for job in jobs:
+        if not job.config_path.is_file() or not (job.run_dir / "config.yaml").is_file():
+            continue
+        keys = [k for k in config_differences(to_dict(load_config(str(job.config_path))), to_dict(job.cfg))
+                if k not in may_differ]
+        if keys:
+            changed.append(f"{job.name} ({', '.join(keys[:3])}{' …' if len(keys) > 3 else ''})")
+    if changed:
+        shown = "; ".join(changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise ConfigError(f"{out}: {len(changed)} run(s) were trained with another definition than today's: {shown}; "
+                          "choose another -o, or delete those runs' directories to train them again")

@@ -9,6 +9,7 @@ import csv
 from pathlib import Path
 
 from normgrow import atomic
+from normgrow.errors import NormgrowError
 from normgrow.rundir import read_summary
 from normgrow.study.config import StudyConfig
 from normgrow.study.jobs import Job
@@ -83,3 +84,28 @@ def read_results(path: Path) -> list[dict]:
     """results.csv's rows as dicts of strings."""
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def verified_results(study_dir: Path) -> list[dict]:
+    """A study's results.csv rows, refused with one line unless the file parses completely (every row has every
+    column of its header and no more, the columns a comparison reads, a val_ce that parses) and every finished row
+    that names its run (run_dir) has its run's summary.json val/ce: a cut or edited file is never read as a result.
+    `normgrow report STUDY_DIR` rebuilds it from the runs."""
+    path = study_dir / "results.csv"
+    fix = f"rebuild it from the runs with `normgrow report {study_dir}`"
+    rows = read_results(path)
+    for i, row in enumerate(rows, start=2):  # line 1 is the header
+        if None in row or None in row.values() or {"arm", "seed", "status", "val_ce"} - set(row):
+            raise NormgrowError(f"{path}: line {i} is cut or its columns are not results.csv's; {fix}")
+        if row["status"] != "ok":
+            continue
+        try:
+            value = float(row["val_ce"])
+        except ValueError:
+            raise NormgrowError(f"{path}: line {i}: val_ce '{row['val_ce']}' is not a number; {fix}") from None
+        if row.get("run_dir"):
+            summary = read_summary(study_dir / row["run_dir"])
+            if summary is None or summary.get("val/ce") != value:
+                found = "no summary.json" if summary is None else f"{summary.get('val/ce')!r} in its summary.json"
+                raise NormgrowError(f"{path}: line {i}: val_ce {row['val_ce']} does not match its run ({found}); {fix}")
+    return rows

@@ -27,7 +27,15 @@ from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.figures import dose_response
-from normgrow.study.jobs import Job, plan_jobs, row_job_name, sweep_plan, write_study_dir, write_study_yaml
+from normgrow.study.jobs import (
+    Job,
+    claim_study_dir,
+    plan_jobs,
+    row_job_name,
+    sweep_plan,
+    write_study_dir,
+    write_study_yaml,
+)
 from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title, restricted
 from normgrow.study.launch import launch
 from normgrow.study.measures import Measures, study_measures
@@ -104,9 +112,12 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
 # ----------------------------------------------------------------------------- the whole study
 
 
-def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True) -> Path:
+def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True,
+              force: bool = False) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path. The study's registered
-    regime checks are printed first, before any run (its pilot's included)."""
+    regime checks are printed first, before any run (its pilot's included). `out` must be new, empty or this study's
+    directory; `force` lets it be a user's folder (claim_study_dir)."""
+    claim_study_dir(out, force)
     for line in plan_lines(study):
         log(line)
     if study.sweep.axes or study.budgets:
@@ -290,6 +301,17 @@ def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[s
     for line in done.headline:
         log(line)
     return done.path
+
+
+def unfinished_runs(study_dir: Path) -> list[str]:
+    """The runs of a study (every budget's or point's) that its results.csv records as not finished, named
+    `[point/]job`; not its pilot's, nor a rate an arm's sweep did not select: a rate that diverged is an outcome of
+    the choice of rates, not a failure of the study."""
+    path = study_dir / "results.csv"
+    if not path.is_file():
+        return []
+    return [(f"{r['point']}/" if r.get("point") else "") + row_job_name(r)
+            for r in read_results(path) if r["status"] != "ok" and r.get("selected") != "no"]
 
 
 def failed_runs(study_dir: Path) -> dict[str, str]:
