@@ -13,6 +13,7 @@ directory gets the permissions `mkdir` would give it (`make_temp_dir`), so a tea
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -47,6 +48,23 @@ def write_text(path: str | Path, text: str) -> None:
         f.write(text)
 
 
+READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)  # a shared cache this user may read but not write
+
+
+def remember(path: str | Path, text: str) -> bool:
+    """Write a cache's memo (a probe's verdict, a file's hash) atomically if this user may; False where the cache
+    is read-only (the memo is then measured again next time, never required)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)
+    except OSError as e:
+        if e.errno not in READ_ONLY:
+            raise
+        return False
+    return True
+
+
 def write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_open(path, "wb") as f:
@@ -68,6 +86,16 @@ def make_temp_dir(parent: Path, prefix: str) -> Path:
     return tmp
 
 
+def follow_umask(root: Path) -> None:
+    """Give every file and folder under `root` the permissions `open` and `mkdir` would have given it (the umask
+    applies): libraries that write through private temporary files (safetensors via transformers writes 0600)
+    would otherwise leave entries of a shared cache, or an export, readable by their builder alone."""
+    mask = current_umask()
+    for p in [root, *root.rglob("*")]:
+        if not p.is_symlink():
+            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
+
+
 def publish_directory(final: Path, write: Callable[[Path], None]) -> None:
     """Run `write(tmp)` in a temporary directory beside `final`, then rename it into place: a cache entry is
     never half-written, and a writer that loses the race to a concurrent one drops its copy and keeps the
@@ -76,6 +104,7 @@ def publish_directory(final: Path, write: Callable[[Path], None]) -> None:
     tmp = make_temp_dir(final.parent, f".{final.name}.")
     try:
         write(tmp)
+        follow_umask(tmp)
         try:
             os.rename(tmp, final)
         except OSError:  # a non-empty `final` exists: another writer finished first

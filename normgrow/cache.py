@@ -85,16 +85,16 @@ def teacher_identity(path: str, memo: Path | None = None) -> dict:
     h = hashlib.sha256()
     h.update((root / "config.json").read_bytes() if (root / "config.json").is_file() else b"")
     known = json.loads(memo.read_text()) if memo is not None and memo.is_file() else {}
+    new = False
     for f in files:
         st = f.stat()
         key = f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{sample_sha256(f, st.st_size)}"
         if key not in known:
-            known[key] = sha256_file(f)
+            known[key], new = sha256_file(f), True
         h.update(f"{f.name}:{st.st_size}".encode())
         h.update(known[key].encode())
-    if memo is not None:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(memo, json.dumps(known))
+    if memo is not None and new:  # a read-only cache remembers nothing: the hash is computed again next time
+        atomic.remember(memo, json.dumps(known))
     return {"path": str(root.resolve()), "weights_sha256": h.hexdigest()}
 
 

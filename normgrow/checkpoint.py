@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from normgrow import atomic
 from normgrow.errors import disk_full, no_space
 
 FILES = ("model.safetensors", "optimizer.pt", "rng.pt")
@@ -81,6 +82,7 @@ def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, 
         if no_space(e) or shutil.disk_usage(root).free < need:
             raise disk_full(final, need) from None
         raise
+    atomic.follow_umask(tmp)  # safetensors writes 0600: the checkpoint readable by whom the user's files are
     if final.exists():  # a rerun reached the same step: replace it
         shutil.rmtree(final)
     os.rename(tmp, final)

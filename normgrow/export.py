@@ -143,6 +143,7 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
                            "import normgrow, or trust_remote_code=True" if remote else
                            "import normgrow and the code registering its placements (not built into the export)"),
         }, indent=1))
+        atomic.follow_umask(tmp)  # readable by whom the user's files are (the safetensors file was written 0600)
         old = None
         if out_dir.exists():  # moved aside, not deleted, until the new export is in place
             old = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.old.")

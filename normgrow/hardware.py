@@ -104,8 +104,8 @@ def fast_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
     except (OSError, ValueError):
         record = {"cpu": info.model, "bf16_flags": have, "torch": torch.__version__, **probe_cpu_bf16()}
         record["choice"] = "bfloat16" if record["speedup"] >= MIN_SPEEDUP else "float32"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, json.dumps(record, indent=1))  # concurrent runs of a study write the same verdict
+        # concurrent runs of a study write the same verdict; a read-only cache keeps none (measured per run)
+        atomic.remember(path, json.dumps(record, indent=1))
     return record["choice"], record
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -25,11 +26,30 @@ class LockedError(NormgrowError):
 
 
 class DirLock:
-    def __init__(self, directory: Path, what: str):
+    """`wait_s` > 0: a lock held by another process is waited for (polled every `poll_s`, `on_wait` told once who
+    holds it) for up to wait_s seconds, then the one-line LockedError, which says how long it waited."""
+
+    def __init__(self, directory: Path, what: str, wait_s: float = 0.0, on_wait=None, poll_s: float = 1.0):
         self.directory, self.what = Path(directory), what
+        self.wait_s, self.on_wait, self.poll_s = wait_s, on_wait, poll_s
         self.file: TextIO | None = None
 
     def acquire(self) -> DirLock:
+        deadline, told = time.monotonic() + self.wait_s, False
+        while True:
+            try:
+                return self._try_acquire()
+            except LockedError as e:
+                if time.monotonic() >= deadline:
+                    if self.wait_s:
+                        raise LockedError(f"{e} (waited {self.wait_s:g} s)") from None
+                    raise
+                if not told and self.on_wait is not None:
+                    self.on_wait(f"waiting: {e}".split("; wait for it")[0])
+                    told = True
+                time.sleep(self.poll_s)
+
+    def _try_acquire(self) -> DirLock:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             f = open(self.directory / LOCK_NAME, "a+")

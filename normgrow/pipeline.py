@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from normgrow.diagnostics import diagnose, make_probe, max_difference
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
 from normgrow.hardware import available_memory, fast_dtype
+from normgrow.locks import DirLock
 from normgrow.model import parameters_of
 from normgrow.rundir import check_same_run, read_jsonl, read_summary
 from normgrow.teacher import (
@@ -222,6 +224,18 @@ def build_default_teacher(cfg: RunConfig, log: Log = print, progress: bool = Tru
     out = default_teacher_dir(cfg)
     if (out / "normgrow_teacher.json").is_file():
         return out
+    # one builder at a time: a second process (another run of a study, another user of a shared cache) waits for
+    # the first's teacher instead of failing on its busy run directory
+    with DirLock(out.parent / f"{out.name}.build", "default-teacher build", wait_s=TEACHER_WAIT_S, on_wait=log):
+        if (out / "normgrow_teacher.json").is_file():
+            return out
+        return _build_default_teacher(cfg, out, log, progress)
+
+
+TEACHER_WAIT_S = float(os.environ.get("NORMGROW_TEACHER_WAIT_S", 6 * 3600))  # how long a second builder waits
+
+
+def _build_default_teacher(cfg: RunConfig, out: Path, log: Log, progress: bool) -> Path:
     tcfg = default_teacher_config(cfg)
     log(f"building the default teacher (once per data config; cached in {out})")
     run_dir = out.parent / f"{out.name}.run"  # the teacher's training run (resumable if interrupted)

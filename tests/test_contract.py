@@ -311,16 +311,19 @@ def test_special_and_huge_corpus_files_are_refused_before_reading(tmp_path, kind
     assert stat.S_ISDIR(os.stat(tmp_path).st_mode)
 
 
-def test_cache_entries_and_exports_follow_the_umask(tiny_cache, tmp_path):
-    """Before: entries were created 0700/0600 (mkdtemp), so a cache one user built failed for every other user."""
+def test_cache_entries_checkpoints_and_exports_follow_the_umask(tmp_path):
+    """Before: entries were created 0700/0600 (mkdtemp; safetensors writes 0600), so a cache one user built failed
+    for every other user."""
     cache = tmp_path / "cache"
     env = {**os.environ, "NORMGROW_CACHE": str(cache)}
     script = ("import os, sys; os.umask(0o022); from normgrow.cli import main; "
-              "sys.exit(main(['prepare', 'tiny', 'teacher.path=none']))")
+              f"sys.exit(main(['run', 'tiny', '-o', {str(tmp_path / 'run')!r}, '--no-progress', '--no-plots']) or "
+              f"main(['export', {str(tmp_path / 'run')!r}, '-o', {str(tmp_path / 'hf')!r}]))")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    paths = [p for p in cache.rglob("*") if not p.name.startswith(".lock")]
-    assert paths
+    paths = [p for root in (cache, tmp_path / "run", tmp_path / "hf") for p in root.rglob("*")
+             if not p.name.startswith(".lock")]
+    assert any(p.name == "model.safetensors" for p in paths)  # the teacher's, the checkpoints', the export's
     for p in paths:
         mode = stat.S_IMODE(p.stat().st_mode)
         assert mode & 0o044 == 0o044, f"{p}: {oct(mode)}"  # group and others may read it
@@ -361,3 +364,41 @@ def test_a_sigterm_during_a_study_says_so(tiny_cache, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
     assert err.strip().splitlines()[-1].startswith("normgrow: stopped by SIGTERM; rerunning the same command resumes")
+
+
+def test_a_read_only_cache_that_holds_what_a_run_needs_is_used_as_it_is(open_dir):
+    """A cache built by one user, read-only to another: the run uses it (the bf16 probe and file hashes, which it
+    would have remembered there, are measured again); an empty read-only cache is one line. Before: a traceback."""
+    prefix = unprivileged()
+    corpus, cache, out = make_corpus(open_dir, n=40), open_dir / "cache", open_dir / "out"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    args = [sys.executable, "-m", "normgrow.cli", "run", "tiny", f"data.corpus={corpus}", f"data.cache_dir={cache}",
+            "data.vocab_size=260", "train.dtype=auto", "--no-progress", "--no-plots"]
+    env = {**os.environ, "HOME": str(out)}
+    first = subprocess.run([*args, "-o", str(open_dir / "by-owner")], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    for p in [cache, *cache.rglob("*")]:
+        os.chmod(p, stat.S_IMODE(p.stat().st_mode) & ~0o222)  # nobody may write anything in it
+    other = subprocess.run([*prefix, *args, "-o", str(out / "run")], capture_output=True, text=True, env=env)
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert first.stdout.split(": val/ce")[1] == other.stdout.split(": val/ce")[1]  # the same run, to the digit
+    empty = open_dir / "empty"
+    empty.mkdir(mode=0o555)
+    args = [f"data.cache_dir={empty}" if a.startswith("data.cache_dir=") else a for a in args]
+    proc = subprocess.run([*prefix, *args, "-o", str(out / "r2")],
+                          capture_output=True, text=True, env=env)
+    refused(proc, f"{empty}")
+    assert "permission denied" in proc.stderr.lower()
+
+
+def test_two_builders_of_one_default_teacher_wait_for_each_other(tmp_path):
+    """Before: the second of two runs started together on an empty cache failed ("in use by another run process")."""
+    cmd = [sys.executable, "-m", "normgrow.cli", "teacher", "train", "tiny", f"data.cache_dir={tmp_path}",
+           "--no-progress", "train.threads=1"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for _, e in outs]
+    said = [o for o, _ in outs]
+    assert sum("waiting: " in o for o in said) == 1 and sum("building the default teacher" in o for o in said) == 1
+    assert len({o.strip().splitlines()[-1] for o in said}) == 1  # both name the same teacher
