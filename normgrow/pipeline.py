@@ -239,7 +239,13 @@ def _build_default_teacher(cfg: RunConfig, out: Path, log: Log, progress: bool) 
     tcfg = default_teacher_config(cfg)
     log(f"building the default teacher (once per data config; cached in {out})")
     run_dir = out.parent / f"{out.name}.run"  # the teacher's training run (resumable if interrupted)
-    summary = run(tcfg, run_dir, log=log, progress=progress)
+    try:
+        summary = run(tcfg, run_dir, log=log, progress=progress)
+    except NormgrowError as e:  # its fields are the teacher preset's, not the student's: say whose they are
+        own = str(e).startswith(("data.val_tokens", "data.probe_sequences"))
+        raise type(e)(f"the default teacher's run (preset '{cfg.teacher.default_preset}', teacher.default_preset): {e}"
+                      + ("; its evaluation sizes are that preset's own, not the student's: use a larger corpus or a "
+                         "teacher preset with smaller ones" if own else "")) from None
     prep = prepare(tcfg, teacher_path=None, log=quiet)
     unigram = unigram_nll(prep.train, prep.val, prep.vocab_size)
 

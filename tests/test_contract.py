@@ -402,3 +402,15 @@ def test_two_builders_of_one_default_teacher_wait_for_each_other(tmp_path):
     said = [o for o, _ in outs]
     assert sum("waiting: " in o for o in said) == 1 and sum("building the default teacher" in o for o in said) == 1
     assert len({o.strip().splitlines()[-1] for o in said}) == 1  # both name the same teacher
+
+
+def test_a_default_teacher_field_that_fails_names_the_teacher_preset(tmp_path):
+    """Before: on a small corpus the error named data.probe_sequences, a value of the default teacher's preset, so
+    lowering the student's own did not help."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(1, 9):
+        (corpus / f"{i}.txt").write_text(f"document {i} " + "words of text " * 300 + "\n")
+    proc = cli("run", "tiny", f"data.corpus={corpus}", f"data.cache_dir={tmp_path / 'cache'}", "data.vocab_size=260",
+               "data.probe_sequences=1", "data.val_fraction=0.1", "-o", tmp_path / "run", "--no-progress", check=False)
+    refused(proc, "the default teacher's run (preset 'teacher-tiny', teacher.default_preset): data.probe_sequences:")
