@@ -18,7 +18,7 @@ from test_hostile import refused, tree_hash
 
 from conftest import cli
 from normgrow.config import RunConfig, field_docs, leaf_fields, load_config
-from normgrow.errors import ConfigError, os_error_line
+from normgrow.errors import ConfigError
 from normgrow.study.config import StudyConfig, load_study
 
 BAD = ("nan", "inf", "-inf", "0", "-1", "1e300")
@@ -200,6 +200,8 @@ def real_os_error(action) -> OSError:
 def test_os_errors_of_every_kind_become_one_line_naming_the_path(tmp_path):
     """The mapping at the command line's edge, over OS errors the kernel raised here (and the two a root user
     cannot provoke on an ordinary folder, built as the kernel reports them)."""
+    from normgrow.errors import os_error_line
+
     a_file = tmp_path / "f"
     a_file.write_text("x")
     cases = {
