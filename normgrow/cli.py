@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from normgrow.config import describe_fields, load_config, resolved_head_dim, to_yaml
+from normgrow.config import RunConfig, describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
 from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line
 from normgrow.export import export_student
@@ -37,7 +37,7 @@ from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
 from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
-from normgrow.study.config import load_study
+from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.launch import die_with_parent
 from normgrow.study.plan import describe, describe_fit, is_study, job_plan, pilot_lines, rate_of, study_plan, vocab_of
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
@@ -69,8 +69,8 @@ def _is_main_process() -> bool:
 
 
 def cmd_config(args: argparse.Namespace) -> None:
-    if args.fields:
-        for key, default, doc in describe_fields():
+    if args.fields or args.study:
+        for key, default, doc in describe_fields(StudyConfig if args.study else RunConfig):
             print(f"{key:40s} {default:>14s}  {doc}")
         return
     print(to_yaml(_load(args)), end="")
@@ -306,6 +306,7 @@ def _add_tool_commands(sub) -> None:
     p = sub.add_parser("config", help="print the fully resolved config")
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every config field with its default and help")
+    p.add_argument("--study", action="store_true", help="list every field of a study file instead (--fields implied)")
     p.set_defaults(func=cmd_config)
 
 

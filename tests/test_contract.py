@@ -350,6 +350,8 @@ def test_config_fields_lists_the_registered_names():
     assert "[registered growth operators: append, stack, interleave" in line
     line = next(x for x in out.splitlines() if x.startswith("model.norm "))
     assert "pre, post, sandwich, deepnorm" in line
+    line = next(x for x in cli("config", "--study").stdout.splitlines() if x.startswith("launcher.kind "))
+    assert "[registered launchers: inline, local, submitit" in line
 
 
 def test_a_sigterm_during_a_study_says_so(tiny_cache, tmp_path):

@@ -184,6 +184,9 @@ normgrow.register_placement("halved", Halved)
     assert json.loads((out / "summary.json").read_text())["val/ce"] > 0
     bare = cli("config", "tiny", "model.norm=halved", check=False)  # this process: the package is not on its path
     assert bare.returncode == 2 and "unknown placement 'halved'" in bare.stderr
+    fields = subprocess.run([sys.executable, "-m", "normgrow.cli", "config", "--fields"], capture_output=True,
+                            text=True, env=env).stdout  # the help names what the entry point registered
+    assert "halved]" in next(line for line in fields.splitlines() if line.startswith("model.norm "))
 
 
 class GeneratedCorpus(normgrow.CorpusSource):
