@@ -72,7 +72,14 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def current_umask() -> int:
-    """The process' umask (read by setting it and setting it back)."""
+    """The process' umask: from /proc/self/status where Linux gives it (reading it otherwise means setting it and
+    setting it back, a moment in which another thread's new file would get 022)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

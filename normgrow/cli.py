@@ -29,7 +29,7 @@ from pathlib import Path
 
 from normgrow.config import RunConfig, describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
-from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line
+from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line, restore_signals
 from normgrow.export import export_student
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
@@ -44,6 +44,11 @@ from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
 from normgrow.version import __version__
 
 RESUME = "; rerunning the same command resumes from the last checkpoint (finished runs are kept)"
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """The resume sentence, for the commands that train (and so resume)."""
+    return RESUME if args.command in ("study", "run", "teacher") else ""
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -319,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = list(args.overrides) + extra
-    catch_stop_signals()
+    previous = catch_stop_signals()
     try:
         load_extensions()
         args.func(args)
@@ -333,11 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"normgrow: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("normgrow: interrupted" + RESUME, file=sys.stderr)
+        print("normgrow: interrupted" + _resume_hint(args), file=sys.stderr)
         return 130
     except Stopped as e:
-        print(f"normgrow: stopped by {e.name}" + RESUME, file=sys.stderr)
+        print(f"normgrow: stopped by {e.name}" + _resume_hint(args), file=sys.stderr)
         return 128 + e.signum
+    finally:
+        restore_signals(previous)
     return 0
 
 

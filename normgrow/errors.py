@@ -50,15 +50,31 @@ class Stopped(BaseException):
         self.signum, self.name = signum, signal.Signals(signum).name
 
 
-def catch_stop_signals() -> None:
-    """SIGTERM and SIGHUP raise `Stopped` in the main thread instead of ending the process without a word."""
+def catch_stop_signals() -> dict:
+    """SIGTERM and SIGHUP raise `Stopped` in the main thread instead of ending the process without a word; a signal
+    the process was told to ignore (SIGHUP under `nohup`) stays ignored. Returns the previous handlers, for
+    `restore_signals` (nothing is installed outside the main thread)."""
     import signal
+    import threading
 
     def stop(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)  # a second one ends the process even if this one is swallowed
         raise Stopped(signum)
 
+    previous = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, stop)
+    return previous
+
+
+def restore_signals(previous: dict) -> None:
+    import signal
+
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 # errno → what the one-line error says after the path (the kinds a user's path or a shared cache can cause)

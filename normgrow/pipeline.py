@@ -226,13 +226,22 @@ def build_default_teacher(cfg: RunConfig, log: Log = print, progress: bool = Tru
         return out
     # one builder at a time: a second process (another run of a study, another user of a shared cache) waits for
     # the first's teacher instead of failing on its busy run directory
-    with DirLock(out.parent / f"{out.name}.build", "default-teacher build", wait_s=TEACHER_WAIT_S, on_wait=log):
+    with DirLock(out.parent / f"{out.name}.build", "default-teacher build", wait_s=teacher_wait_s(), on_wait=log):
         if (out / "normgrow_teacher.json").is_file():
             return out
         return _build_default_teacher(cfg, out, log, progress)
 
 
-TEACHER_WAIT_S = float(os.environ.get("NORMGROW_TEACHER_WAIT_S", 6 * 3600))  # how long a second builder waits
+def teacher_wait_s() -> float:
+    """How long a second builder of a default teacher waits for the first: $NORMGROW_TEACHER_WAIT_S, else 6 h."""
+    raw = os.environ.get("NORMGROW_TEACHER_WAIT_S", "21600")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise ConfigError(f"NORMGROW_TEACHER_WAIT_S: expected seconds (a finite number ≥ 0), got {raw!r}")
+    return value
 
 
 def _build_default_teacher(cfg: RunConfig, out: Path, log: Log, progress: bool) -> Path:

@@ -54,7 +54,7 @@ from normgrow.study.sweep import ladder_points
     (["regime.max_collapse=0"], "regime.max_collapse: must be a positive finite number, got 0.0"),
     (["regime.max_collapse=1.5"], "regime.max_collapse: a collapse share is at most 1, got 1.5"),
     (["regime.min_kl=-0.1"], "regime.min_kl: must be a positive finite number, got -0.1"),
-    (["regime.min_kl=.inf"], "regime.min_kl: must be a positive finite number, got inf"),
+    (["regime.min_kl=.inf"], "regime.min_kl: must be a finite number, got inf"),
     (["regime.scale_factor=1", "claims.pre_grow=a", "claims.post_grow=b"],
      "regime.scale_factor: must be greater than 1"),
     (["regime.scale_factor=2", "claims.pre_grow=a"], "regime.scale_factor: compares the claims roles pre_grow and "

@@ -339,8 +339,8 @@ def _row_text(value: object, where: str, field: str) -> str | None:
 
 def _jsonl_documents(path: Path, field: str, prefix: str, limit: int) -> Iterator[tuple[str, str]]:
     with open(path, "rb") as f:
-        for line_no, line in enumerate(iter(lambda: f.readline(limit + 1), b""), start=1):
-            if len(line) > limit:
+        for line_no, line in enumerate(iter(lambda: f.readline(limit + 2), b""), start=1):  # + its line end
+            if len(line.rstrip(b"\r\n")) > limit:
                 raise DataError(f"{path}: line {line_no}: more than data.max_document_bytes={limit:,} bytes for one "
                                 "document; raise the limit or split the line")
             if not line.strip():

@@ -181,7 +181,8 @@ def claim_study_dir(out: Path, force: bool = False) -> None:
         held = sorted(p.name for p in out.iterdir() if p.name not in STUDY_FILES)
     except OSError as e:
         raise ConfigError(f"{out}: cannot read the study directory ({e.strerror})") from None
-    if (out / "config.yaml").is_file() or (out / "summary.json").is_file():
+    if (out / "config.yaml").is_file() and any((out / m).exists() for m in ("metrics.jsonl", "checkpoints",
+                                                                           "summary.json")):
         raise ConfigError(f"{out}: is a run directory (config.yaml); a study never writes into a run, choose another -o")
     if held and not force:
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
@@ -211,8 +212,8 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
 def write_study_dir(study: StudyConfig, jobs: list[Job], out: Path) -> None:
     """study.yaml, the run/log directories and the job configs; an existing study dir must hold the same study, and
     every run already started must have been started from the config its job resolves to today."""
+    check_runs_unchanged(jobs, out)  # before anything is written: a refused rerun leaves the directory as it was
     write_study_yaml(study, out, ("configs", "runs", "logs"))
-    check_runs_unchanged(jobs, out)
     for job in jobs:
         atomic.write_text(job.config_path, to_yaml(job.cfg))
 
@@ -221,8 +222,10 @@ def check_runs_unchanged(jobs: list[Job], out: Path) -> None:
     """A job whose run directory holds a run (finished or not) must resolve today to the config it was launched
     with (configs/<job>.yaml, compared field by field after loading, so a field added since reads as its default):
     an edited base preset, a file it names or a changed override is refused, naming the runs and fields, instead of
-    counting old runs as finished under a new definition. Fields a resume may change (where it runs) may differ."""
-    may_differ, changed = resume_may_differ(), []
+    counting old runs as finished under a new definition. Fields a resume may change (where it runs) may differ, and
+    so may `curriculum.match_budget`: it is the path of the arm it matches, spelled as `-o` was (relative, absolute,
+    a moved folder), and which arm is matched is study.yaml's to compare (arms.X.match)."""
+    may_differ, changed = resume_may_differ() | {"curriculum.match_budget"}, []
     for job in jobs:
         if not job.config_path.is_file() or not (job.run_dir / "config.yaml").is_file():
             continue

@@ -89,7 +89,8 @@ def read_results(path: Path) -> list[dict]:
 def verified_results(study_dir: Path) -> list[dict]:
     """A study's results.csv rows, refused with one line unless the file parses completely (every row has every
     column of its header and no more, the columns a comparison reads, a val_ce that parses) and every finished row
-    that names its run (run_dir) has its run's summary.json val/ce: a cut or edited file is never read as a result.
+    whose run directory is there has its run's summary.json val/ce: a cut or edited file is never read as a result
+    (a study archived without its run directories is read as its file says).
     `normgrow report STUDY_DIR` rebuilds it from the runs."""
     path = study_dir / "results.csv"
     fix = f"rebuild it from the runs with `normgrow report {study_dir}`"
@@ -102,10 +103,11 @@ def verified_results(study_dir: Path) -> list[dict]:
         try:
             value = float(row["val_ce"])
         except ValueError:
-            raise NormgrowError(f"{path}: line {i}: val_ce '{row['val_ce']}' is not a number; {fix}") from None
-        if row.get("run_dir"):
+            raise NormgrowError(f"{path}: line {i}: val_ce {row['val_ce']!r} is not a number; {fix}") from None
+        if row.get("run_dir") and (study_dir / row["run_dir"]).is_dir():  # a study archived without its runs: as is
             summary = read_summary(study_dir / row["run_dir"])
             if summary is None or summary.get("val/ce") != value:
                 found = "no summary.json" if summary is None else f"{summary.get('val/ce')!r} in its summary.json"
-                raise NormgrowError(f"{path}: line {i}: val_ce {row['val_ce']} does not match its run ({found}); {fix}")
+                raise NormgrowError(f"{path}: line {i}: val_ce {row['val_ce']!r} does not match its run ({found}); "
+                                    f"{fix}")
     return rows

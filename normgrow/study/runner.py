@@ -29,6 +29,7 @@ from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.figures import dose_response
 from normgrow.study.jobs import (
     Job,
+    check_runs_unchanged,
     claim_study_dir,
     plan_jobs,
     row_job_name,
@@ -215,6 +216,8 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
     """Every point's (every budget's) jobs launched together (one queue, so `launcher.parallel` spans them), then
     each one's report and the sweep's (the ladder's). With a pilot's `lr_choice`, `study` already carries the rates
     and the study as written is on disk."""
+    for _, sub_dir, jobs in plan:  # every budget's runs checked before the ladder's own study.yaml is written
+        check_runs_unchanged(jobs, sub_dir)
     if lr_choice is None:
         write_study_yaml(study, out)
     for sub, sub_dir, jobs in plan:
@@ -305,13 +308,15 @@ def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[s
 
 def unfinished_runs(study_dir: Path) -> list[str]:
     """The runs of a study (every budget's or point's) that its results.csv records as not finished, named
-    `[point/]job`; not its pilot's, nor a rate an arm's sweep did not select: a rate that diverged is an outcome of
-    the choice of rates, not a failure of the study."""
+    `[point/]job`; not its pilot's, nor a rate an arm's sweep did not select (a rate that diverged is an outcome of
+    the choice of rates, not a failure of the study) unless the arm has no selected rate at all."""
     path = study_dir / "results.csv"
     if not path.is_file():
         return []
-    return [(f"{r['point']}/" if r.get("point") else "") + row_job_name(r)
-            for r in read_results(path) if r["status"] != "ok" and r.get("selected") != "no"]
+    rows = read_results(path)
+    chosen = {(r.get("point", ""), r["arm"]) for r in rows if r.get("selected") != "no"}  # arms left a result
+    return [(f"{r['point']}/" if r.get("point") else "") + row_job_name(r) for r in rows
+            if r["status"] != "ok" and (r.get("selected") != "no" or (r.get("point", ""), r["arm"]) not in chosen)]
 
 
 def failed_runs(study_dir: Path) -> dict[str, str]:
