@@ -62,12 +62,21 @@ def test_every_number_of_a_run_config_is_checked_at_load_time():
     be set at all (a TypeError traceback); seed −1 was accepted."""
     keys = numeric_keys(RunConfig)
     assert len(keys) > 50 and "curriculum.stages.0.tokens" in dict(keys)
-    defaults = load_config("tiny")
+    walk(keys, lambda overrides: load_config("tiny", overrides))
+
+
+def walk(keys: list[tuple[str, str]], load) -> None:
+    """Every key with every BAD value through `load(overrides)`: refused in one line naming it, or accepted with a
+    documented meaning (or as the key's default, read from `load([])`)."""
+    base = load([])
     for key, doc in keys:
-        default = _get(defaults, key)
+        try:
+            default = _get(base, key)
+        except (IndexError, AttributeError):  # an empty list's first entry
+            default = None
         for value in BAD:
             try:
-                load_config("tiny", [f"{key}={value}"])
+                load([f"{key}={value}"])
             except ConfigError as e:
                 one_line_naming(e, key)
             else:
@@ -85,19 +94,7 @@ def test_every_number_of_a_study_is_checked_at_load_time():
     half-written study folder; a seed beyond 64 bits a traceback), on the gap study."""
     keys = numeric_keys(StudyConfig, skip=("launcher.parameters",))
     assert {"budget_scale", "budgets.0", "seeds.0", "lr_pilot.lrs.0", "regime.min_kl"} <= set(dict(keys))
-    base = load_study("gap")
-    for key, doc in keys:
-        try:
-            default = _get(base, key)
-        except (IndexError, AttributeError):
-            default = None
-        for value in BAD:
-            try:
-                load_study("gap", [f"{key}={value}"])
-            except ConfigError as e:
-                one_line_naming(e, key)
-            else:
-                accepted_means_documented(key, value, doc, default)
+    walk(keys, lambda overrides: load_study("gap", overrides))
     for seed in (2**64, -(2**70)):
         with pytest.raises(ConfigError, match="seeds"):
             load_study("gap", [f"seeds=[{seed}]"])
