@@ -54,7 +54,7 @@ def main() -> None:
     model = build_student(inputs, plan)
     set_trainable(model, plan)
     opt = build_optimizer(model, cfg, inputs.info.device)
-    step_fn = wrap_for_training(model, inputs.info, cfg.train.compile)
+    step_fn = wrap_for_training(model, inputs.info, cfg)
     times = []
     for i in range(6):
         b = next(it)

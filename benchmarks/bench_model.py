@@ -5,9 +5,10 @@
 
 Both models are built in this process with identical weights (the pre-norm student *is* a Qwen3)
 and timed alternately to share the machine's noise, in each mode: float32 eager, bfloat16 autocast
-eager, bfloat16 autocast with torch.compile on both models (and float32 compiled). Prints tokens/s
-of each, the ratio student / transformers per mode (target ≥ 1.3 with compile on both), and the
-post-norm student for reference. bfloat16 modes are skipped, with the reason, on a CPU without
+eager, bfloat16 autocast with torch.compile on both models (and float32 compiled; `*-blocks`: each block
+compiled on its own, what `train.compile` does). Prints tokens/s of each, the ratio student / transformers
+per mode (target ≥ 1.3 with compile on both), the post-norm student for reference, and each model's achieved
+FLOP/s (6·N per token + attention) against a float32 (and bfloat16) 2048³ matmul timed in the same run. bfloat16 modes are skipped, with the reason, on a CPU without
 native bfloat16 (no AMX / AVX-512-BF16: emulated bfloat16 is ~25× slower than float32 there and
 says nothing about either model); `--modes` runs them anyway.
 """
@@ -21,14 +22,17 @@ import time
 import torch
 
 from normgrow.config import ModelConfig
-from normgrow.hardware import BF16_FLAGS, cpu_info
+from normgrow.curriculum import flops_per_token
+from normgrow.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
 from normgrow.model import Student, hf_config, to_hf_state_dict
 
-MODES = {  # name: (autocast dtype or None, compile)
+MODES = {  # name: (autocast dtype or None, compile: False, "model" (whole model) or "blocks" (each block))
     "fp32-eager": (None, False),
-    "fp32-compiled": (None, True),
+    "fp32-compiled": (None, "model"),
+    "fp32-blocks": (None, "blocks"),
     "bf16-eager": (torch.bfloat16, False),
-    "bf16-compiled": (torch.bfloat16, True),
+    "bf16-compiled": (torch.bfloat16, "model"),
+    "bf16-blocks": (torch.bfloat16, "blocks"),
 }
 
 
@@ -52,7 +56,12 @@ def default_modes() -> tuple[list[str], str]:
 def run_mode(mode: str, models: dict, idx: torch.Tensor, args) -> dict[str, float]:
     """Median seconds per fwd+bwd step of every model in this mode (compiled copies for compiled modes)."""
     dtype, compiled = MODES[mode]
-    todo = {k: ((torch.compile(m) if compiled else m), is_hf) for k, (m, is_hf) in models.items()}
+    if compiled == "blocks":  # normgrow's train.compile (compiling.py); transformers' decoder layers the same way
+        for m, is_hf in models.values():
+            for layer in (m.model.layers if is_hf else m.layers):
+                if getattr(layer, "_compiled_call_impl", None) is None:
+                    layer.compile()
+    todo = {k: ((torch.compile(m) if compiled == "model" else m), is_hf) for k, (m, is_hf) in models.items()}
     times: dict[str, list[float]] = {k: [] for k in todo}
     first = {k: 0.0 for k in todo}
     for i in range(args.warmup + args.iters):
@@ -63,6 +72,10 @@ def run_mode(mode: str, models: dict, idx: torch.Tensor, args) -> dict[str, floa
                 times[name].append(dt)
             else:
                 first[name] += dt
+    if compiled == "blocks":
+        for m, is_hf in models.values():  # back to eager for the modes after this one
+            for layer in (m.model.layers if is_hf else m.layers):
+                layer._compiled_call_impl = None
     if compiled:
         print(f"  {mode}: warm-up incl. compile " + ", ".join(f"{k} {v:.0f} s" for k, v in first.items()))
     return {k: statistics.median(v) for k, v in times.items()}
@@ -105,6 +118,14 @@ def main() -> None:
     if skipped:
         print(skipped)
     tokens = args.batch * args.seq_len
+    flops = flops_per_token(cfg, tuple(["pre"] * cfg.n_layer), tuple(range(cfg.n_layer)), args.seq_len) * tokens
+    peaks = {None: matmul_peak(torch.float32)}
+    if any(MODES[m][0] is not None for m in modes):
+        peaks[torch.bfloat16] = matmul_peak(torch.bfloat16)
+    print(f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): float32 {peaks[None] / 1e9:,.1f} GFLOP/s"
+          + (f", bfloat16 {peaks[torch.bfloat16] / 1e9:,.1f} GFLOP/s"
+             f"{'' if native_bf16() else ' (emulated: not a peak of this CPU)'}" if torch.bfloat16 in peaks else "")
+          + f"; a step of this shape is {flops / 1e9:,.2f} GFLOP (6·N per token + attention)")
     for mode in modes:
         med = run_mode(mode, models, idx, args)
         ref = tokens / med["transformers Qwen3"]
@@ -112,6 +133,10 @@ def main() -> None:
         print(f"{mode:>14}: tokens/s (fwd+bwd, median of {args.iters})  {cells}")
         print(f"{'':>14}  ratio normgrow pre / transformers {tokens / med['normgrow pre'] / ref:.3f}, "
               f"post / transformers {tokens / med['normgrow post'] / ref:.3f}  (target >= 1.3 compiled)")
+        peak = peaks[MODES[mode][0]]
+        print(f"{'':>14}  achieved " + ", ".join(f"{k} {flops / v / 1e9:,.1f} GFLOP/s = {flops / v / peak:.0%}"
+                                                for k, v in med.items())
+              + f" of the {'bfloat16' if MODES[mode][0] else 'float32'} matmul peak")
 
 
 if __name__ == "__main__":

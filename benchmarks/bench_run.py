@@ -11,8 +11,9 @@ loss + AdamW — on the same batches, in this process, for:
   float32 eager    the same with train.dtype=float32, teacher.dtype=float32, train.compile=false
   each --variant   the config plus those overrides (e.g. --variant 'train.compile=true')
 
-Prints tokens/s of each, its ratio to float32 eager, the resolved dtype, and the teacher forward's
-share of the step (timed on its own). Steps alternate between the variants so they share the
+Prints tokens/s of each, its ratio to float32 eager, the resolved dtype, the teacher forward's
+share of the step (timed on its own), and the step's achieved FLOP/s against a float32 (and, where
+bfloat16 is native or used, bfloat16) 2048³ matmul timed in the same run. Steps alternate between the variants so they share the
 machine's noise; the first two steps of each (allocation, compilation) are not timed, and a
 compiled variant's compile time is printed separately. `train.threads` is applied as in a run.
 The machine (CPU model, bf16 flags) is printed with the figures: write it next to them in the LOG.
@@ -26,9 +27,10 @@ import time
 import torch
 
 from normgrow.config import load_config
-from normgrow.curriculum import plan_stages
+from normgrow.costs import teacher_flops_per_token
+from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
 from normgrow.data import BatchIterator
-from normgrow.hardware import BF16_FLAGS, cpu_info
+from normgrow.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
 from normgrow.pipeline import build_inputs
 from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
 
@@ -50,11 +52,17 @@ class Variant:
         self.model = build_student(self.inputs, plan)
         set_trainable(self.model, plan)
         self.opt = build_optimizer(self.model, self.cfg, info.device)
-        self.step_fn = wrap_for_training(self.model, info, self.cfg.train.compile)
+        self.step_fn = wrap_for_training(self.model, info, self.cfg)
         self.device = info.device
         self.times: list[float] = []
         self.teacher_times: list[float] = []
         self.first: list[float] = []
+
+    def step_flops(self) -> float:
+        """FLOPs of one train_step: the student's (curriculum.step_cost) and an online teacher's forward."""
+        plan = plan_stages(self.cfg)[-1]
+        teacher = teacher_flops_per_token(self.cfg) if self.inputs.cache is None else 0
+        return step_cost(self.cfg, plan)["flops"] + teacher * tokens_per_step(self.cfg)
 
     def step(self, batch, timed: bool) -> None:
         x = batch.tokens[:, :-1].to(self.device)
@@ -97,6 +105,12 @@ def main() -> None:
           f"{ref.inputs.teacher.report['class']} ({ref.inputs.teacher.report['parameters']:,} params), batch "
           f"{ref.cfg.train.batch_size}x{ref.cfg.data.seq_len}, vocab {m.vocab_size}")
     n = ref.cfg.train.batch_size * ref.cfg.data.seq_len
+    peaks = {"float32": matmul_peak(torch.float32)}
+    if native_bf16(ref.device) or any(v.cfg.train.dtype == "bfloat16" for v in variants):
+        peaks["bfloat16"] = matmul_peak(torch.bfloat16)
+    print(f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): "
+          + ", ".join(f"{k} {p / 1e9:,.1f} GFLOP/s" for k, p in peaks.items())
+          + ("" if native_bf16(ref.device) or "bfloat16" not in peaks else " (bfloat16 emulated here)"))
     base = statistics.median(variants[1].times)
     for v in variants:
         step = statistics.median(v.times)
@@ -104,6 +118,11 @@ def main() -> None:
         print(f"{v.name:>16}: {n / step:8,.0f} tokens/s  ×{base / step:.2f} vs float32 eager  "
               f"(dtype {v.cfg.train.dtype}, compile {v.cfg.train.compile}; teacher forward "
               f"{statistics.median(v.teacher_times) / step:.0%} of the step{compiled})")
+        flops = v.step_flops()
+        print(f"{'':>16}  achieved {flops / step / 1e9:,.1f} GFLOP/s = "
+              + ", ".join(f"{flops / step / p:.0%} of the {k} peak" for k, p in peaks.items())
+              + f" ({flops / 1e9:,.2f} GFLOP per step: the student's training FLOPs"
+              + (" + the teacher's forward)" if v.inputs.cache is None and v.inputs.teacher is not None else ")"))
 
 
 if __name__ == "__main__":

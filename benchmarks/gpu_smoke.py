@@ -23,6 +23,7 @@ import time
 import torch
 
 from normgrow.config import ModelConfig, load_config
+from normgrow.hardware import matmul_peak
 from normgrow.losses import TeacherChunks, distill_loss
 from normgrow.model import Student, hf_config, parameters_of, to_hf_state_dict
 from normgrow.teacher import KNOWN_SHAPES
@@ -139,9 +140,12 @@ def main() -> None:
     ours, theirs = student_steps(m, batch, seq, device, bf16=gpu, compile_=gpu, steps=a.steps)
     n = parameters_of(m)
     mfu = 6 * n * ours / (a.peak_tflops * 1e12)
+    peak = matmul_peak(torch.bfloat16 if gpu else torch.float32, device, n=8192 if gpu else 2048)
     print(f"student step ({m.n_layer} × d_model {m.d_model}, vocabulary {m.vocab_size:,}, {batch} × {seq}, "
           f"{'bf16 + compile' if gpu else 'float32 eager'}): {ours:,.0f} tokens/s = {ours * 3600:,.0f} per hour, "
-          f"MFU {mfu:.1%} of {a.peak_tflops:g} TFLOP/s ({n / 1e6:,.1f}M parameters)")
+          f"MFU {mfu:.1%} of {a.peak_tflops:g} TFLOP/s ({n / 1e6:,.1f}M parameters); "
+          f"{6 * n * ours / peak:.1%} of the {'bf16 8192³' if gpu else 'float32 2048³'} matmul measured in this run "
+          f"({peak / 1e12:,.1f} TFLOP/s)")
     print(f"transformers Qwen3, same shape and weights: {theirs:,.0f} tokens/s; ratio normgrow / transformers "
           f"{ours / theirs:.2f}")
     tf = teacher_forward(teacher, t_batch, seq, device, a.steps)

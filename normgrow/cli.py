@@ -38,8 +38,18 @@ from normgrow.report import plot_runs
 from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import StudyConfig, load_study
-from normgrow.study.launch import die_with_parent
-from normgrow.study.plan import describe, describe_fit, is_study, job_plan, pilot_lines, rate_of, study_plan, vocab_of
+from normgrow.study.launch import die_with_parent, threads_per_job
+from normgrow.study.plan import (
+    describe,
+    describe_fit,
+    is_study,
+    job_plan,
+    pilot_lines,
+    rate_of,
+    study_plan,
+    vocab_of,
+    wall_lines,
+)
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
 from normgrow.version import __version__
 
@@ -198,6 +208,14 @@ def cmd_plan(args: argparse.Namespace) -> None:
         if config is None or not is_study(config):
             raise NormgrowError("--pilot: needs a study to plan (a study preset or YAML), not a run config")
         lines += ["", *pilot_lines(study, Path(args.pilot))]
+    if not args.no_measure:
+        if config is not None and is_study(config):
+            parallel, threads = study.launcher.parallel, threads_per_job(study.launcher)
+        else:
+            import torch
+
+            parallel, threads = 1, cfgs[0].train.threads or torch.get_num_threads()
+        lines += ["", *wall_lines(jobs, cfgs, parallel, threads, again=args.remeasure)]
     for line in lines:
         print(line)
 
@@ -301,6 +319,9 @@ def _add_tool_commands(sub) -> None:
     p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
     p.add_argument("--pilot", default=None, metavar="DIR",
                    help="a finished pilot study: what this study's seeds can resolve, from its per-seed sd")
+    p.add_argument("--no-measure", action="store_true",
+                   help="skip the wall-time prediction (it times a few training steps of each shape on this machine)")
+    p.add_argument("--remeasure", action="store_true", help="time the shapes again instead of reusing the cached probe")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("standin", help="write a CPU stand-in for the paper's teacher and dataset")

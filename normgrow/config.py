@@ -297,7 +297,7 @@ class TrainConfig:
     dtype: Literal["auto", "float32", "bfloat16"] = setting("auto", key=True)
     """Autocast dtype for the student's forward; 'auto' = bfloat16 only where it is native and measured faster (CUDA with bf16; CPUs with AMX/AVX-512-BF16 after a cached probe), else float32 (hardware.py)."""
     compile: bool = setting(False, key=False)
-    """torch.compile the student."""
+    """torch.compile each block (one graph per placement, reused at every depth; caches under <cache>/compile; not with train.sharding=fsdp across ranks)."""
     sharding: Literal["ddp", "fsdp"] = setting("ddp", key=False, resume=True, before="ddp")
     """Over several ranks: 'ddp' replicates the student; 'fsdp' shards its weights, gradients and optimizer state (FSDP2, per block)."""
     activation_checkpointing: bool = setting(False, key=False, resume=True, before=False)

@@ -83,6 +83,31 @@ def probe_cpu_bf16(reps: int = 5) -> dict:
             "threads": torch.get_num_threads()}
 
 
+def matmul_peak(dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", n: int = 2048,
+                reps: int = 5) -> float:
+    """FLOP/s of one n × n × n matmul of `dtype` tensors on `device`, best of `reps`, at this process's thread
+    count: the peak a benchmark's MFU is measured against, in the same process and run."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+
+    def mm():
+        out = a @ b
+        if out.device.type == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    return 2 * n**3 / _best_time(mm, reps)
+
+
+def native_bf16(device: torch.device | str = "cpu") -> bool:
+    """bfloat16 matmul in hardware: a CUDA device that supports it, a CPU with AMX or AVX-512-BF16."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return bool(cpu_info().flags & BF16_FLAGS)
+
+
 def machine_key(info: CpuInfo) -> str:
     return hashlib.sha256(json.dumps([info.model, sorted(info.flags), torch.__version__]).encode()).hexdigest()[:16]
 

@@ -50,9 +50,10 @@ from tqdm import tqdm
 
 from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
+from normgrow.compiling import compile_blocks, use_compile_cache
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared, n_sequences, train_pool
+from normgrow.data import Batch, BatchIterator, Prepared, cache_root, n_sequences, train_pool
 from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.evaluate import Evaluator, autocast, micro_batch_size, open_evaluator
@@ -129,14 +130,19 @@ def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
     return cfg.train.sharding == "fsdp" and info.world_size > 1
 
 
-def wrap_for_training(model: Student, info: dist.DistInfo, compile: bool = False) -> torch.nn.Module:
-    """The module the training step calls: DDP across ranks (a sharded model is its own wrapper), compiled if
-    asked (re-wrapped after growth, so new blocks join both; the loss's chunked head projection stays outside
-    the compiled graph)."""
-    wrapped = model
+def wrap_for_training(model: Student, info: dist.DistInfo, cfg: RunConfig) -> torch.nn.Module:
+    """The module the training step calls: DDP across ranks (a sharded model is its own wrapper), its blocks
+    compiled where `train.compile` asks (compiling.py: each block on its own, so wrapping again after growth
+    compiles only the appended blocks, and they reuse their placement's graph)."""
+    if cfg.train.compile:
+        if uses_fsdp(cfg, info):
+            raise ConfigError("train.compile: not supported with train.sharding=fsdp (compile the blocks of a "
+                              "replicated student: train.sharding=ddp)")
+        use_compile_cache(cache_root(cfg.data))
+        compile_blocks(model)
     if info.world_size > 1 and not sharding.is_sharded(model):
-        wrapped = DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
-    return torch.compile(wrapped) if compile else wrapped
+        return DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
+    return model
 
 
 def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
@@ -398,7 +404,7 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
             (out / "metrics.jsonl").unlink(missing_ok=True)
             (out / "diagnostics.jsonl").unlink(missing_ok=True)
     writer = MetricsWriter(out, cfg, info.is_main)
-    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg.train.compile), batches, evals,
+    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg), batches, evals,
               writer, state, say)
     run.t_start = time.perf_counter() - state.wall_time_s
     return run
@@ -456,7 +462,7 @@ def growth_event(run: Run, plan: StagePlan) -> dict:
     run.record("pre_growth", run.state.stages[-1]["end"])
     run.model, run.optimizer, record = grow_student(run.model, run.optimizer, run.plans[plan.index - 1], plan,
                                                     run.cfg, run.inputs.info.device, run.evals.val)
-    run.step_fn = wrap_for_training(run.model, run.inputs.info, run.cfg.train.compile)
+    run.step_fn = wrap_for_training(run.model, run.inputs.info, run.cfg)
     return record
 
 

@@ -1,6 +1,7 @@
 """`normgrow plan`: memory terms and device-hours against arithmetic done here by hand."""
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def test_the_micro_batch_that_fits_a_device_and_its_accumulation_steps(tmp_path)
     assert fit_micro_batch(cfg, 1, False, total(1) - 1) is None
     assert fit_micro_batch(cfg, 2, False, 1e15) == 8  # two ranks hold 8 sequences each
     tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"
-    out = cli("plan", tiny_yaml, "model.vocab_size=512", "train.tokens_per_step=512",
+    out = cli("plan", "--no-measure", tiny_yaml, "model.vocab_size=512", "train.tokens_per_step=512",
               "--device-memory", str(total(4) / 2**30)).stdout
     assert "4 sequence(s) of 32 tokens per rank" in out and "4 accumulation step(s)" in out
     assert "train.micro_batch_size=4" in out
@@ -58,7 +59,7 @@ def test_device_hours_from_measured_throughput():
     plan = job_plan("tiny", cfg, world=1)
     assert plan.tokens == 78 * 8 * 32  # 20,000 tokens in whole steps of 8 × 32
     tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"  # a run preset (`tiny` names a study)
-    out = cli("plan", tiny_yaml, "model.vocab_size=512", "--tokens-per-hour", str(78 * 8 * 32)).stdout
+    out = cli("plan", "--no-measure", tiny_yaml, "model.vocab_size=512", "--tokens-per-hour", str(78 * 8 * 32)).stdout
     assert "1 run(s), 19,968 training tokens" in out
     assert "device-hours, teacher online in every run: 1.0" in out
     # from the cache, the step's teacher share is spent once (one run: the same tokens), so the total is the same
@@ -70,12 +71,12 @@ def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
     4 × 512 = 2,048 bytes; 78 steps of 8 over 3 batches an epoch start ceil(78 / 3) = 26 epochs."""
     tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"
     pool = ["model.vocab_size=512", "data.train_pool_sequences=24", "teacher.cache=true"]
-    out = cli("plan", tiny_yaml, *pool, "teacher.cache_k=512", "teacher.cache_dtype=float32").stdout
+    out = cli("plan", "--no-measure", tiny_yaml, *pool, "teacher.cache_k=512", "teacher.cache_dtype=float32").stdout
     assert "one teacher pass over 768 tokens" in out and "(k = 512, 2048 bytes per token)" in out
-    top = cli("plan", tiny_yaml, *pool).stdout  # top-64, float16, uint16 ids: 64·2 + 64·2 + 2 bytes
+    top = cli("plan", "--no-measure", tiny_yaml, *pool).stdout  # top-64, float16, uint16 ids: 64·2 + 64·2 + 2 bytes
     assert "(k = 64, 258 bytes per token)" in top
-    cli("plan", tiny_yaml, *pool, "data.max_pool_repeats=26")  # at the bound
-    refused = cli("plan", tiny_yaml, *pool, "data.max_pool_repeats=25", check=False)
+    cli("plan", "--no-measure", tiny_yaml, *pool, "data.max_pool_repeats=26")  # at the bound
+    refused = cli("plan", "--no-measure", tiny_yaml, *pool, "data.max_pool_repeats=25", check=False)
     line = refused.stderr.strip().splitlines()[-1]
     assert refused.returncode == 2 and "data.max_pool_repeats" in line and "up to 26 times" in line
 
@@ -92,6 +93,7 @@ def test_plan_of_the_paper_study_offline():
     assert re.search(r"device-hours, teacher online in every run: [\d,.]+", out)
     assert re.search(r"device-hours with the teacher cache .*: [\d,.]+", out)
     assert "teacher cache on disk" in out
+    assert "wall time: not measured (jobs of several ranks" in out  # nothing timed for a cluster's jobs here
 
 
 def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
@@ -106,7 +108,7 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     rows = [dict.fromkeys(FIELDS, "") | {"arm": arm, "seed": s, "status": "ok", "val_ce": 5.0 + (0.01 + 0.02 * s) * k}
             for s in range(3) for arm, k in (("pre-joint", 0), ("post-joint", 1))]
     write_results(rows, pilot / "results.csv")
-    out = cli("plan", "default", "--pilot", pilot).stdout
+    out = cli("plan", "default", "--no-measure", "--pilot", pilot).stdout
     line = next(x for x in out.splitlines() if x.startswith("| joint_gap"))
     assert "+0.0300 (3)" in line and "| 0.0200 [" in line
     assert f"| {4.302653 * 0.02 / 3 ** 0.5:.4f} |" in line
@@ -115,3 +117,56 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     assert "| 34 (" in line
     bad = cli("plan", "default", "--pilot", tmp_path, check=False)
     assert bad.returncode != 0 and "--pilot needs a finished study directory" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- wall time from measured speed
+
+
+def test_the_local_launchers_schedule_by_hand():
+    from normgrow.speed import schedule
+
+    assert schedule([3, 1, 1, 1], 2) == 3  # one slot takes the 3, the other the three 1s
+    assert schedule([2, 2, 2], 2) == 4 and schedule([2, 2, 2], 1) == 6 and schedule([5], 4) == 5
+    assert schedule([1, 1, 4], 2) == 5  # in order: the 4 starts when the first slot frees, at 1
+
+
+def test_the_evaluation_schedule_is_the_one_a_run_logs(tiny_cache, tmp_path):
+    """What plan counts per stage (full evaluations, curve evaluations, diagnoses, the selection set) against the
+    events a real growth run writes, with a dense window, interval evaluations and interval diagnoses."""
+    from conftest import events, tiny_cfg
+    from normgrow.curriculum import plan_stages
+    from normgrow.pipeline import run
+    from normgrow.speed import evaluation_schedule
+
+    cfg = tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 2, tokens: 2048}, {n_layer: 3, tokens: 2560}]",
+                   "train.eval_every_tokens=768", "train.dense_eval_steps=4", "train.dense_eval_every=2",
+                   "diagnostics.every_tokens=1024", "data.select_tokens=256", "data.curve_tokens=512")
+    run(cfg, tmp_path / "r", log=lambda *_: None, progress=False)
+    plans = plan_stages(cfg)
+    counted = evaluation_schedule(cfg, plans)
+    diags = [json.loads(line) for line in (tmp_path / "r" / "diagnostics.jsonl").read_text().splitlines()]
+    for plan, n in zip(plans, counted, strict=True):
+        logged = [e for e in events(tmp_path / "r") if e.get("stage") == plan.index]
+        kinds = [e["event"] for e in logged]
+        assert n["full"] == kinds.count("stage_start") + kinds.count("stage_end"), (plan.index, kinds)
+        assert n["curve"] == kinds.count("eval") + kinds.count("dense"), (plan.index, kinds)
+        assert n["select"] == kinds.count("select")
+        assert n["diagnoses"] == sum(1 for d in diags if d["stage"] == plan.index)
+    assert counted[1]["curve"] >= 2 and counted[0]["diagnoses"] >= 3 and counted[1]["select"] == 1  # all kinds ran
+
+
+def test_plan_measures_this_machines_step_and_reuses_the_measurement(tmp_path):
+    args = ("plan", "tiny", f"data.cache_dir={tmp_path}", "train.threads=1")
+    first = cli(*args).stdout
+    assert "measured now" in first and "start-up" in first, first
+    saved = sorted((tmp_path / "hardware").glob("speed-*.json"))
+    records = [json.loads(p.read_text()) for p in saved]
+    assert sorted(r["shape"]["placements"][0] for r in records) == ["post", "pre"]  # the tiny study's two shapes
+    assert all(0 < r["step_full_s"] < 60 and r["b_s"] >= 0 and r["depth"] == 3 for r in records)
+    minutes = float(re.search(r"predicted wall time: ([\d.]+) min", first).group(1))
+    assert minutes > 0
+    again = cli(*args).stdout
+    assert "cached" in again and "measured now" not in again
+    assert re.search(r"predicted wall time: ([\d.]+) min", again).group(1) == f"{minutes:.1f}"
+    assert "measured now" in cli(*args, "--remeasure").stdout
+    assert "wall time" not in cli(*args, "--no-measure").stdout

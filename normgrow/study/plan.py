@@ -20,6 +20,7 @@ here when it would start more epochs over it than data.max_pool_repeats allows.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ class JobPlan:
     student_flops: float
     teacher_flops: float
     memory: dict  # term → bytes per device
+    phase: str = "main"  # "pilot": a learning-rate pilot's run, finished before the main runs start
 
 
 def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False) -> JobPlan:
@@ -154,15 +156,16 @@ def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], lis
         else:
             jobs = plan_jobs(study, Path(tmp))
             write_study_dir(study, jobs, Path(tmp))
+        pilot_jobs = []
         if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
             pilot = pilot_study(study)
             pilot_jobs = plan_jobs(pilot, Path(tmp) / PILOT_DIR)
             write_study_dir(pilot, pilot_jobs, Path(tmp) / PILOT_DIR)
-            jobs = [*pilot_jobs, *jobs]
-        for job in jobs:
+        for i, job in enumerate([*pilot_jobs, *jobs]):
             cfg = match_budget(with_vocab(job.cfg))[0]
             try:
                 plans.append(job_plan(job.name, cfg, world, fsdp))
+                plans[-1].phase = "pilot" if i < len(pilot_jobs) else "main"
             except ConfigError as e:  # a run refused at planning (data.max_pool_repeats): name the job
                 raise ConfigError(f"{job.name}: {e}") from None
             cfgs.append(cfg)
@@ -208,3 +211,69 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
     L += ["", "A sign claim is supported only when its interval lies beyond δ: a true contrast needs about δ + the "
           "half-width to be supported at the planned seeds."]
     return L
+
+
+def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, threads: int, again: bool = False) -> list[str]:
+    """Wall time on this machine from measured step rates (normgrow.speed): each shape's probe, each arm's run,
+    the study (its pilot, then its runs, `parallel` at a time), and which figures are measured or estimated."""
+    import torch
+
+    from normgrow import speed
+    from normgrow.data import cache_root
+    from normgrow.dist import pick_device
+    from normgrow.hardware import cpu_info
+
+    if any(j.world > 1 for j in jobs):
+        return ["wall time: not measured (jobs of several ranks; measure one with benchmarks/gpu_smoke.sh and pass "
+                "--tokens-per-hour)"]
+    device = pick_device(cfgs[0].train.device)
+    step_flops = max(j.student_flops / max(1, j.tokens) for j in jobs) * cfgs[0].train.batch_size * cfgs[0].data.seq_len
+    if device.type == "cpu" and step_flops > ASSUMED_CPU_FLOPS * MAX_PROBE_STEP_S:
+        return [f"wall time: not measured (one step of the largest job is {step_flops / 1e12:,.1f} TFLOP, over "
+                f"{MAX_PROBE_STEP_S} s at {ASSUMED_CPU_FLOPS / 1e9:.0f} GFLOP/s on this CPU; device-hours above are "
+                "assumed)"]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        records = [speed.measure(c, device, cache_root(c.data), again) for c in cfgs]
+    finally:
+        torch.set_num_threads(old)
+    machine = cpu_info().model if device.type == "cpu" else torch.cuda.get_device_name(device)
+    L = [f"wall time on this machine ({machine}; {threads} thread(s) per run, {parallel} run(s) at a time):",
+         "  measured here, training step (student forward/backward, loss, AdamW, and an online teacher's forward) "
+         "at depth d = a + b·d:"]
+    shown = set()
+    for rec in records:
+        key = json.dumps(rec["shape"], sort_keys=True, default=str)
+        if key in shown:
+            continue
+        shown.add(key)
+        s = rec["shape"]
+        extra = f"; compiled: first steps +{rec['first_extra_s']:.1f} s" if s["compile"] else ""
+        L.append(f"    {'+'.join(s['placements'])} d_model {s['model']['d_model']}, batch {s['batch']}x{s['seq_len']}, "
+                 f"{s['dtype']}: a {rec['a_s'] * 1e3:.1f} ms + b {rec['b_s'] * 1e3:.1f} ms/block "
+                 f"({rec['step_full_s'] * 1e3:.1f} ms at {rec['depth']} blocks{extra}; "
+                 f"{'cached ' + rec['measured_at'] if rec['cached'] else 'measured now'})")
+    L.append(f"  measured here: start-up {records[0]['startup_s']:.1f} s per run (a fresh interpreter importing "
+             "normgrow's training modules)")
+    L.append("  estimated from the step rate: evaluation and diagnostics (forward passes at a third of a training "
+             "token's time); not counted: checkpoints, data loading, runs slowing each other when side by side")
+    per_job = [speed.predict_run(c, plan_stages(c), r) for c, r in zip(cfgs, records, strict=True)]
+    pilot = [p["total_s"] for j, p in zip(jobs, per_job, strict=True) if j.phase == "pilot"]
+    main = [p["total_s"] for j, p in zip(jobs, per_job, strict=True) if j.phase == "main"]
+    by_arm: dict[str, list[float]] = {}
+    for j, p in zip(jobs, per_job, strict=True):
+        if j.phase == "main":
+            by_arm.setdefault(j.name.rsplit("-s", 1)[0], []).append(p["total_s"])
+    L.append("  per run (mean over the arm's runs): " + "; ".join(
+        [*([f"pilot {min(pilot):,.0f}–{max(pilot):,.0f} s ({len(pilot)} runs)"] if pilot else []),
+         *(f"{arm} {sum(v) / len(v):,.0f} s" for arm, v in by_arm.items())]))
+    wall_pilot, wall_main = speed.schedule(pilot, parallel) if pilot else 0.0, speed.schedule(main, parallel)
+    L.append(f"  predicted wall time: {(wall_pilot + wall_main) / 60:,.1f} min"
+             + (f" (pilot {wall_pilot / 60:,.1f} min, then the runs {wall_main / 60:,.1f} min)" if pilot else "")
+             + "; the teacher and its cache, when not built yet, come on top")
+    return L
+
+
+ASSUMED_CPU_FLOPS = 20e9  # only to decide whether a probe step is affordable here
+MAX_PROBE_STEP_S = 20
