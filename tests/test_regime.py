@@ -42,6 +42,7 @@ from normgrow.study.regime import (
     combine,
     kl_check,
     plan_lines,
+    regime_record,
     regime_section,
     scale_check,
 )
@@ -227,6 +228,21 @@ def test_the_section_warns_above_the_claims_only_when_a_check_fails_or_is_undete
                   if line.startswith("> ")]
     assert unmeasured == ["> Check 2 (distance from the teacher) registered but not measured: the claims below are "
                           "not checked against it."]
+
+
+@pytest.mark.parametrize("outcome", [FAIL, UNDETERMINED, PASS])
+def test_a_failed_precondition_makes_the_mechanism_tests_not_informative_as_registered(outcome):
+    """The rule registered with check 3: when it fails, boundary_update, boundary_renorm and the dose–response are
+    reported as not informative (above the claims, and in regime.json); undetermined or passed, they stand."""
+    s = StudyConfig(arms={"a": ArmConfig()}, regime=RegimeConfig(scale_factor=2.0))
+    checks = [Check("scale_factor", outcome, "m", "t", "d")]
+    warn = " ".join(line for line in regime_section(s, checks) if line.startswith("> "))
+    said = "not informative in this regime" in warn
+    assert said == (outcome == FAIL), warn
+    if said:
+        assert all(name in warn for name in ("boundary_update", "boundary_renorm", "dose–response"))
+    assert regime_record(s, checks)["not_informative"] == (
+        ["boundary_update", "boundary_renorm", "the dose–response"] if outcome == FAIL else [])
 
 
 # ----------------------------------------------------------------------------- arms at some budgets of a ladder

@@ -26,6 +26,9 @@ A null field registers no check. Each check reads this study's numbers and is on
    side, *absent* when it lies inside (−log f, +log f), *undetermined* otherwise; the check passes when both are
    present and fails when one is absent. A ladder judges it at every budget.
 
+A failed check 3 makes the mechanism's tests (MECHANISM_TESTS) not informative: the report says so above the
+claims and regime.json lists them (`not_informative`), as the rule registered with the check says.
+
 Several readings combine (check 3's two classes, a ladder's budgets) as: fail if any fails, else undetermined if
 any is, else not measured if any is, else pass; a budget where the arms are not run takes no part. Nothing here
 reads files but `write_regime`; runner.py hands in the rows and measures.
@@ -68,6 +71,9 @@ class RegimeConfig:
 # number, name, what is measured (the report's table and the start-of-study block)
 CHECKS = {"max_collapse": (1, "health"), "min_kl": (2, "distance from the teacher"),
           "scale_factor": (3, "mechanism precondition")}
+# What a failed check 3 takes away, as registered with it (docs/LOG.md, session 9): the mechanism's tests read the
+# boundary scale the precondition says is not there, so their verdicts are not evidence for or against it.
+MECHANISM_TESTS = ("boundary_update", "boundary_renorm", "the dose–response")
 
 
 def validate_regime(r: RegimeConfig, claims) -> None:
@@ -308,6 +314,11 @@ def warning_lines(checks: list[Check]) -> list[str]:
     if bad:
         L += [f"> **The regime does not meet check{'s' if len(bad) > 1 else ''} {', '.join(bad)}**: the claims below "
               f"are about a regime that does not meet {'them' if len(bad) > 1 else 'it'}.", ""]
+    if out.get("scale_factor") == FAIL:
+        L += [f"> **Check 3 failed: by the rule registered with it, the mechanism's tests ({', '.join(MECHANISM_TESTS)})"
+              " are not informative in this regime.** Their verdicts below describe these runs; they are not "
+              "evidence for or against the mechanism, whose precondition (boundary streams of different scale) "
+              "is absent here.", ""]
     if unmeasured:
         L += [f"> Check{'s' if len(unmeasured) > 1 else ''} {', '.join(unmeasured)} registered but not measured: the "
               "claims below are not checked against "
@@ -348,6 +359,7 @@ def regime_record(study, checks: list[Check]) -> dict:
     """What regime.json holds: the thresholds as registered, each check's outcome and every reading's numbers."""
     return {"registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
             "outcomes": outcomes(checks),
+            "not_informative": list(MECHANISM_TESTS) if outcomes(checks).get("scale_factor") == FAIL else [],
             "readings": [{"check": c.number, "name": CHECKS[c.key][1], **dataclasses.asdict(c)} for c in checks]}
 
 
