@@ -31,9 +31,15 @@ from pathlib import Path
 
 import torch
 
-from normgrow import atomic
+from normgrow import atomic, dist
 from normgrow.config import RunConfig
+from normgrow.evaluate import autocast
+from normgrow.growth import build_optimizer
 from normgrow.hardware import cpu_info, fast_dtype, machine_key
+from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss, tail_logsumexp
+from normgrow.model import Decoder, PreNormBlock, Student, placement_of
+from normgrow.teacher import teacher_shape
+from normgrow.train import wrap_for_training
 from normgrow.version import __version__
 
 WARMUP_STEPS, TIMED_STEPS = 2, 4
@@ -52,7 +58,6 @@ def resolved(cfg: RunConfig, device: torch.device, cache_root: Path) -> RunConfi
 
 def shape_of(cfg: RunConfig, device: torch.device) -> dict:
     """Everything a step's time depends on, but the depth and placements' order (the probe's cache key)."""
-    from normgrow.teacher import teacher_shape
 
     m, t = cfg.model, cfg.teacher
     shape = teacher_shape(cfg) if not t.cache and t.path != "none" else None
@@ -71,14 +76,12 @@ def shape_of(cfg: RunConfig, device: torch.device) -> dict:
 
 
 def full_placements(cfg: RunConfig) -> list[str]:
-    from normgrow.model import placement_of
 
     return [placement_of(cfg.model, i) for i in range(cfg.model.n_layer)]
 
 
 def synthetic_teacher(cfg: RunConfig, n: int, device: torch.device):
     """A teacher distribution of the run's form for n tokens: k = V log-probs, top-k with ids and tail, or None."""
-    from normgrow.losses import SparseTeacher, tail_logsumexp
 
     V = cfg.model.vocab_size
     logp = torch.log_softmax(torch.randn(n, V, device=device), dim=-1)
@@ -92,13 +95,6 @@ def synthetic_teacher(cfg: RunConfig, n: int, device: torch.device):
 def time_steps(cfg: RunConfig, depth: int, device: torch.device) -> dict:
     """Seconds of the first WARMUP_STEPS steps (allocation, compilation) and the median of TIMED_STEPS more, of a
     student of `depth` blocks (the first `depth` of the full-depth placements)."""
-    from normgrow import dist
-    from normgrow.evaluate import autocast
-    from normgrow.growth import build_optimizer
-    from normgrow.losses import TeacherChunks, distill_loss
-    from normgrow.model import Decoder, PreNormBlock, Student
-    from normgrow.teacher import teacher_shape
-    from normgrow.train import wrap_for_training
 
     torch.manual_seed(0)
     student = Student(cfg.model, depth=depth, max_seq_len=cfg.data.seq_len,

@@ -25,10 +25,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from normgrow import speed
 from normgrow.config import RunConfig, read_yaml
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
 from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, planned_totals
+from normgrow.data import cache_root
+from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
+from normgrow.hardware import cpu_info
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
 from normgrow.study.pilot import PILOT_DIR, pilot_study
@@ -218,10 +222,6 @@ def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, thread
     the study (its pilot, then its runs, `parallel` at a time), and which figures are measured or estimated."""
     import torch
 
-    from normgrow import speed
-    from normgrow.data import cache_root
-    from normgrow.dist import pick_device
-    from normgrow.hardware import cpu_info
 
     if any(j.world > 1 for j in jobs):
         return ["wall time: not measured (jobs of several ranks; measure one with benchmarks/gpu_smoke.sh and pass "
