@@ -677,6 +677,8 @@ def _validate_train(r: TrainConfig) -> None:
     need(r.micro_batch_size is None or r.batch_size % r.micro_batch_size == 0, "train.micro_batch_size",
          f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}")
     need(r.warmup_tokens >= 0, "train.warmup_tokens", f"must be non-negative, got {r.warmup_tokens}")
+    need(not (r.compile and r.sharding == "fsdp"), "train.compile",
+         "not supported with train.sharding=fsdp (compile the blocks of a replicated student: train.sharding=ddp)")
     need(r.dense_eval_steps >= 0, "train.dense_eval_steps", f"must be non-negative, got {r.dense_eval_steps}")
     need(r.dense_eval_every >= 1, "train.dense_eval_every", f"must be at least 1, got {r.dense_eval_every}")
     need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")

@@ -39,7 +39,7 @@ from normgrow.hardware import cpu_info, fast_dtype, machine_key
 from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss, tail_logsumexp
 from normgrow.model import Decoder, PreNormBlock, Student, placement_of
 from normgrow.teacher import teacher_shape
-from normgrow.train import wrap_for_training
+from normgrow.train import crossed, wrap_for_training
 from normgrow.version import __version__
 
 WARMUP_STEPS, TIMED_STEPS = 2, 4
@@ -179,10 +179,6 @@ def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool 
 
 def step_seconds(record: dict, depth: int) -> float:
     return record["a_s"] + record["b_s"] * depth
-
-
-def crossed(tokens: int, per_step: int, every: int) -> bool:
-    return every > 0 and tokens // every != (tokens - per_step) // every
 
 
 def evaluation_schedule(cfg: RunConfig, plans) -> list[dict]:

@@ -170,3 +170,11 @@ def test_a_micro_batch_that_does_not_divide_a_ranks_share_is_refused():
     check_micro_batch(cfg, DistInfo(0, 3, 0, torch.device("cpu")))  # 4 per rank: no accumulation
     with pytest.raises(ConfigError, match=r"train.micro_batch_size: 4 does not divide the 6 sequences each of the 2"):
         check_micro_batch(cfg, DistInfo(0, 2, 0, torch.device("cpu")))  # ... but not the 6 each of two ranks holds
+
+
+def test_compiled_blocks_with_a_sharded_student_are_refused_at_load_time():
+    from normgrow.errors import ConfigError
+
+    load_config("tiny", ["train.compile=true"])  # alone: fine
+    with pytest.raises(ConfigError, match=r"^train.compile: not supported with train.sharding=fsdp"):
+        load_config("tiny", ["train.compile=true", "train.sharding=fsdp"])
