@@ -13,8 +13,9 @@ loss + AdamW — on the same batches, in this process, for:
 
 Prints tokens/s of each, its ratio to float32 eager, the resolved dtype, the teacher forward's
 share of the step (timed on its own), and the step's achieved FLOP/s against a float32 (and, where
-bfloat16 is native or used, bfloat16) 2048³ matmul timed in the same run. Steps alternate between the variants so they share the
-machine's noise; the first two steps of each (allocation, compilation) are not timed, and a
+bfloat16 is native or used, bfloat16) 2048³ matmul timed in the same run, and against the student's own
+matmuls at this shape (own_shape_matmuls: what its matrix work could reach at best). Steps
+alternate between the variants so they share the machine's noise; the first two steps of each (allocation, compilation) are not timed, and a
 compiled variant's compile time is printed separately. `train.threads` is applied as in a run.
 The machine (CPU model, bf16 flags) is printed with the figures: write it next to them in the LOG.
 """
@@ -26,7 +27,7 @@ import time
 
 import torch
 
-from normgrow.config import load_config
+from normgrow.config import load_config, resolved_head_dim
 from normgrow.costs import teacher_flops_per_token
 from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
 from normgrow.data import BatchIterator
@@ -78,6 +79,30 @@ class Variant:
             self.first.append(t2 - t1)
 
 
+def own_shape_matmuls(cfg, dtype: torch.dtype, reps: int = 5) -> float:
+    """FLOP/s of the student's own matmuls at this step's shape — every projection of a block and the LM head at
+    M = batch × sequence tokens, in the three orientations a training step runs them (forward, input gradient,
+    weight gradient) — timed one by one (best of `reps`), total FLOPs over total time: the rate the step's
+    matrix work could reach at best, against which the 2048³ peak overstates what a small shape can do."""
+    m = cfg.model
+    M, hd = cfg.train.batch_size * cfg.data.seq_len, resolved_head_dim(m)
+    dims = [(m.d_model, m.n_head * hd), (m.d_model, m.n_kv_head * hd), (m.d_model, m.n_kv_head * hd),
+            (m.n_head * hd, m.d_model), (m.d_model, m.d_ff), (m.d_model, m.d_ff), (m.d_ff, m.d_model)]
+    gen = torch.Generator().manual_seed(0)
+    flops = seconds = 0.0
+    for (k, n), count in [*((d, m.n_layer) for d in dims), ((m.d_model, m.vocab_size), 1)]:
+        x, w, g = (torch.randn(*s, generator=gen).to(dtype) for s in ((M, k), (k, n), (M, n)))
+        for a, b in ((x, w), (g, w.T), (x.T, g)):
+            best = float("inf")
+            for _ in range(reps + 1):
+                t0 = time.perf_counter()
+                a @ b
+                best = min(best, time.perf_counter() - t0)
+            flops += 2 * M * k * n * count
+            seconds += best * count
+    return flops / seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", nargs="?", default="default")
@@ -111,6 +136,10 @@ def main() -> None:
     print(f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): "
           + ", ".join(f"{k} {p / 1e9:,.1f} GFLOP/s" for k, p in peaks.items())
           + ("" if native_bf16(ref.device) or "bfloat16" not in peaks else " (bfloat16 emulated here)"))
+    own = own_shape_matmuls(ref.cfg, torch.float32)
+    print(f"the student's own matmuls at this shape (M = {n:,} tokens; each projection and the head, forward and both "
+          f"gradients): float32 {own / 1e9:,.1f} GFLOP/s = {own / peaks['float32']:.0%} of the float32 peak — the "
+          "most a step's matrix work reaches here")
     base = statistics.median(variants[1].times)
     for v in variants:
         step = statistics.median(v.times)

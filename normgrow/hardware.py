@@ -12,6 +12,11 @@ bfloat16 matmul ≈ 6× float32). On an AVX2-only CPU torch emulates it, and the
    times faster. The probe's record (timings, verdict, CPU model, flags, torch version) is cached
    per machine under `<cache>/hardware/`, so it runs once; every run's resolved config.yaml names
    the dtype it used.
+
+A fast bare matmul is necessary, not sufficient: at the default study's shape on an AVX-512-BF16 CPU
+the student's step ran 1.4× *slower* under bfloat16 autocast (attention's backward, casts; docs/LOG.md).
+So a run's `auto` goes one step further where rule 3 says bfloat16 (speed.auto_dtypes): the run's own
+student step and teacher forward are timed in both dtypes, each part bfloat16 only if ≥ 1.2× faster.
 """
 
 from __future__ import annotations

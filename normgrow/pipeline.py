@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from normgrow import atomic, cache, checkpoint, dist
+from normgrow import atomic, cache, checkpoint, dist, speed
 from normgrow.config import RunConfig, load_config
 from normgrow.costs import student_state_bytes, teacher_bytes
 from normgrow.curriculum import check_pool_repeats, match_budget, student_at_stage
@@ -39,7 +39,7 @@ from normgrow.data import (
 from normgrow.diagnostics import diagnose, make_probe, max_difference
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
-from normgrow.hardware import available_memory, fast_dtype
+from normgrow.hardware import available_memory
 from normgrow.locks import DirLock
 from normgrow.model import parameters_of
 from normgrow.rundir import check_same_run, read_jsonl, read_summary
@@ -87,13 +87,39 @@ def resolve_config(cfg: RunConfig, prep: Prepared) -> RunConfig:
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=v))
 
 
-def resolve_dtypes(cfg: RunConfig, device: torch.device) -> RunConfig:
-    """train.dtype / teacher.dtype `auto` → what this device computes fast (hardware.py), so the
-    run's resolved config.yaml says which was used."""
-    train_dtype = cfg.train.dtype if cfg.train.dtype != "auto" else fast_dtype(device, cache_root(cfg.data))[0]
-    teacher_dtype = cfg.teacher.dtype if cfg.teacher.dtype != "auto" else train_dtype
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, dtype=train_dtype),
-                               teacher=dataclasses.replace(cfg.teacher, dtype=teacher_dtype))
+def resolve_dtypes(cfg: RunConfig, info: dist.DistInfo, log: Log = print) -> RunConfig:
+    """train.dtype / teacher.dtype `auto` → what this device computes this run's work fastest in (speed.auto_dtypes),
+    so the run's resolved config.yaml says which was used. Under torchrun rank 0 decides for every rank."""
+    if "auto" not in (cfg.train.dtype, cfg.teacher.dtype):
+        return cfg
+    resolved, record = speed.resolve_auto(cfg, info.device, cache_root(cfg.data)) if info.is_main else (None, None)
+    resolved = dist.broadcast_object(resolved)
+    if record is not None and "student_float32_s" in record:
+        log(f"dtype auto: student {resolved.train.dtype}, teacher {resolved.teacher.dtype} ({dtype_evidence(record)})")
+    return resolved
+
+
+def dtype_evidence(record: dict) -> str:
+    """The probe's timings behind an `auto` verdict, as one phrase."""
+    parts = [f"student step {record['student_float32_s'] * 1e3:.0f} ms float32 / "
+             f"{record['student_bfloat16_s'] * 1e3:.0f} ms bfloat16"]
+    if "teacher_float32_s" in record:
+        parts.append(f"teacher forward {record['teacher_float32_s'] * 1e3:.0f} / {record['teacher_bfloat16_s'] * 1e3:.0f} ms")
+    return "; ".join(parts) + f"; {record['rule']}"
+
+
+def keep_saved_dtypes(cfg: RunConfig, out: Path) -> RunConfig:
+    """A run directory that holds a run keeps the dtypes it started with: `auto` takes the saved config's."""
+    if "auto" not in (cfg.train.dtype, cfg.teacher.dtype) or not (out / "config.yaml").is_file():
+        return cfg
+    try:
+        saved = load_config(str(out / "config.yaml"))
+    except ConfigError:
+        return cfg  # check_same_run names what is wrong with it
+    train = dataclasses.replace(cfg.train, dtype=saved.train.dtype) if cfg.train.dtype == "auto" else cfg.train
+    teacher = (dataclasses.replace(cfg.teacher, dtype=saved.teacher.dtype) if cfg.teacher.dtype == "auto"
+               else cfg.teacher)
+    return dataclasses.replace(cfg, train=train, teacher=teacher)
 
 
 def build_inputs(cfg: RunConfig, info: dist.DistInfo | None = None, log: Log = print, progress: bool = True,
@@ -105,7 +131,7 @@ def build_inputs(cfg: RunConfig, info: dist.DistInfo | None = None, log: Log = p
     or config leaves nothing behind."""
     info = info or dist.setup(cfg.train.device)
     say = log if info.is_main else quiet
-    cfg = resolve_dtypes(cfg, info.device)
+    cfg = resolve_dtypes(cfg, info, say)
     if info.is_main:
         path, prep = prepare_data(cfg, log=say, build_teacher=build_teacher, progress=progress)
     dist.barrier()
@@ -208,6 +234,7 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Log = print, progress: bool = 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     out = Path(out_dir)
+    cfg = keep_saved_dtypes(cfg, out)
     done = finished_summary(cfg, out, log if info.is_main else quiet)
     if done is not None:
         (log if info.is_main else quiet)(f"{out}: already finished")

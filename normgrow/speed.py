@@ -16,6 +16,12 @@ first steps include this process's compilation (from the compile cache when it i
 
 Each shape's measurement is kept under `<cache>/hardware/speed-<machine>-<shape>.json` (best effort), so a
 second `plan` reuses it; `--remeasure` measures again.
+
+The same step, built in float32 and under bfloat16 autocast, decides `dtype: auto` on a CPU with native
+bfloat16 (auto_dtypes): the student's step and an online teacher's forward, timed in turn, each bfloat16 only
+where it is STEP_MIN_SPEEDUP times faster; kept under `<cache>/hardware/dtype-<machine>-<shape>.json`. A study
+writes that verdict before its runs start (study.runner.resolve_auto_dtypes), and a run directory keeps the
+dtypes its run started with (pipeline.keep_saved_dtypes).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -43,17 +50,14 @@ from normgrow.train import crossed, wrap_for_training
 from normgrow.version import __version__
 
 WARMUP_STEPS, TIMED_STEPS = 2, 4
+DTYPE_WARMUP, DTYPE_TIMED = 2, 5
+STEP_MIN_SPEEDUP = 1.2  # bfloat16 must pay for its rounding: a fifth faster than float32 on the run's own work
 _MEASURED: dict[str, dict] = {}  # this process's measurements by shape key
 
 
 def resolved(cfg: RunConfig, device: torch.device, cache_root: Path) -> RunConfig:
     """The config with `auto` dtypes resolved as a run on this machine resolves them."""
-    train, teacher = cfg.train, cfg.teacher
-    if train.dtype == "auto":
-        train = dataclasses.replace(train, dtype=fast_dtype(device, cache_root)[0])
-    if teacher.dtype == "auto":
-        teacher = dataclasses.replace(teacher, dtype=fast_dtype(device, cache_root)[0])
-    return dataclasses.replace(cfg, train=train, teacher=teacher)
+    return resolve_auto(cfg, device, cache_root)[0]
 
 
 def shape_of(cfg: RunConfig, device: torch.device) -> dict:
@@ -92,31 +96,43 @@ def synthetic_teacher(cfg: RunConfig, n: int, device: torch.device):
     return SparseTeacher(top, ids, tail_logsumexp(logp, ids))
 
 
-def time_steps(cfg: RunConfig, depth: int, device: torch.device) -> dict:
-    """Seconds of the first WARMUP_STEPS steps (allocation, compilation) and the median of TIMED_STEPS more, of a
-    student of `depth` blocks (the first `depth` of the full-depth placements)."""
+def _online_teacher(cfg: RunConfig, device: torch.device, dtype: str) -> Decoder | None:
+    """A pre-norm Qwen3 of the run's online teacher's shape in `dtype` (None: no online teacher of known shape)."""
+
+    shape = teacher_shape(cfg) if not cfg.teacher.cache and cfg.teacher.path != "none" else None
+    if shape is None:
+        return None
+    shape = dataclasses.replace(shape, final_norm=True, vocab_size=probe_vocab(cfg))
+    teacher = Decoder(shape, [PreNormBlock] * shape.n_layer, cfg.data.seq_len).to(device).eval()
+    return teacher.to(getattr(torch, dtype)) if dtype in ("bfloat16", "float16") else teacher
+
+
+def probe_vocab(cfg: RunConfig) -> int:
+    """The vocabulary a probe uses: the resolved one, else the one the data config asks its tokenizer for."""
+    return cfg.model.vocab_size or cfg.data.vocab_size
+
+
+def build_step(cfg: RunConfig, depth: int, device: torch.device, online_teacher: bool = True):
+    """One training step of `cfg`'s shape at `depth` blocks (the first `depth` of the full-depth placements), as a
+    function of no arguments: an online teacher's forward (when `online_teacher` and its shape is known, else a
+    teacher distribution of the run's form), the student's forward, the chunked loss, backward, clipping, AdamW."""
 
     torch.manual_seed(0)
-    student = Student(cfg.model, depth=depth, max_seq_len=cfg.data.seq_len,
+    model = dataclasses.replace(cfg.model, vocab_size=probe_vocab(cfg))
+    cfg = dataclasses.replace(cfg, model=model)
+    student = Student(model, depth=depth, max_seq_len=cfg.data.seq_len,
                       placements=full_placements(cfg)[:depth]).to(device)
     student.activation_checkpointing = cfg.train.activation_checkpointing
     optimizer = build_optimizer(student, cfg, device)
     info = dist.DistInfo(rank=0, world_size=1, local_rank=0, device=device)
     step_fn = wrap_for_training(student, info, cfg)
-    teacher = None
-    shape = teacher_shape(cfg) if not cfg.teacher.cache and cfg.teacher.path != "none" else None
-    if shape is not None:
-        shape = dataclasses.replace(shape, final_norm=True, vocab_size=cfg.model.vocab_size)
-        teacher = Decoder(shape, [PreNormBlock] * shape.n_layer, cfg.data.seq_len).to(device).eval()
-        if cfg.teacher.dtype in ("bfloat16", "float16"):
-            teacher = teacher.to(getattr(torch, cfg.teacher.dtype))
+    teacher = _online_teacher(cfg, device, cfg.teacher.dtype) if online_teacher else None
     B, T = cfg.train.batch_size, cfg.data.seq_len
     mb = cfg.train.micro_batch_size or B
-    x = torch.randint(0, cfg.model.vocab_size, (B, T + 1), device=device)
+    x = torch.randint(0, model.vocab_size, (B, T + 1), device=device)
     d = cfg.distill
-    times = []
-    for _ in range(WARMUP_STEPS + TIMED_STEPS):
-        t0 = time.perf_counter()
+
+    def step() -> None:
         for part in x.split(mb):
             inp, tgt = part[:, :-1], part[:, 1:].reshape(-1)
             if teacher is not None:
@@ -138,8 +154,125 @@ def time_steps(cfg: RunConfig, depth: int, device: torch.device) -> dict:
         optimizer.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize()
+
+    return step
+
+
+def time_steps(cfg: RunConfig, depth: int, device: torch.device) -> dict:
+    """Seconds of the first WARMUP_STEPS steps (allocation, compilation) and the median of TIMED_STEPS more, of a
+    student of `depth` blocks (build_step)."""
+
+    step = build_step(cfg, depth, device)
+    times = []
+    for _ in range(WARMUP_STEPS + TIMED_STEPS):
+        t0 = time.perf_counter()
+        step()
         times.append(time.perf_counter() - t0)
     return {"first_s": sum(times[:WARMUP_STEPS]), "step_s": statistics.median(times[WARMUP_STEPS:])}
+
+
+def _alternate(fns: dict[str, Callable[[], object]], warmup: int, timed: int) -> dict[str, float]:
+    """Median seconds of each function, called in turn (so they share the machine's noise) after `warmup` rounds."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for i in range(warmup + timed):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            if i >= warmup:
+                times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def dtype_key(cfg: RunConfig, device: torch.device) -> dict:
+    """What the dtype probe's verdict depends on: the step's shape without its dtypes and compile setting."""
+    shape = shape_of(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=probe_vocab(cfg))),
+                     device)
+    shape.pop("dtype"), shape.pop("compile")
+    if isinstance(shape["teacher"], dict):
+        shape["teacher"].pop("dtype", None)
+    return shape
+
+
+def probe_dtypes(cfg: RunConfig, device: torch.device) -> dict:
+    """The run's own work timed in float32 and under bfloat16 autocast, eagerly, in this process: the student's
+    training step at full depth (against a teacher distribution of the run's form, so the teacher is not in it)
+    and, for an online teacher of known shape, that teacher's forward over one batch; each in turn, medians."""
+
+    def with_dtype(dtype: str) -> RunConfig:
+        return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, dtype=dtype, compile=False))
+
+    steps = {k: build_step(with_dtype(k), cfg.model.n_layer, device, online_teacher=False)
+             for k in ("float32", "bfloat16")}
+    student = _alternate(steps, DTYPE_WARMUP, DTYPE_TIMED)
+    record = {"student_float32_s": student["float32"], "student_bfloat16_s": student["bfloat16"]}
+    teachers = {k: _online_teacher(cfg, device, k) for k in ("float32", "bfloat16")}
+    if teachers["float32"] is not None:
+        x = torch.randint(0, probe_vocab(cfg), (cfg.train.batch_size, cfg.data.seq_len), device=device)
+
+        def forward(teacher: Decoder) -> Callable[[], object]:
+            def run() -> object:
+                with torch.no_grad():
+                    h = teacher.hidden(x)
+                    return TeacherChunks(h.reshape(-1, h.shape[-1]), teacher.lm_head.weight).logits(slice(0, None))
+            return run
+
+        teacher = _alternate({k: forward(t) for k, t in teachers.items()}, DTYPE_WARMUP, DTYPE_TIMED)
+        record |= {"teacher_float32_s": teacher["float32"], "teacher_bfloat16_s": teacher["bfloat16"]}
+    return record
+
+
+def auto_dtypes(cfg: RunConfig, device: torch.device, cache_root: Path) -> tuple[str, str, dict]:
+    """(student dtype, teacher dtype, the record behind them) that `auto` resolves to for `cfg` on `device`.
+
+    Where the machine rule (hardware.fast_dtype) says float32, or on a GPU, both follow it. On a CPU whose bare
+    bfloat16 matmul is fast, the run's own work decides (probe_dtypes): the student's step and the teacher's
+    forward each take bfloat16 only if it is at least STEP_MIN_SPEEDUP times faster than float32 there — attention
+    and the elementwise work of a small step can be slower in bfloat16 than a matmul suggests. The verdict is kept
+    per machine and shape under `<cache>/hardware/dtype-…json`, so every run of a study, and a resumed run, reads
+    the same one."""
+    choice, machine = fast_dtype(device, cache_root)
+    if device.type != "cpu" or choice != "bfloat16":
+        return choice, choice, machine
+    shape = dtype_key(cfg, device)
+    path = dtype_record_path(cfg, device, cache_root)
+    record = _MEASURED.get(path.name)
+    if record is None:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            record = probe_dtypes(cfg, device)
+            record["student"] = _verdict(record["student_float32_s"], record["student_bfloat16_s"])
+            record["teacher"] = (_verdict(record["teacher_float32_s"], record["teacher_bfloat16_s"])
+                                 if "teacher_float32_s" in record else choice)
+            record |= {"rule": f"bfloat16 where it is at least {STEP_MIN_SPEEDUP}x faster than float32",
+                       "shape": shape, "cpu": cpu_info().model, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+            atomic.remember(path, json.dumps(record, indent=1, default=str))
+        _MEASURED[path.name] = record
+    return record["student"], record["teacher"], record
+
+
+def dtype_record_path(cfg: RunConfig, device: torch.device, cache_root: Path) -> Path:
+    """Where auto_dtypes keeps the verdict for `cfg`'s shape on this CPU."""
+    key = hashlib.sha256(json.dumps([dtype_key(cfg, device), __version__], sort_keys=True,
+                                    default=str).encode()).hexdigest()[:16]
+    return cache_root / "hardware" / f"dtype-cpu-{machine_key(cpu_info())}-{key}.json"
+
+
+def _verdict(float32_s: float, bfloat16_s: float) -> str:
+    return "bfloat16" if float32_s >= STEP_MIN_SPEEDUP * bfloat16_s else "float32"
+
+
+def resolve_auto(cfg: RunConfig, device: torch.device, cache_root: Path) -> tuple[RunConfig, dict | None]:
+    """`cfg` with its `auto` dtypes resolved (auto_dtypes), and the record behind them (None: nothing was auto)."""
+    train, teacher = cfg.train, cfg.teacher
+    if "auto" not in (train.dtype, teacher.dtype):
+        return cfg, None
+    student_dtype, teacher_dtype, record = auto_dtypes(cfg, device, cache_root)
+    if train.dtype == "auto":
+        train = dataclasses.replace(train, dtype=student_dtype)
+    if teacher.dtype == "auto":
+        teacher = dataclasses.replace(teacher, dtype=teacher_dtype)
+    return dataclasses.replace(cfg, train=train, teacher=teacher), record
 
 
 def startup_seconds() -> float:

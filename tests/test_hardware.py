@@ -1,4 +1,5 @@
-"""`auto` dtypes: bfloat16 only where the CPU has native bfloat16 and a timed probe confirms it."""
+"""`auto` dtypes: bfloat16 only where the CPU has native bfloat16 and timed probes (a matmul, then the run's own
+step) confirm it."""
 
 import json
 import os
@@ -6,9 +7,11 @@ import os
 import pytest
 import torch
 
-from normgrow.config import load_config
+from conftest import cli
+from normgrow import dist, speed
+from normgrow.config import load_config, save_config
 from normgrow.hardware import BF16_FLAGS, MIN_SPEEDUP, cpu_info, fast_dtype
-from normgrow.pipeline import resolve_dtypes
+from normgrow.pipeline import keep_saved_dtypes, resolve_dtypes
 
 AVX2 = """processor\t: 0
 model name\t: AMD EPYC 7B13
@@ -50,16 +53,84 @@ def test_auto_on_this_cpu_follows_its_flags_and_caches_the_probe(tmp_path):
     assert fast_dtype(torch.device("cpu"), tmp_path) == (dtype, saved) and probes[0].stat().st_mtime_ns == mtime
 
 
+def _on_cpu():
+    return dist.DistInfo(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+
+
 def test_resolved_config_names_a_concrete_dtype(tmp_path):
-    cfg = load_config("default", [f"data.cache_dir={tmp_path}"])
-    assert cfg.train.dtype == "auto" and cfg.teacher.dtype == "auto"
-    out = resolve_dtypes(cfg, torch.device("cpu"))
-    assert out.train.dtype in ("float32", "bfloat16") and out.teacher.dtype == out.train.dtype
-    assert out.train.dtype == fast_dtype(torch.device("cpu"), tmp_path)[0]
-    pinned = resolve_dtypes(load_config("tiny"), torch.device("cpu"))  # the tests' preset pins float32
+    """`auto` resolves to a dtype; explicit dtypes are kept as they are."""
+    cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
+    out = resolve_dtypes(cfg, _on_cpu(), log=lambda *_: None)
+    assert out.train.dtype in ("float32", "bfloat16") and out.teacher.dtype in ("float32", "bfloat16")
+    pinned = resolve_dtypes(load_config("tiny"), _on_cpu())  # the tests' preset pins float32
     assert (pinned.train.dtype, pinned.teacher.dtype) == ("float32", "float32")
-    explicit = resolve_dtypes(load_config("default", ["train.dtype=float32", "teacher.dtype=bfloat16"]), torch.device("cpu"))
+    explicit = resolve_dtypes(load_config("default", ["train.dtype=float32", "teacher.dtype=bfloat16"]), _on_cpu())
     assert (explicit.train.dtype, explicit.teacher.dtype) == ("float32", "bfloat16")
+
+
+def test_auto_follows_the_runs_own_step_where_bfloat16_is_native(tmp_path):
+    """Without native bfloat16: float32 for both and no step probe. With it: the student's step and the teacher's
+    forward of this run's shape are timed in both dtypes, each takes bfloat16 only at ≥ STEP_MIN_SPEEDUP, and the
+    verdict is cached per shape: read back, not measured again, and a changed shape has its own."""
+    cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
+    cpu = torch.device("cpu")
+    speed._MEASURED.clear()
+    student, teacher, record = speed.auto_dtypes(cfg, cpu, tmp_path)
+    records = sorted((tmp_path / "hardware").glob("dtype-*.json")) if (tmp_path / "hardware").exists() else []
+    if fast_dtype(cpu, tmp_path)[0] == "float32":
+        assert (student, teacher) == ("float32", "float32") and records == []
+        return
+    assert len(records) == 1 and records[0] == speed.dtype_record_path(cfg, cpu, tmp_path)
+    saved = json.loads(records[0].read_text())
+    for part, got in (("student", student), ("teacher", teacher)):
+        f32, bf16 = saved[f"{part}_float32_s"], saved[f"{part}_bfloat16_s"]
+        assert f32 > 0 and bf16 > 0
+        assert got == saved[part] == ("bfloat16" if f32 >= speed.STEP_MIN_SPEEDUP * bf16 else "float32")
+    mtime = records[0].stat().st_mtime_ns
+    speed._MEASURED.clear()
+    assert speed.auto_dtypes(cfg, cpu, tmp_path)[:2] == (student, teacher)
+    assert records[0].stat().st_mtime_ns == mtime
+    wider = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "model.d_model=64"])
+    assert speed.dtype_record_path(wider, cpu, tmp_path) != records[0]
+    # explicit dtypes and compile do not change which verdict a shape reads
+    other = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=bfloat16", "train.compile=true"])
+    assert speed.dtype_record_path(other, cpu, tmp_path) == records[0]
+
+
+def test_a_cached_verdict_is_what_every_run_of_the_shape_uses(tmp_path):
+    """What the record file says is what `auto` resolves to (here written by hand: a bfloat16 student beside a
+    float32 teacher), so the runs of a study read the one verdict the study wrote before them."""
+    cpu = torch.device("cpu")
+    if fast_dtype(cpu, tmp_path)[0] == "float32":
+        pytest.skip("no native bfloat16 on this CPU: `auto` is float32 without a step probe")
+    cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
+    path = speed.dtype_record_path(cfg, cpu, tmp_path)
+    path.write_text(json.dumps({"student": "bfloat16", "teacher": "float32", "student_float32_s": 2.0,
+                                "student_bfloat16_s": 1.0, "rule": "by hand"}))
+    speed._MEASURED.clear()
+    out = resolve_dtypes(cfg, _on_cpu(), log=lambda *_: None)
+    assert (out.train.dtype, out.teacher.dtype) == ("bfloat16", "float32")
+
+
+def test_a_run_directory_keeps_the_dtypes_it_started_with(tmp_path):
+    """`auto` against a run directory that holds a run takes the saved config's dtypes (a finished run is
+    recognised, a resumed one cannot switch dtype); explicit dtypes are left to check_same_run."""
+    save_config(load_config("tiny", ["train.dtype=bfloat16", "teacher.dtype=float32"]), tmp_path / "config.yaml")
+    auto = load_config("tiny", ["train.dtype=auto", "teacher.dtype=auto"])
+    kept = keep_saved_dtypes(auto, tmp_path)
+    assert (kept.train.dtype, kept.teacher.dtype) == ("bfloat16", "float32")
+    assert keep_saved_dtypes(load_config("tiny"), tmp_path).train.dtype == "float32"
+    assert keep_saved_dtypes(auto, tmp_path / "new").train.dtype == "auto"
+
+
+def test_a_finished_auto_run_is_recognised_when_run_again(tmp_path, tiny_cache):
+    """`normgrow run` of a finished run whose config says `auto` reports it finished (it was refused as a different
+    config: the saved config names the resolved dtype)."""
+    args = ["run", "tiny", "-o", tmp_path / "r", f"data.cache_dir={tiny_cache}", "train.dtype=auto",
+            "teacher.dtype=auto", "curriculum.stages.0.tokens=4096", "--no-progress", "--no-plots"]
+    cli(*args)
+    again = cli(*args)
+    assert "already finished" in again.stdout + again.stderr
 
 
 @pytest.mark.slow  # 25 s; starts interpreters to read their environment

@@ -19,10 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from normgrow import atomic
+import torch
+
+from normgrow import atomic, speed
+from normgrow.data import cache_root
+from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
-from normgrow.pipeline import build_cache, prepare_data
+from normgrow.pipeline import build_cache, dtype_evidence, prepare_data
 from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
@@ -38,7 +42,7 @@ from normgrow.study.jobs import (
     write_study_yaml,
 )
 from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title, restricted
-from normgrow.study.launch import launch
+from normgrow.study.launch import launch, threads_per_job
 from normgrow.study.measures import Measures, study_measures
 from normgrow.study.pilot import (
     NOT_LAUNCHED,
@@ -60,9 +64,9 @@ from normgrow.study.stats import aggregate, paired
 from normgrow.study.sweep import axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
 
 
-def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool = True) -> None:
+def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool = True, threads: int | None = None) -> None:
     """Default teacher, tokenizer and token shards (and a teacher cache when asked), once per distinct
-    (data, teacher) config, before any job starts."""
+    (data, teacher) config, before any job starts; then `dtype: auto`'s verdict per shape (resolve_auto_dtypes)."""
     seen = set()
     for job in jobs:
         key = (json.dumps(dataclasses.asdict(job.cfg.data), sort_keys=True), json.dumps(dataclasses.asdict(job.cfg.teacher)))
@@ -76,6 +80,33 @@ def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool =
                 prepare_data(job.cfg, log=log, progress=progress)
         except NormgrowError as e:  # the affected jobs fail on their own, with this error in their logs
             log(f"shared preparation for {job.name} failed: {e}")
+    resolve_auto_dtypes(jobs, log, threads)
+
+
+def resolve_auto_dtypes(jobs: list[Job], log: Callable[[str], None], threads: int | None) -> None:
+    """Where a CPU's probe decides `dtype: auto` (speed.auto_dtypes), probe each distinct shape once here, at the
+    runs' thread count, before any run starts: the runs then read one cached verdict instead of racing to write
+    their own, so a study's runs cannot end up in different dtypes on one machine."""
+    seen = set()
+    old = torch.get_num_threads()
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        for job in jobs:
+            cfg = job.cfg
+            if "auto" not in (cfg.train.dtype, cfg.teacher.dtype):
+                continue
+            device = pick_device(cfg.train.device)
+            path = speed.dtype_record_path(cfg, device, cache_root(cfg.data)) if device.type == "cpu" else None
+            if path in seen:
+                continue
+            seen.add(path)
+            resolved, record = speed.resolve_auto(cfg, device, cache_root(cfg.data))
+            if record is not None and "student_float32_s" in record:
+                log(f"dtype auto for {job.arm}'s shape: student {resolved.train.dtype}, teacher "
+                    f"{resolved.teacher.dtype} ({dtype_evidence(record)})")
+    finally:
+        torch.set_num_threads(old)
 
 
 class Summary(NamedTuple):
@@ -227,7 +258,7 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
     some = restricted(study)
     arms = f"{len(study.arms)} arms{some}" if not some else f"up to {len(study.arms)} arms{some}"
     log(f"{kind} {study.name}: {len(plan)} {what} × {arms} × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
-    prepare_shared(jobs, log, progress=progress)
+    prepare_shared(jobs, log, progress=progress, threads=threads_per_job(study.launcher))
     status = launch(jobs, study.launcher, out, log, progress=progress)
     for name, err in status.items():
         if err != "ok":
@@ -294,7 +325,7 @@ def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[s
     write_study_dir(study, jobs, out)
     log(f"study {study.name}: {len(study.arms)} arms × {len(study.seeds)} seeds = {len(jobs)} runs → {out}")
     todo = [j for j in jobs if j.name not in blocked]
-    prepare_shared(todo, log, progress=progress)
+    prepare_shared(todo, log, progress=progress, threads=threads_per_job(study.launcher))
     status = launch(todo, study.launcher, out, log, progress=progress)
     for name, err in status.items():
         if err != "ok":
