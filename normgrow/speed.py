@@ -49,7 +49,7 @@ from normgrow.teacher import teacher_shape
 from normgrow.train import crossed, wrap_for_training
 from normgrow.version import __version__
 
-WARMUP_STEPS, TIMED_STEPS = 2, 4
+WARMUP_STEPS, TIMED_STEPS = 2, 9  # the median of 9: 4 left a 30 % spread between processes (docs/LOG.md)
 DTYPE_WARMUP, DTYPE_TIMED = 2, 5
 STEP_MIN_SPEEDUP = 1.2  # bfloat16 must pay for its rounding: a fifth faster than float32 on the run's own work
 _MEASURED: dict[str, dict] = {}  # this process's measurements by shape key
