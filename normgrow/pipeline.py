@@ -95,17 +95,21 @@ def resolve_dtypes(cfg: RunConfig, info: dist.DistInfo, log: Log = print) -> Run
     resolved, record = speed.resolve_auto(cfg, info.device, cache_root(cfg.data)) if info.is_main else (None, None)
     resolved = dist.broadcast_object(resolved)
     if record is not None and "student_float32_s" in record:
-        log(f"dtype auto: student {resolved.train.dtype}, teacher {resolved.teacher.dtype} ({dtype_evidence(record)})")
+        log(f"dtype auto: {dtype_evidence(cfg, resolved, record)}")
     return resolved
 
 
-def dtype_evidence(record: dict) -> str:
-    """The probe's timings behind an `auto` verdict, as one phrase."""
-    parts = [f"student step {record['student_float32_s'] * 1e3:.0f} ms float32 / "
-             f"{record['student_bfloat16_s'] * 1e3:.0f} ms bfloat16"]
-    if "teacher_float32_s" in record:
-        parts.append(f"teacher forward {record['teacher_float32_s'] * 1e3:.0f} / {record['teacher_bfloat16_s'] * 1e3:.0f} ms")
-    return "; ".join(parts) + f"; {record['rule']}"
+def dtype_evidence(cfg: RunConfig, resolved: RunConfig, record: dict) -> str:
+    """What `auto` resolved to (only the parts that were `auto`) and the probe's timings behind it, as one phrase."""
+    parts = []
+    if cfg.train.dtype == "auto":
+        parts.append(f"student {resolved.train.dtype} (step {record['student_float32_s'] * 1e3:.0f} ms float32 / "
+                     f"{record['student_bfloat16_s'] * 1e3:.0f} ms bfloat16)")
+    if cfg.teacher.dtype == "auto":
+        timed = (f" (forward {record['teacher_float32_s'] * 1e3:.0f} / {record['teacher_bfloat16_s'] * 1e3:.0f} ms)"
+                 if "teacher_float32_s" in record else "")
+        parts.append(f"teacher {resolved.teacher.dtype}{timed}")
+    return ", ".join(parts) + f"; {record['rule']}"
 
 
 def keep_saved_dtypes(cfg: RunConfig, out: Path) -> RunConfig:

@@ -265,6 +265,9 @@ def _verdict(float32_s: float, bfloat16_s: float) -> str:
 def resolve_auto(cfg: RunConfig, device: torch.device, cache_root: Path) -> tuple[RunConfig, dict | None]:
     """`cfg` with its `auto` dtypes resolved (auto_dtypes), and the record behind them (None: nothing was auto)."""
     train, teacher = cfg.train, cfg.teacher
+    if teacher.dtype == "auto" and teacher.path == "none":  # no teacher to load: its dtype is the student's
+        teacher = dataclasses.replace(teacher, dtype=train.dtype)
+        cfg = dataclasses.replace(cfg, teacher=teacher)
     if "auto" not in (train.dtype, teacher.dtype):
         return cfg, None
     student_dtype, teacher_dtype, record = auto_dtypes(cfg, device, cache_root)

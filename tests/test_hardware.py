@@ -151,3 +151,13 @@ def test_normgrow_processes_wait_passively_unless_told_otherwise():
     assert policy("import normgrow") == "PASSIVE"
     assert policy("import normgrow", "ACTIVE") == "ACTIVE"
     assert policy("import torch, normgrow") == "None"
+
+
+def test_no_teacher_means_no_probe_for_the_teachers_dtype(tmp_path):
+    """A run without a teacher (the default teacher's own run) takes the student's dtype for `teacher.dtype: auto`
+    and measures nothing for it."""
+    cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "teacher.path=none", "train.dtype=bfloat16",
+                               "teacher.dtype=auto"])
+    out, record = speed.resolve_auto(cfg, torch.device("cpu"), tmp_path)
+    assert (out.train.dtype, out.teacher.dtype, record) == ("bfloat16", "bfloat16", None)
+    assert not list(tmp_path.glob("hardware/dtype-*.json"))

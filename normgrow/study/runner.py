@@ -103,8 +103,7 @@ def resolve_auto_dtypes(jobs: list[Job], log: Callable[[str], None], threads: in
             seen.add(path)
             resolved, record = speed.resolve_auto(cfg, device, cache_root(cfg.data))
             if record is not None and "student_float32_s" in record:
-                log(f"dtype auto for {job.arm}'s shape: student {resolved.train.dtype}, teacher "
-                    f"{resolved.teacher.dtype} ({dtype_evidence(record)})")
+                log(f"dtype auto for {job.arm}'s shape: {dtype_evidence(cfg, resolved, record)}")
     finally:
         torch.set_num_threads(old)
 
