@@ -11,8 +11,10 @@ present, so that the script is proven to execute anywhere):
                       loss on its hidden states and the same optimizer, and the ratio student / transformers
   teacher forward     a Qwen3-8B-shaped model (random weights, bf16): tokens/s of its no-grad forward
   loss peak memory    the chunked loss at 4,096 tokens × 151,936 vocabulary: peak CUDA memory above inputs
-Record the figures in docs/LOG.md with the device name printed first, and feed the student step's
-tokens per hour to `normgrow plan --tokens-per-hour`.
+Record the figures in docs/LOG.md with the device name printed first. On a GPU the figures are also kept in the
+cache (`<cache>/hardware/gpu-smoke-<device>.json`): `normgrow plan` on that kind of GPU then uses the distillation
+step they make (student step and teacher forward together) instead of an assumed utilization; elsewhere pass it
+as `--tokens-per-hour`.
 """
 
 import argparse
@@ -23,7 +25,8 @@ import time
 import torch
 
 from normgrow.config import ModelConfig, load_config
-from normgrow.hardware import matmul_peak
+from normgrow.data import cache_root
+from normgrow.hardware import matmul_peak, record_gpu_smoke
 from normgrow.losses import TeacherChunks, distill_loss
 from normgrow.model import Student, hf_config, parameters_of, to_hf_state_dict
 from normgrow.teacher import KNOWN_SHAPES
@@ -150,6 +153,12 @@ def main() -> None:
           f"{ours / theirs:.2f}")
     tf = teacher_forward(teacher, t_batch, seq, device, a.steps)
     print(f"teacher forward ({teacher['n_layer']} × d_model {teacher['d_model']}, random weights): {tf:,.0f} tokens/s")
+    if gpu:  # `normgrow plan` on this kind of GPU reads it (hardware.recorded_gpu_rate)
+        where = record_gpu_smoke(cache_root(load_config("default").data), torch.cuda.get_device_name(), ours, tf,
+                                 {"student": {"n_layer": m.n_layer, "d_model": m.d_model, "batch": batch, "seq": seq},
+                                  "teacher": teacher})
+        print(f"recorded for `normgrow plan`: {where} (distillation step with the teacher online: "
+              f"{3600 / (1 / ours + 1 / tf):,.0f} tokens per hour)")
     print(f"chunked loss peak memory (4,096 tokens × 151,936 vocabulary): "
           f"{loss_peak_mib(4096, 151936, 1024, device)}")
 

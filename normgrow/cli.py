@@ -29,6 +29,7 @@ from pathlib import Path
 
 from normgrow.config import RunConfig, describe_fields, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
+from normgrow.data import cache_root
 from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line, restore_signals
 from normgrow.export import export_student
 from normgrow.model import Student, count_parameters
@@ -46,6 +47,7 @@ from normgrow.study.plan import (
     job_plan,
     pilot_lines,
     rate_of,
+    recorded_rate,
     study_plan,
     vocab_of,
     wall_lines,
@@ -201,6 +203,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
         cfgs = [match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))))[0]]
         jobs = [job_plan(cfg.name or "run", cfgs[0], args.world_size or 1, args.fsdp)]
         title = f"plan of run {cfg.name or config}"
+    rate = recorded_rate(rate, cache_root(cfgs[0].data))  # a GPU's gpu_smoke.sh record, when there is one
     lines = describe(jobs, cfgs, rate, title)
     if args.device_memory:
         lines += ["", *describe_fit(jobs, cfgs, args.fsdp, args.device_memory)]

@@ -154,3 +154,32 @@ def available_memory(device: torch.device) -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def gpu_smoke_path(cache_root: Path, device_name: str) -> Path:
+    """Where benchmarks/gpu_smoke.py records its figures for one kind of GPU (by the name CUDA reports)."""
+    slug = "".join(c if c.isalnum() else "-" for c in device_name).strip("-").lower() or "gpu"
+    return cache_root / "hardware" / f"gpu-smoke-{slug}.json"
+
+
+def record_gpu_smoke(cache_root: Path, device_name: str, student_tokens_s: float, teacher_tokens_s: float,
+                     shapes: dict) -> Path:
+    """Keep gpu_smoke.py's figures for `plan`: the student's training step and the teacher's forward in tokens/s,
+    and the distillation step they make together with the teacher online (one token through both):
+    3600 / (1/student + 1/teacher) tokens per device-hour."""
+    per_hour = 3600 / (1 / student_tokens_s + 1 / teacher_tokens_s)
+    path = gpu_smoke_path(cache_root, device_name)
+    atomic.remember(path, json.dumps({"device": device_name, "student_tokens_s": student_tokens_s,
+                                      "teacher_tokens_s": teacher_tokens_s, "tokens_per_hour": per_hour,
+                                      "shapes": shapes, "torch": torch.__version__,
+                                      "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1))
+    return path
+
+
+def recorded_gpu_rate(cache_root: Path, device_name: str) -> dict | None:
+    """gpu_smoke.py's record for this kind of GPU, if one was written (None otherwise or when unreadable)."""
+    try:
+        record = json.loads(gpu_smoke_path(cache_root, device_name).read_text())
+        return record if float(record["tokens_per_hour"]) > 0 else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -305,7 +305,10 @@ def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool 
     one, full = time_steps(cfg, 1, device), time_steps(cfg, n, device)
     b = max(0.0, (full["step_s"] - one["step_s"]) / max(1, n - 1))
     record = {"a_s": max(0.0, one["step_s"] - b), "b_s": b, "step_full_s": full["step_s"], "depth": n,
-              "first_extra_s": max(0.0, full["first_s"] - WARMUP_STEPS * full["step_s"]),
+              # what this process paid before its steps ran at speed, both probes together: with compiled blocks the
+              # depth-1 probe compiles the graph the full-depth one then reuses (cold or warm, as the cache was)
+              "first_extra_s": max(0.0, one["first_s"] - WARMUP_STEPS * one["step_s"])
+              + max(0.0, full["first_s"] - WARMUP_STEPS * full["step_s"]),
               "startup_s": startup_seconds(), "shape": shape, "cpu": cpu_info().model if device.type == "cpu" else "",
               "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
     atomic.remember(path, json.dumps(record, indent=1, default=str))

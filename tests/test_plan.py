@@ -170,3 +170,18 @@ def test_plan_measures_this_machines_step_and_reuses_the_measurement(tmp_path):
     assert re.search(r"predicted wall time: ([\d.]+) min", again).group(1) == f"{minutes:.1f}"
     assert "measured now" in cli(*args, "--remeasure").stdout
     assert "wall time" not in cli(*args, "--no-measure").stdout
+
+
+def test_a_gpu_smoke_record_is_read_back_for_its_kind_of_gpu(tmp_path):
+    """gpu_smoke.py's figures, recorded per kind of GPU: the distillation step with the teacher online takes
+    1/student + 1/teacher seconds per token (here 1/1000 + 1/3000 s, so 750 tokens/s = 2,700,000 an hour), read
+    back for that device name only; a damaged record is none."""
+    from normgrow.hardware import gpu_smoke_path, record_gpu_smoke, recorded_gpu_rate
+
+    path = record_gpu_smoke(tmp_path, "NVIDIA H200", 1000.0, 3000.0, {"student": {"n_layer": 9}})
+    got = recorded_gpu_rate(tmp_path, "NVIDIA H200")
+    assert path == gpu_smoke_path(tmp_path, "NVIDIA H200") and path.name == "gpu-smoke-nvidia-h200.json"
+    assert abs(got["tokens_per_hour"] - 2_700_000) < 1e-6 and got["device"] == "NVIDIA H200"
+    assert recorded_gpu_rate(tmp_path, "NVIDIA A100-SXM4-80GB") is None
+    path.write_text("{cut")
+    assert recorded_gpu_rate(tmp_path, "NVIDIA H200") is None

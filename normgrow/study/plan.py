@@ -32,7 +32,7 @@ from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, p
 from normgrow.data import cache_root
 from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.hardware import cpu_info
+from normgrow.hardware import cpu_info, recorded_gpu_rate
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
 from normgrow.study.pilot import PILOT_DIR, pilot_study
@@ -89,7 +89,7 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     L.append(f"  {'total (lower bound: no allocator slack)':40s} {sum(big.memory.values()) / GIB:9.2f} GiB")
     L.append("")
     if rate.get("tokens_per_hour"):
-        L.append(f"throughput: {rate['tokens_per_hour']:,.0f} tokens per device-hour (measured)")
+        L.append(f"throughput: {rate['tokens_per_hour']:,.0f} tokens per device-hour ({rate.get('source', 'measured')})")
     else:
         L.append(f"throughput: assumed {rate['mfu']:.0%} of {rate['peak_tflops']:g} TFLOP/s per device "
                  "(not measured; pass --tokens-per-hour from benchmarks/gpu_smoke.sh)")
@@ -142,8 +142,23 @@ def describe_fit(jobs: list[JobPlan], cfgs: list[RunConfig], fsdp: bool, device_
             f"optimizer step of {cfg.train.batch_size * cfg.data.seq_len:,} tokens: train.micro_batch_size={micro}"]
 
 
-def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float) -> dict:
-    return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu}
+def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float, source: str = "measured") -> dict:
+    return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu, "source": source}
+
+
+def recorded_rate(rate: dict, cache_root: Path) -> dict:
+    """`rate` unless it assumes a utilization on a machine whose GPU has a gpu_smoke.py record: then that record's
+    distillation-step throughput (hardware.record_gpu_smoke), named as its source."""
+    import torch
+
+    if rate.get("tokens_per_hour") or not torch.cuda.is_available():
+        return rate
+    name = torch.cuda.get_device_name()
+    record = recorded_gpu_rate(cache_root, name)
+    if record is None:
+        return rate
+    return rate_of(record["tokens_per_hour"], rate["peak_tflops"], rate["mfu"],
+                   f"measured by benchmarks/gpu_smoke.sh on {record['device']}, {record['measured_at']}")
 
 
 def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
@@ -249,7 +264,8 @@ def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, thread
             continue
         shown.add(key)
         s = rec["shape"]
-        extra = f"; compiled: first steps +{rec['first_extra_s']:.1f} s" if s["compile"] else ""
+        extra = (f"; compiled: first steps +{rec['first_extra_s']:.1f} s in the probe's process, charged to every run "
+                 "(a run loading a warm compile cache pays less)" if s["compile"] else "")
         L.append(f"    {'+'.join(s['placements'])} d_model {s['model']['d_model']}, batch {s['batch']}x{s['seq_len']}, "
                  f"{s['dtype']}: a {rec['a_s'] * 1e3:.1f} ms + b {rec['b_s'] * 1e3:.1f} ms/block "
                  f"({rec['step_full_s'] * 1e3:.1f} ms at {rec['depth']} blocks{extra}; "
