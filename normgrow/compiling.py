@@ -10,8 +10,9 @@ stay eager.
 
 torch's on-disk caches (the FX graph cache and the AOTAutograd cache, which hold the generated C++ and its
 compiled libraries) live under `<cache>/compile/` ($NORMGROW_CACHE), so the first process of a study compiles
-and the others load. A user's own TORCHINDUCTOR_CACHE_DIR wins; a cache root this user cannot write leaves torch
-its default location. Compiled and eager runs agree to rounding, not bitwise (tests/test_train.py; docs/LOG.md
+and the others load. A user's own TORCHINDUCTOR_CACHE_DIR wins (torch's default location, which torch writes into
+that variable when it first looks, does not count as one); a cache root this user cannot write leaves torch its
+default location. Compiled and eager runs agree to rounding, not bitwise (tests/test_train.py; docs/LOG.md
 measures how close after a study).
 """
 
@@ -25,11 +26,23 @@ import torch
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 
+def torch_default_cache_dir() -> str:
+    """The directory torch's inductor uses when TORCHINDUCTOR_CACHE_DIR is unset — and writes into that variable
+    the first time it looks (importing transformers' torch integration does), so a value equal to it is torch's
+    own, or a parent process's, not a user's choice."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # a torch without that helper: nothing to tell apart
+        return ""
+    return os.path.abspath(default_cache_dir())
+
+
 def use_compile_cache(cache_root: Path) -> str | None:
-    """Point torch's compile caches at `<cache_root>/compile` unless the environment names a place; returns the
-    directory in use (None: torch's default, because this user cannot write under `cache_root`)."""
-    if os.environ.get(CACHE_ENV):
-        return os.environ[CACHE_ENV]
+    """Point torch's compile caches at `<cache_root>/compile` unless the environment names a place of its own;
+    returns the directory in use (None: torch's default, because this user cannot write under `cache_root`)."""
+    current = os.environ.get(CACHE_ENV)
+    if current and os.path.abspath(current) != torch_default_cache_dir():
+        return current
     target = cache_root / "compile"
     try:
         target.mkdir(parents=True, exist_ok=True)

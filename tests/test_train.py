@@ -345,8 +345,11 @@ def test_bfloat16_autocast_trains_with_float32_master_weights(tiny_cache, tmp_pa
 
 def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path, monkeypatch):
     """Compiled blocks (inductor on the CPU), compiled again for the appended block after a growth event, give
-    eager's results to rounding; torch's compile cache is under the run's cache root."""
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    eager's results to rounding; torch's compile cache is under the run's cache root — also when the variable holds
+    torch's default location, which torch writes there itself once anything asks (importing transformers does)."""
+    from normgrow.compiling import torch_default_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", torch_default_cache_dir())
     stages = "curriculum.stages=[{n_layer: 2, tokens: 4096}, {n_layer: 3, tokens: 4096}]"
     eager = run(tiny_cfg(tiny_cache, stages), tmp_path / "eager", log=lambda *_: None, progress=False)
     from torch._dynamo.utils import counters
