@@ -146,6 +146,12 @@ def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float, sourc
     return {"tokens_per_hour": tokens_per_hour, "peak_tflops": peak_tflops, "mfu": mfu, "source": source}
 
 
+def teacher_dtype(shape: dict) -> str:
+    """", teacher <dtype>" for a probe shape with an online teacher (its forward is in the step), else ""."""
+    t = shape.get("teacher")
+    return f", teacher {t['dtype']}" if isinstance(t, dict) and t.get("dtype") else ""
+
+
 def recorded_rate(rate: dict, cache_root: Path) -> dict:
     """`rate` unless it assumes a utilization on a machine whose GPU has a gpu_smoke.py record: then that record's
     distillation-step throughput (hardware.record_gpu_smoke), named as its source."""
@@ -267,7 +273,7 @@ def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, thread
         extra = (f"; compiled: first steps +{rec['first_extra_s']:.1f} s in the probe's process, charged to every run "
                  "(a run loading a warm compile cache pays less)" if s["compile"] else "")
         L.append(f"    {'+'.join(s['placements'])} d_model {s['model']['d_model']}, batch {s['batch']}x{s['seq_len']}, "
-                 f"{s['dtype']}: a {rec['a_s'] * 1e3:.1f} ms + b {rec['b_s'] * 1e3:.1f} ms/block "
+                 f"student {s['dtype']}{teacher_dtype(s)}: a {rec['a_s'] * 1e3:.1f} ms + b {rec['b_s'] * 1e3:.1f} ms/block "
                  f"({rec['step_full_s'] * 1e3:.1f} ms at {rec['depth']} blocks{extra}; "
                  f"{'cached ' + rec['measured_at'] if rec['cached'] else 'measured now'})")
     L.append(f"  measured here: start-up {records[0]['startup_s']:.1f} s per run (a fresh interpreter importing "
