@@ -27,6 +27,7 @@ dtypes its run started with (pipeline.keep_saved_dtypes).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import statistics
@@ -278,8 +279,10 @@ def resolve_auto(cfg: RunConfig, device: torch.device, cache_root: Path) -> tupl
     return dataclasses.replace(cfg, train=train, teacher=teacher), record
 
 
+@functools.cache
 def startup_seconds() -> float:
-    """A fresh interpreter importing what a run process imports (measured, not assumed)."""
+    """A fresh interpreter importing what a run process imports (measured, not assumed; once per process: it does
+    not depend on the shape being probed)."""
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import normgrow.pipeline, normgrow.train"], check=True,
                    capture_output=True)
