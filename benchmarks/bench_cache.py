@@ -32,7 +32,7 @@ def main() -> None:
     study = None
     if "--study" in args:
         i = args.index("--study")
-        study = args[i + 1:]
+        study = args[i + 1 :]
         args = args[:i]
     preset = args[0] if args and "=" not in args[0] else "default"
     cfg = load_config(preset, [a for a in args if "=" in a] + ["teacher.cache=true"])
@@ -44,7 +44,9 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     c = inputs.cache = cache.open_cache(cfg, path, prep)
     T, B = cfg.data.seq_len, cfg.train.batch_size
-    it = BatchIterator(prep.train, T, B, seed=1, pool=train_pool(n_sequences(prep.train, T), cfg.data.train_pool_sequences))
+    it = BatchIterator(
+        prep.train, T, B, seed=1, pool=train_pool(n_sequences(prep.train, T), cfg.data.train_pool_sequences)
+    )
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < 3.0:
         c.sequences(next(it).index, "cpu")
@@ -65,8 +67,10 @@ def main() -> None:
     student_tps = B * T / float(np.median(times))
     print(f"{preset}: cache {out} (k={c.meta['k']}, {c.meta['n_tokens']:,} tokens), built in {build_s:.0f} s")
     print(f"bytes per token: {c.meta['bytes_per_token']:.0f}")
-    print(f"cache read: {read_tps:,.0f} tokens/s; student step on the cache: {student_tps:,.0f} tokens/s; "
-          f"ratio {read_tps / student_tps:.1f} (target >= 20)")
+    print(
+        f"cache read: {read_tps:,.0f} tokens/s; student step on the cache: {student_tps:,.0f} tokens/s; "
+        f"ratio {read_tps / student_tps:.1f} (target >= 20)"
+    )
     if study is not None:
         import csv
 
@@ -74,18 +78,36 @@ def main() -> None:
         for mode in ("false", "true"):
             with tempfile.TemporaryDirectory() as d:
                 t1 = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "normgrow.cli", "study", *study, f"teacher.cache={mode}", "-o",
-                                str(Path(d) / "s"), "--no-progress"], check=True, capture_output=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "normgrow.cli",
+                        "study",
+                        *study,
+                        f"teacher.cache={mode}",
+                        "-o",
+                        str(Path(d) / "s"),
+                        "--no-progress",
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
                 walls[mode] = time.perf_counter() - t1
                 with open(Path(d) / "s" / "results.csv") as f:
                     ce[mode] = {f"{r['arm']}-s{r['seed']}": float(r["val_ce"]) for r in csv.DictReader(f)}
         on, off = walls["false"], walls["true"]
-        print(f"study {' '.join(study)}: online teacher {on:.0f} s; cache {off:.0f} s of training "
-              f"(ratio cache/online {off / on:.3f}), {off + build_s:.0f} s with the build "
-              f"(ratio {(off + build_s) / on:.3f})")
+        print(
+            f"study {' '.join(study)}: online teacher {on:.0f} s; cache {off:.0f} s of training "
+            f"(ratio cache/online {off / on:.3f}), {off + build_s:.0f} s with the build "
+            f"(ratio {(off + build_s) / on:.3f})"
+        )
         print("final val/ce (always online, full vocabulary): arm  trained-online  trained-on-cache  difference")
         for arm in ce["false"]:
-            print(f"  {arm:18s} {ce['false'][arm]:.4f}  {ce['true'][arm]:.4f}  {ce['true'][arm] - ce['false'][arm]:+.4f}")
+            print(
+                f"  {arm:18s} {ce['false'][arm]:.4f}  {ce['true'][arm]:.4f}  {ce['true'][arm] - ce['false'][arm]:+.4f}"
+            )
+
 
 if __name__ == "__main__":
     main()

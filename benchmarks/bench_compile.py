@@ -75,20 +75,25 @@ def main() -> None:
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "compile"), "OMP_NUM_THREADS": "1"}
             steps = sum(p.steps for p in plan_stages(cfg))
             m = cfg.model
-            print(f"{arm}: {m.n_layer} × d_model {m.d_model}, batch {cfg.train.batch_size}x{cfg.data.seq_len}, "
-                  f"{steps} steps per run")
+            print(
+                f"{arm}: {m.n_layer} × d_model {m.d_model}, batch {cfg.train.batch_size}x{cfg.data.seq_len}, "
+                f"{steps} steps per run"
+            )
             for i in range(args.processes):
-                out = subprocess.run([sys.executable, "-c", CHILD, cfg_path, "[]"], env=env, capture_output=True,
-                                     text=True, check=True)
+                out = subprocess.run(
+                    [sys.executable, "-c", CHILD, cfg_path, "[]"], env=env, capture_output=True, text=True, check=True
+                )
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 c, e = r["compiled"], r["eager"]
                 compile_s = c["first_s"] - 2 * c["step_s"]
                 saved = e["step_s"] - c["step_s"]
                 pays = f"pays back after {compile_s / saved:,.0f} steps" if saved > 0 else "never pays back"
-                print(f"  process {i + 1} ({'cold' if i == 0 else 'warm'} cache, {r['dtype']}): compile {compile_s:5.1f} s; "
-                      f"step eager {e['step_s'] * 1e3:6.1f} ms, compiled {c['step_s'] * 1e3:6.1f} ms "
-                      f"(×{e['step_s'] / c['step_s']:.2f}); {pays}; a run of {steps} steps: "
-                      f"{steps * e['step_s']:.1f} s eager vs {compile_s + steps * c['step_s']:.1f} s compiled")
+                print(
+                    f"  process {i + 1} ({'cold' if i == 0 else 'warm'} cache, {r['dtype']}): compile {compile_s:5.1f} s; "
+                    f"step eager {e['step_s'] * 1e3:6.1f} ms, compiled {c['step_s'] * 1e3:6.1f} ms "
+                    f"(×{e['step_s'] / c['step_s']:.2f}); {pays}; a run of {steps} steps: "
+                    f"{steps * e['step_s']:.1f} s eager vs {compile_s + steps * c['step_s']:.1f} s compiled"
+                )
 
 
 if __name__ == "__main__":

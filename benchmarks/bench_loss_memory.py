@@ -54,16 +54,32 @@ def main() -> None:
         return child(a.child, a.tokens, a.vocab, a.d_model, a.chunk)
     res = {}
     for kind in ("chunked", "naive"):
-        cmd = [sys.executable, __file__, "--child", kind, "--tokens", str(a.tokens), "--vocab", str(a.vocab),
-               "--d-model", str(a.d_model), "--chunk", str(a.chunk)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            "--tokens",
+            str(a.tokens),
+            "--vocab",
+            str(a.vocab),
+            "--d-model",
+            str(a.d_model),
+            "--chunk",
+            str(a.chunk),
+        ]
         res[kind] = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     full = a.tokens * a.vocab * 4 / 2**20
-    print(f"tokens={a.tokens} vocab={a.vocab} d_model={a.d_model} chunk={a.chunk}; "
-          f"one (tokens x vocab) fp32 tensor = {full:,.0f} MiB")
+    print(
+        f"tokens={a.tokens} vocab={a.vocab} d_model={a.d_model} chunk={a.chunk}; "
+        f"one (tokens x vocab) fp32 tensor = {full:,.0f} MiB"
+    )
     for kind, r in res.items():
         print(f"{kind:>8}: peak {r['peak_above_inputs_mb']:8,.0f} MiB above inputs (loss {r['loss']:.6f})")
-    print(f"ratio chunked / naive: {res['chunked']['peak_above_inputs_mb'] / res['naive']['peak_above_inputs_mb']:.3f}"
-          "  (target <= 0.25)")
+    print(
+        f"ratio chunked / naive: {res['chunked']['peak_above_inputs_mb'] / res['naive']['peak_above_inputs_mb']:.3f}"
+        "  (target <= 0.25)"
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,10 @@ def default_modes() -> tuple[list[str], str]:
     info = cpu_info()
     if info.flags & BF16_FLAGS:
         return ["fp32-eager", "bf16-eager", "bf16-compiled"], ""
-    return ["fp32-eager", "fp32-compiled"], (f"bf16 modes skipped: {info.model} has no amx_bf16/avx512_bf16 (bfloat16 "
-                                             "is emulated there); --modes bf16-eager,bf16-compiled runs them anyway")
+    return ["fp32-eager", "fp32-compiled"], (
+        f"bf16 modes skipped: {info.model} has no amx_bf16/avx512_bf16 (bfloat16 "
+        "is emulated there); --modes bf16-eager,bf16-compiled runs them anyway"
+    )
 
 
 def run_mode(mode: str, models: dict, idx: torch.Tensor, args) -> dict[str, float]:
@@ -58,7 +60,7 @@ def run_mode(mode: str, models: dict, idx: torch.Tensor, args) -> dict[str, floa
     dtype, compiled = MODES[mode]
     if compiled == "blocks":  # normgrow's train.compile (compiling.py); transformers' decoder layers the same way
         for m, is_hf in models.values():
-            for layer in (m.model.layers if is_hf else m.layers):
+            for layer in m.model.layers if is_hf else m.layers:
                 if getattr(layer, "_compiled_call_impl", None) is None:
                     layer.compile()
     todo = {k: ((torch.compile(m) if compiled == "model" else m), is_hf) for k, (m, is_hf) in models.items()}
@@ -74,7 +76,7 @@ def run_mode(mode: str, models: dict, idx: torch.Tensor, args) -> dict[str, floa
                 first[name] += dt
     if compiled == "blocks":
         for m, is_hf in models.values():  # back to eager for the modes after this one
-            for layer in (m.model.layers if is_hf else m.layers):
+            for layer in m.model.layers if is_hf else m.layers:
                 layer._compiled_call_impl = None
     if compiled:
         print(f"  {mode}: warm-up incl. compile " + ", ".join(f"{k} {v:.0f} s" for k, v in first.items()))
@@ -102,8 +104,14 @@ def main() -> None:
 
     from transformers import Qwen3ForCausalLM
 
-    cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, n_head=args.n_head, n_kv_head=args.n_kv_head,
-                      d_ff=args.d_ff, vocab_size=args.vocab)
+    cfg = ModelConfig(
+        n_layer=args.n_layer,
+        d_model=args.d_model,
+        n_head=args.n_head,
+        n_kv_head=args.n_kv_head,
+        d_ff=args.d_ff,
+        vocab_size=args.vocab,
+    )
     torch.manual_seed(0)
     student = Student(cfg).train()
     post = Student(dataclasses.replace(cfg, norm="post")).train()
@@ -112,9 +120,11 @@ def main() -> None:
     idx = torch.randint(0, args.vocab, (args.batch, args.seq_len))
     models = {"normgrow pre": (student, False), "normgrow post": (post, False), "transformers Qwen3": (hf, True)}
     info = cpu_info()
-    print(f"shape: n_layer={args.n_layer} d_model={args.d_model} seq_len={args.seq_len} batch={args.batch} "
-          f"vocab={args.vocab}; torch {torch.__version__}, threads {torch.get_num_threads()}; machine {info.model}, "
-          f"flags {' '.join(sorted(info.flags & (BF16_FLAGS | {'avx2', 'avx512f'}))) or '-'}")
+    print(
+        f"shape: n_layer={args.n_layer} d_model={args.d_model} seq_len={args.seq_len} batch={args.batch} "
+        f"vocab={args.vocab}; torch {torch.__version__}, threads {torch.get_num_threads()}; machine {info.model}, "
+        f"flags {' '.join(sorted(info.flags & (BF16_FLAGS | {'avx2', 'avx512f'}))) or '-'}"
+    )
     if skipped:
         print(skipped)
     tokens = args.batch * args.seq_len
@@ -122,21 +132,31 @@ def main() -> None:
     peaks = {None: matmul_peak(torch.float32)}
     if any(MODES[m][0] is not None for m in modes):
         peaks[torch.bfloat16] = matmul_peak(torch.bfloat16)
-    print(f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): float32 {peaks[None] / 1e9:,.1f} GFLOP/s"
-          + (f", bfloat16 {peaks[torch.bfloat16] / 1e9:,.1f} GFLOP/s"
-             f"{'' if native_bf16() else ' (emulated: not a peak of this CPU)'}" if torch.bfloat16 in peaks else "")
-          + f"; a step of this shape is {flops / 1e9:,.2f} GFLOP (6·N per token + attention)")
+    print(
+        f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): float32 {peaks[None] / 1e9:,.1f} GFLOP/s"
+        + (
+            f", bfloat16 {peaks[torch.bfloat16] / 1e9:,.1f} GFLOP/s"
+            f"{'' if native_bf16() else ' (emulated: not a peak of this CPU)'}"
+            if torch.bfloat16 in peaks
+            else ""
+        )
+        + f"; a step of this shape is {flops / 1e9:,.2f} GFLOP (6·N per token + attention)"
+    )
     for mode in modes:
         med = run_mode(mode, models, idx, args)
         ref = tokens / med["transformers Qwen3"]
         cells = "  ".join(f"{k} {tokens / v:8,.0f}" for k, v in med.items())
         print(f"{mode:>14}: tokens/s (fwd+bwd, median of {args.iters})  {cells}")
-        print(f"{'':>14}  ratio normgrow pre / transformers {tokens / med['normgrow pre'] / ref:.3f}, "
-              f"post / transformers {tokens / med['normgrow post'] / ref:.3f}  (target >= 1.3 compiled)")
+        print(
+            f"{'':>14}  ratio normgrow pre / transformers {tokens / med['normgrow pre'] / ref:.3f}, "
+            f"post / transformers {tokens / med['normgrow post'] / ref:.3f}  (target >= 1.3 compiled)"
+        )
         peak = peaks[MODES[mode][0]]
-        print(f"{'':>14}  achieved " + ", ".join(f"{k} {flops / v / 1e9:,.1f} GFLOP/s = {flops / v / peak:.0%}"
-                                                for k, v in med.items())
-              + f" of the {'bfloat16' if MODES[mode][0] else 'float32'} matmul peak")
+        print(
+            f"{'':>14}  achieved "
+            + ", ".join(f"{k} {flops / v / 1e9:,.1f} GFLOP/s = {flops / v / peak:.0%}" for k, v in med.items())
+            + f" of the {'bfloat16' if MODES[mode][0] else 'float32'} matmul peak"
+        )
 
 
 if __name__ == "__main__":

@@ -86,8 +86,15 @@ def own_shape_matmuls(cfg, dtype: torch.dtype, reps: int = 5) -> float:
     matrix work could reach at best, against which the 2048³ peak overstates what a small shape can do."""
     m = cfg.model
     M, hd = cfg.train.batch_size * cfg.data.seq_len, resolved_head_dim(m)
-    dims = [(m.d_model, m.n_head * hd), (m.d_model, m.n_kv_head * hd), (m.d_model, m.n_kv_head * hd),
-            (m.n_head * hd, m.d_model), (m.d_model, m.d_ff), (m.d_model, m.d_ff), (m.d_ff, m.d_model)]
+    dims = [
+        (m.d_model, m.n_head * hd),
+        (m.d_model, m.n_kv_head * hd),
+        (m.d_model, m.n_kv_head * hd),
+        (m.n_head * hd, m.d_model),
+        (m.d_model, m.d_ff),
+        (m.d_model, m.d_ff),
+        (m.d_ff, m.d_model),
+    ]
     gen = torch.Generator().manual_seed(0)
     flops = seconds = 0.0
     for (k, n), count in [*((d, m.n_layer) for d in dims), ((m.d_model, m.vocab_size), 1)]:
@@ -112,8 +119,10 @@ def main() -> None:
     args = ap.parse_args()
     if "=" in args.config:
         args.overrides, args.config = [args.config, *args.overrides], "default"
-    variants = [Variant("default", args.config, args.overrides),
-                Variant("float32 eager", args.config, [*args.overrides, *FP32_EAGER])]
+    variants = [
+        Variant("default", args.config, args.overrides),
+        Variant("float32 eager", args.config, [*args.overrides, *FP32_EAGER]),
+    ]
     variants += [Variant(v, args.config, [*args.overrides, *shlex.split(v)]) for v in args.variant]
     ref = variants[0]
     batches = BatchIterator(ref.inputs.prep.train, ref.cfg.data.seq_len, ref.cfg.train.batch_size, ref.cfg.seed)
@@ -124,34 +133,46 @@ def main() -> None:
 
     info, m = cpu_info(), ref.cfg.model
     flags = sorted(info.flags & (BF16_FLAGS | {"avx2", "avx512f"}))
-    print(f"machine: {info.model}; flags {' '.join(flags) or 'none of avx2/avx512f/bf16'}; torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}")
-    print(f"{args.config} {' '.join(args.overrides)}: student n_layer={m.n_layer} d_model={m.d_model}, teacher "
-          f"{ref.inputs.teacher.report['class']} ({ref.inputs.teacher.report['parameters']:,} params), batch "
-          f"{ref.cfg.train.batch_size}x{ref.cfg.data.seq_len}, vocab {m.vocab_size}")
+    print(
+        f"machine: {info.model}; flags {' '.join(flags) or 'none of avx2/avx512f/bf16'}; torch {torch.__version__}, "
+        f"threads {torch.get_num_threads()}"
+    )
+    print(
+        f"{args.config} {' '.join(args.overrides)}: student n_layer={m.n_layer} d_model={m.d_model}, teacher "
+        f"{ref.inputs.teacher.report['class']} ({ref.inputs.teacher.report['parameters']:,} params), batch "
+        f"{ref.cfg.train.batch_size}x{ref.cfg.data.seq_len}, vocab {m.vocab_size}"
+    )
     n = ref.cfg.train.batch_size * ref.cfg.data.seq_len
     peaks = {"float32": matmul_peak(torch.float32)}
     if native_bf16(ref.device) or any(v.cfg.train.dtype == "bfloat16" for v in variants):
         peaks["bfloat16"] = matmul_peak(torch.bfloat16)
-    print(f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): "
-          + ", ".join(f"{k} {p / 1e9:,.1f} GFLOP/s" for k, p in peaks.items())
-          + ("" if native_bf16(ref.device) or "bfloat16" not in peaks else " (bfloat16 emulated here)"))
+    print(
+        f"matmul peak in this run (2048³, {torch.get_num_threads()} thread(s)): "
+        + ", ".join(f"{k} {p / 1e9:,.1f} GFLOP/s" for k, p in peaks.items())
+        + ("" if native_bf16(ref.device) or "bfloat16" not in peaks else " (bfloat16 emulated here)")
+    )
     own = own_shape_matmuls(ref.cfg, torch.float32)
-    print(f"the student's own matmuls at this shape (M = {n:,} tokens; each projection and the head, forward and both "
-          f"gradients): float32 {own / 1e9:,.1f} GFLOP/s = {own / peaks['float32']:.0%} of the float32 peak — the "
-          "most a step's matrix work reaches here")
+    print(
+        f"the student's own matmuls at this shape (M = {n:,} tokens; each projection and the head, forward and both "
+        f"gradients): float32 {own / 1e9:,.1f} GFLOP/s = {own / peaks['float32']:.0%} of the float32 peak — the "
+        "most a step's matrix work reaches here"
+    )
     base = statistics.median(variants[1].times)
     for v in variants:
         step = statistics.median(v.times)
         compiled = f", first steps {sum(v.first):.1f} s (compile)" if v.cfg.train.compile else ""
-        print(f"{v.name:>16}: {n / step:8,.0f} tokens/s  ×{base / step:.2f} vs float32 eager  "
-              f"(dtype {v.cfg.train.dtype}, compile {v.cfg.train.compile}; teacher forward "
-              f"{statistics.median(v.teacher_times) / step:.0%} of the step{compiled})")
+        print(
+            f"{v.name:>16}: {n / step:8,.0f} tokens/s  ×{base / step:.2f} vs float32 eager  "
+            f"(dtype {v.cfg.train.dtype}, compile {v.cfg.train.compile}; teacher forward "
+            f"{statistics.median(v.teacher_times) / step:.0%} of the step{compiled})"
+        )
         flops = v.step_flops()
-        print(f"{'':>16}  achieved {flops / step / 1e9:,.1f} GFLOP/s = "
-              + ", ".join(f"{flops / step / p:.0%} of the {k} peak" for k, p in peaks.items())
-              + f" ({flops / 1e9:,.2f} GFLOP per step: the student's training FLOPs"
-              + (" + the teacher's forward)" if v.inputs.cache is None and v.inputs.teacher is not None else ")"))
+        print(
+            f"{'':>16}  achieved {flops / step / 1e9:,.1f} GFLOP/s = "
+            + ", ".join(f"{flops / step / p:.0%} of the {k} peak" for k, p in peaks.items())
+            + f" ({flops / 1e9:,.2f} GFLOP per step: the student's training FLOPs"
+            + (" + the teacher's forward)" if v.inputs.cache is None and v.inputs.teacher is not None else ")")
+        )
 
 
 if __name__ == "__main__":

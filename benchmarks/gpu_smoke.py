@@ -68,7 +68,9 @@ def student_steps(m: ModelConfig, batch: int, seq: int, device: torch.device, bf
     hf.load_state_dict(to_hf_state_dict(student))
     idx = torch.randint(0, m.vocab_size, (batch, seq + 1), device=device)
     x, y = idx[:, :-1], idx[:, 1:]
-    teacher = TeacherChunks(torch.randn(batch * seq, 64, device=device), torch.randn(m.vocab_size, 64, device=device) * 0.02)
+    teacher = TeacherChunks(
+        torch.randn(batch * seq, 64, device=device), torch.randn(m.vocab_size, 64, device=device) * 0.02
+    )
     opt_s = torch.optim.AdamW(student.parameters(), lr=1e-4, fused=device.type == "cuda")
     opt_h = torch.optim.AdamW(hf.parameters(), lr=1e-4, fused=device.type == "cuda")
     s_fwd = torch.compile(student) if compile_ else student
@@ -77,7 +79,9 @@ def student_steps(m: ModelConfig, batch: int, seq: int, device: torch.device, bf
     def ours():
         with autocast(device, bf16):
             h = s_fwd(x, hidden_only=True).flatten(0, 1)
-        distill_loss(h.float(), student.lm_head.weight, teacher, y.flatten(), n_tokens=batch * seq, chunk=512).backward()
+        distill_loss(
+            h.float(), student.lm_head.weight, teacher, y.flatten(), n_tokens=batch * seq, chunk=512
+        ).backward()
         opt_s.step()
         opt_s.zero_grad(set_to_none=True)
 
@@ -128,7 +132,9 @@ def loss_peak_mib(tokens: int, vocab: int, d: int, device: torch.device) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true", help="scaled-down shapes on the CPU (also when no GPU is present)")
-    ap.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak (H100/H200 SXM: 989)")
+    ap.add_argument(
+        "--peak-tflops", type=float, default=989.0, help="the device's dense bf16 peak (H100/H200 SXM: 989)"
+    )
     ap.add_argument("--steps", type=int, default=6)
     a = ap.parse_args()
     gpu = torch.cuda.is_available() and not a.cpu
@@ -144,23 +150,32 @@ def main() -> None:
     n = parameters_of(m)
     mfu = 6 * n * ours / (a.peak_tflops * 1e12)
     peak = matmul_peak(torch.bfloat16 if gpu else torch.float32, device, n=8192 if gpu else 2048)
-    print(f"student step ({m.n_layer} × d_model {m.d_model}, vocabulary {m.vocab_size:,}, {batch} × {seq}, "
-          f"{'bf16 + compile' if gpu else 'float32 eager'}): {ours:,.0f} tokens/s = {ours * 3600:,.0f} per hour, "
-          f"MFU {mfu:.1%} of {a.peak_tflops:g} TFLOP/s ({n / 1e6:,.1f}M parameters); "
-          f"{6 * n * ours / peak:.1%} of the {'bf16 8192³' if gpu else 'float32 2048³'} matmul measured in this run "
-          f"({peak / 1e12:,.1f} TFLOP/s)")
-    print(f"transformers Qwen3, same shape and weights: {theirs:,.0f} tokens/s; ratio normgrow / transformers "
-          f"{ours / theirs:.2f}")
+    print(
+        f"student step ({m.n_layer} × d_model {m.d_model}, vocabulary {m.vocab_size:,}, {batch} × {seq}, "
+        f"{'bf16 + compile' if gpu else 'float32 eager'}): {ours:,.0f} tokens/s = {ours * 3600:,.0f} per hour, "
+        f"MFU {mfu:.1%} of {a.peak_tflops:g} TFLOP/s ({n / 1e6:,.1f}M parameters); "
+        f"{6 * n * ours / peak:.1%} of the {'bf16 8192³' if gpu else 'float32 2048³'} matmul measured in this run "
+        f"({peak / 1e12:,.1f} TFLOP/s)"
+    )
+    print(
+        f"transformers Qwen3, same shape and weights: {theirs:,.0f} tokens/s; ratio normgrow / transformers "
+        f"{ours / theirs:.2f}"
+    )
     tf = teacher_forward(teacher, t_batch, seq, device, a.steps)
     print(f"teacher forward ({teacher['n_layer']} × d_model {teacher['d_model']}, random weights): {tf:,.0f} tokens/s")
     if gpu:  # `normgrow plan` on this kind of GPU reads it (hardware.recorded_gpu_rate)
-        where = record_gpu_smoke(cache_root(load_config("default").data), torch.cuda.get_device_name(), ours, tf,
-                                 {"student": {"n_layer": m.n_layer, "d_model": m.d_model, "batch": batch, "seq": seq},
-                                  "teacher": teacher})
-        print(f"recorded for `normgrow plan`: {where} (distillation step with the teacher online: "
-              f"{3600 / (1 / ours + 1 / tf):,.0f} tokens per hour)")
-    print(f"chunked loss peak memory (4,096 tokens × 151,936 vocabulary): "
-          f"{loss_peak_mib(4096, 151936, 1024, device)}")
+        where = record_gpu_smoke(
+            cache_root(load_config("default").data),
+            torch.cuda.get_device_name(),
+            ours,
+            tf,
+            {"student": {"n_layer": m.n_layer, "d_model": m.d_model, "batch": batch, "seq": seq}, "teacher": teacher},
+        )
+        print(
+            f"recorded for `normgrow plan`: {where} (distillation step with the teacher online: "
+            f"{3600 / (1 / ours + 1 / tf):,.0f} tokens per hour)"
+        )
+    print(f"chunked loss peak memory (4,096 tokens × 151,936 vocabulary): {loss_peak_mib(4096, 151936, 1024, device)}")
 
 
 if __name__ == "__main__":

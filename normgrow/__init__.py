@@ -34,7 +34,26 @@ from normgrow.study.claims import register_claim  # noqa: E402
 from normgrow.study.launch import register_launcher  # noqa: E402
 from normgrow.version import __version__  # noqa: E402
 
-__all__ = ["__version__", "Block", "GrowthOperator", "Observation", "register_claim", "register_diagnostic",
-           "register_growth", "register_launcher", "register_placement"]
-__all__ = ["__version__", "Block", "CorpusSource", "GrowthOperator", "Observation", "register_corpus_source",
-           "register_diagnostic", "register_growth", "register_launcher", "register_placement"]
+__all__ = [
+    "__version__",
+    "Block",
+    "GrowthOperator",
+    "Observation",
+    "register_claim",
+    "register_diagnostic",
+    "register_growth",
+    "register_launcher",
+    "register_placement",
+]
+__all__ = [
+    "__version__",
+    "Block",
+    "CorpusSource",
+    "GrowthOperator",
+    "Observation",
+    "register_corpus_source",
+    "register_diagnostic",
+    "register_growth",
+    "register_launcher",
+    "register_placement",
+]

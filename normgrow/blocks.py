@@ -64,8 +64,9 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                return_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, return_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(B, T, self.n_head, self.head_dim)).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
@@ -159,8 +160,8 @@ class Block(nn.Module):
 class PreNormBlock(Block):
     """pre: h = h + F(N(h))  (Qwen3, Llama, GPT-2)
 
-        h ─┬───────────────(+)─►
-           └─ N ─ F ───────┘
+    h ─┬───────────────(+)─►
+       └─ N ─ F ───────┘
     """
 
     qwen3_compatible = True
@@ -176,8 +177,8 @@ class PreNormBlock(Block):
 class PostNormBlock(Block):
     """post: h = N(h + F(h))  (original Transformer, BERT)
 
-        h ─┬──────────(+)─ N ─►
-           └─ F ──────┘
+    h ─┬──────────(+)─ N ─►
+       └─ F ──────┘
     """
 
     def forward(self, h, cos, sin):
@@ -191,8 +192,8 @@ class PostNormBlock(Block):
 class SandwichBlock(Block):
     """sandwich (peri-norm): h = h + N2(F(N1(h)))  (Gemma 2/3, OLMo 2 use variants)
 
-        h ─┬──────────────────(+)─►
-           └─ N1 ─ F ─ N2 ────┘
+    h ─┬──────────────────(+)─►
+       └─ N1 ─ F ─ N2 ────┘
     """
 
     def __init__(self, cfg):
@@ -229,8 +230,13 @@ class DeepNormBlock(Block):
     for blocks appended on top of a DeepNorm prefix.
     """
 
-    BETA_SCALED = ("self_attn.v_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-                   "mlp.down_proj.weight")
+    BETA_SCALED = (
+        "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+    )
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -269,8 +275,12 @@ def init_depth(cfg) -> int:
 
 
 # The built-in placements by name (model.PLACEMENTS registers these and whatever user code adds).
-BUILTIN_PLACEMENTS: dict[str, type[Block]] = {"pre": PreNormBlock, "post": PostNormBlock, "sandwich": SandwichBlock,
-                                              "deepnorm": DeepNormBlock}
+BUILTIN_PLACEMENTS: dict[str, type[Block]] = {
+    "pre": PreNormBlock,
+    "post": PostNormBlock,
+    "sandwich": SandwichBlock,
+    "deepnorm": DeepNormBlock,
+}
 
 
 def mixln_post_blocks(cfg) -> int:

@@ -128,8 +128,11 @@ def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
     }
     if not full:
         meta["ids_dtype"] = "uint16" if prep.vocab_size <= 65536 else "uint32"
-    added = {"pool": None if pool is None else {"sequences": len(pool), "of": n, "rule": POOL_RULE},
-             "layout": "full" if full else "top-k", "values_dtype": cfg.teacher.cache_dtype}
+    added = {
+        "pool": None if pool is None else {"sequences": len(pool), "of": n, "rule": POOL_RULE},
+        "layout": "full" if full else "top-k",
+        "values_dtype": cfg.teacher.cache_dtype,
+    }
     meta.update({key: v for key, v in added.items() if v != ADDED[key]})
     return meta
 
@@ -155,8 +158,15 @@ def _shapes(meta: dict) -> dict:
     return {"logp.bin": ((n, k), values), "ids.bin": ((n, k), np.dtype(meta["ids_dtype"])), "tail.bin": ((n,), values)}
 
 
-def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, info: dist.DistInfo,
-          log: Callable[[str], None] = print, progress: bool = True) -> Path:
+def build(
+    cfg: RunConfig,
+    teacher_path: str,
+    prep: Prepared,
+    teacher: Teacher,
+    info: dist.DistInfo,
+    log: Callable[[str], None] = print,
+    progress: bool = True,
+) -> Path:
     """Build (or finish building) the cache for this run's teacher and training sequences (its pool, or the split).
 
     Under torchrun each rank (`info`) fills its own contiguous range of sequences; rank 0
@@ -179,8 +189,14 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
     prog_file = out / "progress" / f"rank{info.rank}-of-{info.world_size}.json"
     done = json.loads(prog_file.read_text())["chunks"] if prog_file.is_file() else 0
     maps = {name: np.memmap(out / name, dtype=dtype, mode="r+", shape=shape) for name, (shape, dtype) in shapes.items()}
-    bar = tqdm(total=len(chunks), initial=done, unit="chunk", desc="teacher cache", disable=not (progress and info.is_main),
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=len(chunks),
+        initial=done,
+        unit="chunk",
+        desc="teacher cache",
+        disable=not (progress and info.is_main),
+        dynamic_ncols=True,
+    )
     if done:
         log(f"teacher cache: resuming at chunk {done} of {len(chunks)} (rank {info.rank})")
     if teacher.sharded:  # its forwards gather layers from every rank: all ranks run as many
@@ -190,7 +206,7 @@ def build(cfg: RunConfig, teacher_path: str, prep: Prepared, teacher: Teacher, i
     for c in range(done, len(chunks)):
         s0, s1 = chunks[c]
         seqs = np.arange(s0, s1) if pool is None else pool[s0:s1]  # the split's sequences of rows s0·T … s1·T
-        x = torch.from_numpy(np.stack([np.asarray(prep.train[i * T: i * T + T], dtype=np.int64) for i in seqs]))
+        x = torch.from_numpy(np.stack([np.asarray(prep.train[i * T : i * T + T], dtype=np.int64) for i in seqs]))
         _write_chunk(maps, s0 * T, s1 * T, teacher, x.to(info.device), meta)  # x (b, T)
         atomic.write_text(prog_file, json.dumps({"chunks": c + 1}))
         bar.update(1)
@@ -248,15 +264,17 @@ def _finish(out: Path, meta: dict, log: Callable[[str], None]) -> None:
     what = f"the full distribution (k = V = {k}, vocabulary order)" if is_full(meta) else f"top-{k}"
     log(f"teacher cache: {meta['n_tokens']:,} tokens, {what}, {meta['bytes_per_token']:.0f} bytes/token → {out}")
     if not is_full(meta):
-        log(f"teacher cache: the top-{k} hold {1 - meta['mean_tail_mass']:.1%} of the teacher's probability on average; "
-            f"the remaining {meta['mean_tail_mass']:.1%} is one tail bucket in the loss (raise teacher.cache_k to keep more)")
+        log(
+            f"teacher cache: the top-{k} hold {1 - meta['mean_tail_mass']:.1%} of the teacher's probability on average; "
+            f"the remaining {meta['mean_tail_mass']:.1%} is one tail bucket in the loss (raise teacher.cache_k to keep more)"
+        )
 
 
 def mean_tail_mass(path: Path, n_tokens: int, meta: dict | None = None, block: int = 1 << 22) -> float:
     """Mean over tokens of the teacher's probability outside its top-k (read from tail.bin in blocks)."""
     dtype = np.dtype((meta or {}).get("values_dtype", ADDED["values_dtype"]))
     tail = np.memmap(path, dtype=dtype, mode="r", shape=(n_tokens,))
-    total = sum(float(np.exp(tail[i: i + block].astype(np.float64)).sum()) for i in range(0, n_tokens, block))
+    total = sum(float(np.exp(tail[i : i + block].astype(np.float64)).sum()) for i in range(0, n_tokens, block))
     return total / max(n_tokens, 1)
 
 
@@ -286,10 +304,14 @@ class TeacherCache:
         """What the training loss reads (the run summary's `train_teacher`)."""
         m = self.meta
         if is_full(m):
-            return (f"full-distribution teacher cache (k = V = {m['k']}, {m.get('values_dtype', 'float16')}, no tail) "
-                    f"({self.dir})")
-        return (f"top-{m['k']} teacher cache + tail bucket holding {m['mean_tail_mass']:.1%} of the teacher's mass on "
-                f"average ({self.dir})")
+            return (
+                f"full-distribution teacher cache (k = V = {m['k']}, {m.get('values_dtype', 'float16')}, no tail) "
+                f"({self.dir})"
+            )
+        return (
+            f"top-{m['k']} teacher cache + tail bucket holding {m['mean_tail_mass']:.1%} of the teacher's mass on "
+            f"average ({self.dir})"
+        )
 
 
 def open_cache(cfg: RunConfig, teacher_path: str, prep: Prepared, verify_checksums: bool = True) -> TeacherCache:
@@ -311,16 +333,33 @@ def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True)
     try:
         meta = json.loads((path / "meta.json").read_text())
     except FileNotFoundError:
-        raise CacheError(f"teacher.cache_path: {path} holds no teacher cache (no meta.json); build one with "
-                         "`normgrow teacher cache`") from None
+        raise CacheError(
+            f"teacher.cache_path: {path} holds no teacher cache (no meta.json); build one with `normgrow teacher cache`"
+        ) from None
     except (OSError, ValueError):
         raise CacheError(f"teacher cache {path}: meta.json is unreadable or cut") from None
     if want is not None:  # the plainest causes first: a different seq_len also means a different default teacher
-        order = ["version", "seq_len", "vocab_size", "k", "temperature", "tokenizer_sha256", "shards", "pool", "n_tokens",
-                 "layout", "values_dtype", "ids_dtype", "teacher_dtype", "teacher"]
+        order = [
+            "version",
+            "seq_len",
+            "vocab_size",
+            "k",
+            "temperature",
+            "tokenizer_sha256",
+            "shards",
+            "pool",
+            "n_tokens",
+            "layout",
+            "values_dtype",
+            "ids_dtype",
+            "teacher_dtype",
+            "teacher",
+        ]
         for key in order + [k for k in want if k not in order]:  # ADDED fields are in order: absent on either side
             if meta.get(key) != want.get(key):
-                raise CacheError(f"teacher cache {path}: {key} is {_short(meta.get(key))}, the run needs {_short(want.get(key))}")
+                raise CacheError(
+                    f"teacher cache {path}: {key} is {_short(meta.get(key))}, the run needs {_short(want.get(key))}"
+                )
     for name, (shape, dtype) in _shapes(meta).items():
         size = int(np.prod(shape)) * np.dtype(dtype).itemsize
         actual = (path / name).stat().st_size if (path / name).is_file() else -1
@@ -328,5 +367,8 @@ def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True)
             raise CacheError(f"teacher cache {path}: {name} has {actual} bytes, expected {size} (truncated?)")
         if verify_checksums and sha256_file(path / name) != meta["sha256"][name]:
             raise CacheError(f"teacher cache {path}: {name} fails its sha256 check (corrupted)")
-    maps = {name: np.memmap(path / name, dtype=dtype, mode="r", shape=shape) for name, (shape, dtype) in _shapes(meta).items()}
+    maps = {
+        name: np.memmap(path / name, dtype=dtype, mode="r", shape=shape)
+        for name, (shape, dtype) in _shapes(meta).items()
+    }
     return TeacherCache(path, meta, maps["logp.bin"], maps.get("ids.bin"), maps.get("tail.bin"))

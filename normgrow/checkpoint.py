@@ -62,8 +62,15 @@ def remove_stale_temps(root: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def save(root: str | Path, step: int, model_state: dict, optimizer_state: dict, state: dict, keep: int = 2,
-         protected: frozenset[int] = frozenset()) -> Path:
+def save(
+    root: str | Path,
+    step: int,
+    model_state: dict,
+    optimizer_state: dict,
+    state: dict,
+    keep: int = 2,
+    protected: frozenset[int] = frozenset(),
+) -> Path:
     """Write checkpoint `step` atomically, then keep only the `keep` most recent ones plus the
     `protected` steps (stage ends: `normgrow diagnose` and phase-wise analyses reload them)."""
     root = Path(root)

@@ -100,9 +100,11 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     dt = time.perf_counter() - t0
     m = prep.meta
     print(f"{'reused cached' if prep.cache_hit else 'built'} token shards in {dt:.1f} s: {prep.dir}")
-    print(f"  vocabulary {prep.vocab_size:,} (BOS id {prep.bos_id}); "
-          f"train {m['n_documents']['train']:,} documents / {m['n_tokens']['train']:,} tokens; "
-          f"val {m['n_documents']['val']:,} documents / {m['n_tokens']['val']:,} tokens")
+    print(
+        f"  vocabulary {prep.vocab_size:,} (BOS id {prep.bos_id}); "
+        f"train {m['n_documents']['train']:,} documents / {m['n_tokens']['train']:,} tokens; "
+        f"val {m['n_documents']['val']:,} documents / {m['n_tokens']['val']:,} tokens"
+    )
 
 
 def cmd_model(args: argparse.Namespace) -> None:
@@ -114,18 +116,24 @@ def cmd_model(args: argparse.Namespace) -> None:
     student = Student(m)
     counts = count_parameters(student)
     hd = resolved_head_dim(m)
-    print(f"student: norm={m.norm} n_layer={m.n_layer} d_model={m.d_model} n_head={m.n_head} "
-          f"n_kv_head={m.n_kv_head} head_dim={hd} d_ff={m.d_ff} vocab={m.vocab_size} "
-          f"final_norm={m.final_norm} tie_embeddings={m.tie_embeddings}"
-          + (f" block_norms={','.join(m.block_norms)}" if m.block_norms else ""))
+    print(
+        f"student: norm={m.norm} n_layer={m.n_layer} d_model={m.d_model} n_head={m.n_head} "
+        f"n_kv_head={m.n_kv_head} head_dim={hd} d_ff={m.d_ff} vocab={m.vocab_size} "
+        f"final_norm={m.final_norm} tie_embeddings={m.tie_embeddings}"
+        + (f" block_norms={','.join(m.block_norms)}" if m.block_norms else "")
+    )
     for name, p in student.named_parameters():
         if not name.startswith("layers.") or name.startswith("layers.0."):
             print(f"  {name:45s} {tuple(p.shape)}")
     if m.n_layer > 1:
-        print(f"  (layers.1 … layers.{m.n_layer - 1}: as layers.0{' with their own placements' if m.block_norms else ''})")
-    print(f"parameters: total {counts['total']:,} = embedding {counts['embedding']:,} + "
-          f"{m.n_layer} blocks ({counts['blocks']:,}; block 0: {counts['per_block']:,}) + "
-          f"final norm/LM head {counts['final_norm_and_head']:,}")
+        print(
+            f"  (layers.1 … layers.{m.n_layer - 1}: as layers.0{' with their own placements' if m.block_norms else ''})"
+        )
+    print(
+        f"parameters: total {counts['total']:,} = embedding {counts['embedding']:,} + "
+        f"{m.n_layer} blocks ({counts['blocks']:,}; block 0: {counts['per_block']:,}) + "
+        f"final norm/LM head {counts['final_norm_and_head']:,}"
+    )
     print(f"init: {student.init_record()}")
 
 
@@ -144,8 +152,11 @@ def cmd_run(args: argparse.Namespace) -> None:
     if not args.no_plots:
         plot_runs([out], Path(out) / "plots")
     keys = [k for k in ("val/ce", "val/kl", "val/nll") if k in summary]
-    print(f"{out}: " + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)
-          + f" after {summary['compute']['tokens']:,} tokens ({summary['wall_time_s']:.0f} s)")
+    print(
+        f"{out}: "
+        + ", ".join(f"{k} {summary[k]:.4f}" for k in keys)
+        + f" after {summary['compute']['tokens']:,} tokens ({summary['wall_time_s']:.0f} s)"
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -156,8 +167,10 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_diagnose(args: argparse.Namespace) -> None:
     results = diagnose_run(args.run_dir)
     worst = max((r["max_abs_diff"] for r in results if r["logged"]), default=None)
-    print(f"{args.run_dir}: {len(results)} checkpoints diagnosed → diagnostics-recomputed.jsonl"
-          + (f"; largest difference from the logged values {worst:.3g}" if worst is not None else ""))
+    print(
+        f"{args.run_dir}: {len(results)} checkpoints diagnosed → diagnostics-recomputed.jsonl"
+        + (f"; largest difference from the logged values {worst:.3g}" if worst is not None else "")
+    )
 
 
 def cmd_study(args: argparse.Namespace) -> None:
@@ -169,8 +182,10 @@ def cmd_study(args: argparse.Namespace) -> None:
     failed = unfinished_runs(out)
     if failed:
         shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
-        raise RunsFailed(f"{len(failed)} run{'s' if len(failed) > 1 else ''} of the study did not finish: {shown} "
-                         f"(errors in {out / 'results.csv'}); the report leaves them out, rerun the study to retry them")
+        raise RunsFailed(
+            f"{len(failed)} run{'s' if len(failed) > 1 else ''} of the study did not finish: {shown} "
+            f"(errors in {out / 'results.csv'}); the report leaves them out, rerun the study to retry them"
+        )
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -200,7 +215,9 @@ def cmd_plan(args: argparse.Namespace) -> None:
         title = f"plan of study {study.name}: {len(jobs)} runs"
     else:
         cfg = load_config(config, overrides)
-        cfgs = [match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))))[0]]
+        cfgs = [
+            match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab_of(cfg))))[0]
+        ]
         jobs = [job_plan(cfg.name or "run", cfgs[0], args.world_size or 1, args.fsdp)]
         title = f"plan of run {cfg.name or config}"
     rate = recorded_rate(rate, cache_root(cfgs[0].data))  # a GPU's gpu_smoke.sh record, when there is one
@@ -247,28 +264,47 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("study", help="the main job: every arm × seed of a study, then its report")
-    p.add_argument("config", nargs="?", default=None, help="study preset (configs/studies) or YAML; default: the built-in CPU study")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="study keys (seeds=[0,1], launcher.parallel=2) or run keys for every arm (train.lr=1e-3)")
+    p.add_argument(
+        "config",
+        nargs="?",
+        default=None,
+        help="study preset (configs/studies) or YAML; default: the built-in CPU study",
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="study keys (seeds=[0,1], launcher.parallel=2) or run keys for every arm (train.lr=1e-3)",
+    )
     p.add_argument("-o", "--output", default=None, help="study directory (default: studies/<name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--force", action="store_true",
-                   help="write the study into a non-empty folder that is not a study directory (its files of the "
-                        "same names are replaced)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write the study into a non-empty folder that is not a study directory (its files of the "
+        "same names are replaced)",
+    )
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("run", help="one training run")
     _add_config_args(p)
     p.add_argument("-o", "--output", default=None, help="run directory (default: runs/<name>-<norm>-s<seed>-<hash>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--no-plots", action="store_true",
-                   help="no figures in the run directory (a study draws its own; `normgrow report RUN_DIR` draws them later)")
+    p.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="no figures in the run directory (a study draws its own; `normgrow report RUN_DIR` draws them later)",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("export", help="write a run's student in Hugging Face format")
     p.add_argument("run_dir")
-    p.add_argument("-o", "--output", required=True,
-                   help="output directory: new, empty, or a previous export of this run (replaced)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output directory: new, empty, or a previous export of this run (replaced)",
+    )
     p.add_argument("--force", action="store_true", help="replace a non-empty output directory normgrow did not write")
     p.set_defaults(func=cmd_export)
 
@@ -279,8 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="rebuild a study's results and report, or plot runs side by side")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="a study directory, or one or more run directories")
     p.add_argument("-o", "--output", default=None, help="output directory (default: RUN_DIR/plots of the first)")
-    p.add_argument("--against", default=None, metavar="STUDY_DIR",
-                   help="compare the study's contrasts with those of another study (e.g. half the budget)")
+    p.add_argument(
+        "--against",
+        default=None,
+        metavar="STUDY_DIR",
+        help="compare the study's contrasts with those of another study (e.g. half the budget)",
+    )
     p.set_defaults(func=cmd_report)
 
     _add_tool_commands(sub)
@@ -311,19 +351,43 @@ def _add_tool_commands(sub) -> None:
     p = sub.add_parser("plan", help="memory per device and device-hours of a study or run, before running it")
     p.add_argument("config", nargs="?", default=None, help="study preset or YAML (or a run preset / YAML)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
-    p.add_argument("--world-size", type=int, default=None,
-                   help="data-parallel ranks per run (default: the study's launcher.torchrun_nproc, or 1)")
-    p.add_argument("--fsdp", action="store_true", help="the student's weights and optimizer state sharded over the ranks")
-    p.add_argument("--device-memory", type=float, default=None, metavar="GIB",
-                   help="size gradient accumulation for devices of this memory: the largest micro-batch that fits")
-    p.add_argument("--tokens-per-hour", type=float, default=None,
-                   help="measured training tokens per device-hour (benchmarks/gpu_smoke.sh); else from FLOPs")
-    p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)")
+    p.add_argument(
+        "--world-size",
+        type=int,
+        default=None,
+        help="data-parallel ranks per run (default: the study's launcher.torchrun_nproc, or 1)",
+    )
+    p.add_argument(
+        "--fsdp", action="store_true", help="the student's weights and optimizer state sharded over the ranks"
+    )
+    p.add_argument(
+        "--device-memory",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="size gradient accumulation for devices of this memory: the largest micro-batch that fits",
+    )
+    p.add_argument(
+        "--tokens-per-hour",
+        type=float,
+        default=None,
+        help="measured training tokens per device-hour (benchmarks/gpu_smoke.sh); else from FLOPs",
+    )
+    p.add_argument(
+        "--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)"
+    )
     p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
-    p.add_argument("--pilot", default=None, metavar="DIR",
-                   help="a finished pilot study: what this study's seeds can resolve, from its per-seed sd")
-    p.add_argument("--no-measure", action="store_true",
-                   help="skip the wall-time prediction (it times a few training steps of each shape on this machine)")
+    p.add_argument(
+        "--pilot",
+        default=None,
+        metavar="DIR",
+        help="a finished pilot study: what this study's seeds can resolve, from its per-seed sd",
+    )
+    p.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="skip the wall-time prediction (it times a few training steps of each shape on this machine)",
+    )
     p.add_argument("--remeasure", action="store_true", help="time the shapes again instead of reusing the cached probe")
     p.set_defaults(func=cmd_plan)
 

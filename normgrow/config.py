@@ -94,8 +94,15 @@ class Meaning:
 _MEANING = "normgrow.meaning"  # the dataclasses.field metadata entry `setting` fills
 
 
-def setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, key: bool | None = None,
-            resume: bool | None = None, before: Any = UNSET, old_default: Any = UNSET) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Any = dataclasses.MISSING,
+    key: bool | None = None,
+    resume: bool | None = None,
+    before: Any = UNSET,
+    old_default: Any = UNSET,
+) -> Any:
     """A config field with its `Meaning` (unset entries come from its section's): `default`, or `factory` for a
     mutable one, as in dataclasses.field."""
     meaning = Meaning(key, resume, before, old_default)
@@ -443,8 +450,9 @@ def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: lis
         except OmegaConfBaseException as e:
             raise ConfigError(omegaconf_message(e, f"override '{item}'")) from None
         except yaml.YAMLError as e:  # a YAML tag (never executed) or broken flow syntax in the value
-            raise ConfigError(f"override '{item}': {key}: the value is not plain YAML "
-                              f"({str(e).splitlines()[0]})") from None
+            raise ConfigError(
+                f"override '{item}': {key}: the value is not plain YAML ({str(e).splitlines()[0]})"
+            ) from None
     try:
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
@@ -473,8 +481,11 @@ def load_config(preset: str | None = None, overrides: tuple[str, ...] | list[str
     cfg = load_structured(RunConfig, _preset_layers(preset) if preset is not None else [], overrides)
     tps = cfg.train.tokens_per_step
     if tps is not None:  # the step's size in tokens fixes its size in sequences
-        need(tps > 0 and tps % cfg.data.seq_len == 0, "train.tokens_per_step",
-             f"{tps} is not a positive multiple of data.seq_len={cfg.data.seq_len}")
+        need(
+            tps > 0 and tps % cfg.data.seq_len == 0,
+            "train.tokens_per_step",
+            f"{tps} is not a positive multiple of data.seq_len={cfg.data.seq_len}",
+        )
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=tps // cfg.data.seq_len))
     validate(cfg)
     return cfg
@@ -526,8 +537,17 @@ def need(ok: bool, key: str, msg: str) -> None:
 INT_LIMIT = 2**53  # integers beyond it are not exact as floats, and token counts are multiplied by rates
 FLOAT_LIMIT = 1e15  # no float setting means anything beyond it; larger ones overflow float32 arithmetic
 # fields whose meaningful range ends well below FLOAT_LIMIT (their own checks below give the lower ends)
-UPPER = {"seed": 2**32 - 1, "curriculum.stages.*.n_layer": 2**16, "model.n_layer": 2**16, "model.rope_theta": 1e12, "model.norm_eps": 1.0, "model.init_std": 10.0,
-         "model.embed_init_std": 10.0, "train.lr": 1e6, "distill.temperature": 100.0}
+UPPER = {
+    "seed": 2**32 - 1,
+    "curriculum.stages.*.n_layer": 2**16,
+    "model.n_layer": 2**16,
+    "model.rope_theta": 1e12,
+    "model.norm_eps": 1.0,
+    "model.init_std": 10.0,
+    "model.embed_init_std": 10.0,
+    "train.lr": 1e6,
+    "distill.temperature": 100.0,
+}
 
 
 def number_fields(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any, type]]:
@@ -561,8 +581,10 @@ def check_numbers(obj: Any, prefix: str = "", upper: dict | None = None) -> None
     for key, value, kind in number_fields(obj, prefix):
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"{key}: must be a finite number, got {value}")
-        limit = next((v for pattern, v in upper.items() if fnmatch.fnmatchcase(key, pattern)),
-                     INT_LIMIT if kind is int else FLOAT_LIMIT)
+        limit = next(
+            (v for pattern, v in upper.items() if fnmatch.fnmatchcase(key, pattern)),
+            INT_LIMIT if kind is int else FLOAT_LIMIT,
+        )
         need(abs(value) <= limit, key, f"{value:g} is out of range (at most {limit:g} in magnitude)")
 
 
@@ -584,41 +606,72 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
     need(m.init_depth is None or m.init_depth > 0, "model.init_depth", f"must be positive, got {m.init_depth}")
     need(m.n_head % m.n_kv_head == 0, "model.n_kv_head", f"{m.n_kv_head} does not divide model.n_head={m.n_head}")
     if m.head_dim is None:
-        need(m.d_model % m.n_head == 0, "model.n_head", f"{m.n_head} does not divide model.d_model={m.d_model} (or set model.head_dim)")
-    need(resolved_head_dim(m) % 2 == 0, "model.head_dim", f"must be even for rotary embeddings, got {resolved_head_dim(m)}")
+        need(
+            m.d_model % m.n_head == 0,
+            "model.n_head",
+            f"{m.n_head} does not divide model.d_model={m.d_model} (or set model.head_dim)",
+        )
+    need(
+        resolved_head_dim(m) % 2 == 0,
+        "model.head_dim",
+        f"must be even for rotary embeddings, got {resolved_head_dim(m)}",
+    )
     need(m.norm_eps > 0, "model.norm_eps", f"must be positive, got {m.norm_eps}")
     need(m.init_std > 0, "model.init_std", f"must be positive, got {m.init_std}")
-    need(m.embed_init_std is None or m.embed_init_std > 0, "model.embed_init_std",
-         f"must be positive, got {m.embed_init_std}")
+    need(
+        m.embed_init_std is None or m.embed_init_std > 0,
+        "model.embed_init_std",
+        f"must be positive, got {m.embed_init_std}",
+    )
     need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
     if m.norm not in PLACEMENT_RULES:
         registry.check("model.norm", m.norm)
     need(0.0 <= m.mixln_ratio <= 1.0, "model.mixln_ratio", f"must be in [0, 1], got {m.mixln_ratio}")
-    need(not m.block_norms or len(m.block_norms) == m.n_layer, "model.block_norms",
-         f"needs one placement per block of the full-depth student ({m.n_layer}), got {len(m.block_norms)}")
+    need(
+        not m.block_norms or len(m.block_norms) == m.n_layer,
+        "model.block_norms",
+        f"needs one placement per block of the full-depth student ({m.n_layer}), got {len(m.block_norms)}",
+    )
     for i, name in enumerate(m.block_norms):
         registry.check("model.norm", name, key=f"model.block_norms.{i}")
-    need(not (m.init_embeddings == "teacher" and teacher.path == "none"), "model.init_embeddings",
-         "'teacher' needs a teacher, but teacher.path is 'none'")
+    need(
+        not (m.init_embeddings == "teacher" and teacher.path == "none"),
+        "model.init_embeddings",
+        "'teacher' needs a teacher, but teacher.path is 'none'",
+    )
 
 
 def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     tc = cfg.teacher
     need(tc.cache_k > 0, "teacher.cache_k", f"must be positive, got {tc.cache_k}")
-    need(not (tc.cache or tc.cache_path) or tc.path != "none", "teacher.cache", "a cache needs a teacher (teacher.path is 'none')")
-    need(not (tc.cache or tc.cache_path) or cfg.distill.loss in ("ce", "kl"), "distill.loss",
-         f"'{cfg.distill.loss}' is not available on a top-k teacher cache (use ce or kl, or teacher.cache=false)")
+    need(
+        not (tc.cache or tc.cache_path) or tc.path != "none",
+        "teacher.cache",
+        "a cache needs a teacher (teacher.path is 'none')",
+    )
+    need(
+        not (tc.cache or tc.cache_path) or cfg.distill.loss in ("ce", "kl"),
+        "distill.loss",
+        f"'{cfg.distill.loss}' is not available on a top-k teacher cache (use ce or kl, or teacher.cache=false)",
+    )
 
     d = cfg.data
     registry.check("data.format", d.format)
     for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences", "max_document_bytes"):
         need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
     need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")
-    need(0 <= d.curve_tokens <= d.val_tokens, "data.curve_tokens",
-         f"must be in [0, data.val_tokens={d.val_tokens}] (a prefix of the validation set), got {d.curve_tokens}")
+    need(
+        0 <= d.curve_tokens <= d.val_tokens,
+        "data.curve_tokens",
+        f"must be in [0, data.val_tokens={d.val_tokens}] (a prefix of the validation set), got {d.curve_tokens}",
+    )
     need(d.vocab_size >= 260, "data.vocab_size", f"a byte-level BPE needs at least 260 entries, got {d.vocab_size}")
     need(0 < d.val_fraction < 1, "data.val_fraction", f"must be in (0, 1), got {d.val_fraction}")
-    need(d.max_documents is None or d.max_documents > 1, "data.max_documents", f"must be at least 2, got {d.max_documents}")
+    need(
+        d.max_documents is None or d.max_documents > 1,
+        "data.max_documents",
+        f"must be at least 2, got {d.max_documents}",
+    )
     need(bool(d.corpus), "data.corpus", "must not be empty")
     _validate_pool(d, cfg.train.batch_size)
 
@@ -637,20 +690,32 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
 
 def _validate_pool(d: DataConfig, batch_size: int) -> None:
     """The pool's size against what the config alone decides (the split's size is checked once it is read)."""
-    need(d.train_pool_sequences >= 0, "data.train_pool_sequences", f"must be non-negative, got {d.train_pool_sequences}")
-    need(d.train_pool_sequences == 0 or d.train_pool_sequences >= batch_size, "data.train_pool_sequences",
-         f"{d.train_pool_sequences} is fewer than the train.batch_size={batch_size} sequences of one step")
+    need(
+        d.train_pool_sequences >= 0, "data.train_pool_sequences", f"must be non-negative, got {d.train_pool_sequences}"
+    )
+    need(
+        d.train_pool_sequences == 0 or d.train_pool_sequences >= batch_size,
+        "data.train_pool_sequences",
+        f"{d.train_pool_sequences} is fewer than the train.batch_size={batch_size} sequences of one step",
+    )
     need(d.max_pool_repeats >= 0, "data.max_pool_repeats", f"must be non-negative, got {d.max_pool_repeats}")
 
 
 def _validate_curriculum(cfg: RunConfig) -> None:
     registry.check("curriculum.growth", cfg.curriculum.growth)
-    operator = registry.BY_FIELD["curriculum.growth"][cfg.curriculum.growth] if "curriculum.growth" in registry.BY_FIELD else None
+    operator = (
+        registry.BY_FIELD["curriculum.growth"][cfg.curriculum.growth]
+        if "curriculum.growth" in registry.BY_FIELD
+        else None
+    )
     inits = getattr(operator, "inits", None)
     stages = cfg.curriculum.stages
-    need(inits is None or len(stages) < 2 or cfg.curriculum.growth_init in inits, "curriculum.growth_init",
-         f"'{cfg.curriculum.growth_init}' does not apply to growth operator '{cfg.curriculum.growth}' (it takes: "
-         f"{', '.join(inits or ())})")
+    need(
+        inits is None or len(stages) < 2 or cfg.curriculum.growth_init in inits,
+        "curriculum.growth_init",
+        f"'{cfg.curriculum.growth_init}' does not apply to growth operator '{cfg.curriculum.growth}' (it takes: "
+        f"{', '.join(inits or ())})",
+    )
     need(len(stages) > 0, "curriculum.stages", "needs at least one stage")
     prev = 0
     for i, s in enumerate(stages):
@@ -659,9 +724,16 @@ def _validate_curriculum(cfg: RunConfig) -> None:
         need(s.n_layer > prev, f"{key}.n_layer", f"stage depths must increase, got {s.n_layer} after {prev}")
         need(s.n_layer <= cfg.model.n_layer, f"{key}.n_layer", f"{s.n_layer} exceeds model.n_layer={cfg.model.n_layer}")
         need(s.tokens >= 0, f"{key}.tokens", f"must be non-negative, got {s.tokens}")
-        need(s.active_layer_tokens >= 0, f"{key}.active_layer_tokens", f"must be non-negative, got {s.active_layer_tokens}")
-        need((s.tokens > 0) != (s.active_layer_tokens > 0), f"{key}.tokens",
-             "set exactly one positive budget: tokens or active_layer_tokens")
+        need(
+            s.active_layer_tokens >= 0,
+            f"{key}.active_layer_tokens",
+            f"must be non-negative, got {s.active_layer_tokens}",
+        )
+        need(
+            (s.tokens > 0) != (s.active_layer_tokens > 0),
+            f"{key}.tokens",
+            "set exactly one positive budget: tokens or active_layer_tokens",
+        )
         try:
             trained = parse_train_blocks(s.train, s.n_layer, range(prev, s.n_layer))  # as many new blocks as added
         except ValueError as e:
@@ -671,14 +743,31 @@ def _validate_curriculum(cfg: RunConfig) -> None:
 
 
 def _validate_train(r: TrainConfig) -> None:
-    for key in ("batch_size", "lr", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens", "keep_checkpoints"):
+    for key in (
+        "batch_size",
+        "lr",
+        "eval_every_tokens",
+        "log_every_steps",
+        "checkpoint_every_tokens",
+        "keep_checkpoints",
+    ):
         need(getattr(r, key) > 0, f"train.{key}", f"must be positive, got {getattr(r, key)}")
-    need(r.micro_batch_size is None or r.micro_batch_size > 0, "train.micro_batch_size", f"must be positive, got {r.micro_batch_size}")
-    need(r.micro_batch_size is None or r.batch_size % r.micro_batch_size == 0, "train.micro_batch_size",
-         f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}")
+    need(
+        r.micro_batch_size is None or r.micro_batch_size > 0,
+        "train.micro_batch_size",
+        f"must be positive, got {r.micro_batch_size}",
+    )
+    need(
+        r.micro_batch_size is None or r.batch_size % r.micro_batch_size == 0,
+        "train.micro_batch_size",
+        f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}",
+    )
     need(r.warmup_tokens >= 0, "train.warmup_tokens", f"must be non-negative, got {r.warmup_tokens}")
-    need(not (r.compile and r.sharding == "fsdp"), "train.compile",
-         "not supported with train.sharding=fsdp (compile the blocks of a replicated student: train.sharding=ddp)")
+    need(
+        not (r.compile and r.sharding == "fsdp"),
+        "train.compile",
+        "not supported with train.sharding=fsdp (compile the blocks of a replicated student: train.sharding=ddp)",
+    )
     need(r.dense_eval_steps >= 0, "train.dense_eval_steps", f"must be non-negative, got {r.dense_eval_steps}")
     need(r.dense_eval_every >= 1, "train.dense_eval_every", f"must be at least 1, got {r.dense_eval_every}")
     need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")
@@ -690,8 +779,11 @@ def _validate_train(r: TrainConfig) -> None:
     need(r.threads is None or r.threads > 0, "train.threads", f"must be positive, got {r.threads}")
     for logger in r.loggers:
         need(logger in ("tensorboard", "wandb"), "train.loggers", f"unknown logger '{logger}' (tensorboard, wandb)")
-    need(r.device == "auto" or r.device == "cpu" or r.device.startswith("cuda"), "train.device",
-         f"expected auto, cpu, cuda or cuda:N, got '{r.device}'")
+    need(
+        r.device == "auto" or r.device == "cpu" or r.device.startswith("cuda"),
+        "train.device",
+        f"expected auto, cpu, cuda or cuda:N, got '{r.device}'",
+    )
 
 
 # ----------------------------------------------------------------------------- help text
@@ -754,8 +846,9 @@ def meaning_of(cls: type, f: dataclasses.Field) -> Meaning:
     """Field `f` of config section `cls`: its own `setting(...)` entries, the unset ones from `@section(...)`."""
     own = f.metadata.get(_MEANING, Meaning())
     sec = getattr(cls, "_meaning", Meaning())
-    return dataclasses.replace(own, key=sec.key if own.key is None else own.key,
-                               resume=sec.resume if own.resume is None else own.resume)
+    return dataclasses.replace(
+        own, key=sec.key if own.key is None else own.key, resume=sec.resume if own.resume is None else own.resume
+    )
 
 
 def teacher_key_view(cfg: Any) -> dict:

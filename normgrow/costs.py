@@ -52,8 +52,11 @@ def student_state_bytes(cfg: RunConfig, world: int, fsdp: bool = False) -> dict[
     """float32 weights, gradients and AdamW's two moments of the student, per device."""
     n = parameters_of(cfg.model)
     shard = world if fsdp or cfg.train.sharding == "fsdp" else 1
-    return {"student weights (fp32)": 4 * n / shard, "gradients (fp32)": 4 * n / shard,
-            "AdamW moments (fp32)": 8 * n / shard}
+    return {
+        "student weights (fp32)": 4 * n / shard,
+        "gradients (fp32)": 4 * n / shard,
+        "AdamW moments (fp32)": 8 * n / shard,
+    }
 
 
 def teacher_bytes(cfg: RunConfig, world: int) -> float:
@@ -76,9 +79,12 @@ def job_memory(cfg: RunConfig, world: int, fsdp: bool = False) -> dict:
         acts = tokens * (m.n_layer * m.d_model + per_token_block) * act_bytes
     else:
         acts = tokens * m.n_layer * per_token_block * act_bytes
-    return {**student_state_bytes(cfg, world, fsdp), f"activations ({micro} × {cfg.data.seq_len} tokens)": acts,
-            "loss chunk": 6 * min(cfg.distill.chunk_tokens, tokens) * m.vocab_size * 4,
-            "teacher weights": 0 if cfg.teacher.cache else teacher_bytes(cfg, world)}
+    return {
+        **student_state_bytes(cfg, world, fsdp),
+        f"activations ({micro} × {cfg.data.seq_len} tokens)": acts,
+        "loss chunk": 6 * min(cfg.distill.chunk_tokens, tokens) * m.vocab_size * 4,
+        "teacher weights": 0 if cfg.teacher.cache else teacher_bytes(cfg, world),
+    }
 
 
 def teacher_flops_per_token(cfg: RunConfig) -> float:

@@ -65,8 +65,14 @@ class GrowthEvent:
 
     def record(self, operator: str, init: str) -> dict:
         """The event's entry in metrics.jsonl and summary.json (`grow/…` keys)."""
-        return {"grow/from": self.prefix, "grow/to": self.depth, "grow/init": init, "grow/operator": operator,
-                "grow/new_blocks": list(self.new_blocks), "grow/boundaries": list(self.boundaries)}
+        return {
+            "grow/from": self.prefix,
+            "grow/to": self.depth,
+            "grow/init": init,
+            "grow/operator": operator,
+            "grow/new_blocks": list(self.new_blocks),
+            "grow/boundaries": list(self.boundaries),
+        }
 
 
 class GrowthOperator:
@@ -116,8 +122,10 @@ class GrowthOperator:
             raise ValueError(f"cannot grow from {prefix} to {depth} blocks")
         new = tuple(sorted(self.new_blocks(prefix, depth)))
         if len(new) != depth - prefix or len(set(new)) != len(new) or not all(0 <= p < depth for p in new):
-            raise ValueError(f"{type(self).__name__}: new blocks {list(new)} are not {depth - prefix} distinct "
-                             f"positions in 0..{depth - 1}")
+            raise ValueError(
+                f"{type(self).__name__}: new blocks {list(new)} are not {depth - prefix} distinct "
+                f"positions in 0..{depth - 1}"
+            )
         return GrowthEvent(prefix, depth, new, tuple(self.boundaries(prefix, depth)))
 
     # --- the policy after the event
@@ -143,8 +151,9 @@ class GrowthOperator:
 
     # --- the event
 
-    def apply(self, model: Student, depth: int, init: str, seed: int,
-              placements: tuple[str, ...] | None = None) -> GrowthEvent:
+    def apply(
+        self, model: Student, depth: int, init: str, seed: int, placements: tuple[str, ...] | None = None
+    ) -> GrowthEvent:
         """Insert the new blocks into `model.layers` (in place) and return the event. `placements` are those
         of the grown model's blocks (a StagePlan's; default: model.placement_of each position)."""
         ev = self.event(model.depth, depth)
@@ -198,16 +207,19 @@ class Interleave(GrowthOperator):
         return positions
 
 
-def new_block(cfg: ModelConfig, position: int, init: str, seed: int, source: Block, placement: str,
-              source_index: int = 0) -> Block:
+def new_block(
+    cfg: ModelConfig, position: int, init: str, seed: int, source: Block, placement: str, source_index: int = 0
+) -> Block:
     """A block of `placement` for `position`, initialized per `init` (see GrowthOperator)."""
     with torch.random.fork_rng(devices=[]):
         block = PLACEMENTS[placement](cfg)  # its construction draws are overwritten below
         if init == "copy":
             theirs, mine = source.state_dict(), block.state_dict()
             if theirs.keys() != mine.keys():
-                raise ConfigError(f"curriculum.growth_init: copy: the new {placement} block at {position} cannot copy "
-                                  f"block {source_index} ({type(source).__name__}): their parameters differ")
+                raise ConfigError(
+                    f"curriculum.growth_init: copy: the new {placement} block at {position} cannot copy "
+                    f"block {source_index} ({type(source).__name__}): their parameters differ"
+                )
             block.load_state_dict(theirs)
         else:
             g = torch.Generator().manual_seed(seed * 7919 + position)
@@ -235,8 +247,9 @@ register_growth("interleave", Interleave())
 
 def grow(model: Student, plan: StagePlan, cfg: RunConfig) -> GrowthEvent:
     """The run's growth event into stage `plan`: its operator, init, seed and the stage's placements."""
-    return GROWTH[cfg.curriculum.growth].apply(model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed,
-                                               plan.placements)
+    return GROWTH[cfg.curriculum.growth].apply(
+        model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed, plan.placements
+    )
 
 
 # ----------------------------------------------------------------------------- stages
@@ -269,7 +282,9 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
     per_step = tokens_per_step(cfg)
     op = GROWTH[cfg.curriculum.growth]
     stages = cfg.curriculum.stages
-    events: list[GrowthEvent | None] = [None] + [op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:], strict=False)]
+    events: list[GrowthEvent | None] = [None] + [
+        op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:], strict=False)
+    ]
     blocks = block_identities(stages[0].n_layer, events)  # each stage's blocks, bottom to top, as identities
     final = {b: i for i, b in enumerate(blocks[-1])}  # identity → index in the last stage's model
     verb = "appended" if cfg.curriculum.growth == "append" else f"inserted ({cfg.curriculum.growth})"
@@ -287,18 +302,25 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
                 provenance.insert(position, f"{verb} at stage {i} ({cfg.curriculum.growth_init} init)")
         trained = tuple(op.train_blocks(s.train, s.n_layer, event))
         if not trained or not all(0 <= b < s.n_layer for b in trained):
-            raise ConfigError(f"curriculum.growth: {cfg.curriculum.growth}: its train_blocks {list(trained)} for stage "
-                              f"{i} are not a non-empty set of blocks in 0..{s.n_layer - 1}")
+            raise ConfigError(
+                f"curriculum.growth: {cfg.curriculum.growth}: its train_blocks {list(trained)} for stage "
+                f"{i} are not a non-empty set of blocks in 0..{s.n_layer - 1}"
+            )
         if cfg.model.tie_embeddings and 0 not in trained:
-            raise ConfigError(f"curriculum.stages.{i}.train: block 0 is frozen, but model.tie_embeddings=true makes the "
-                              "training LM head the embedding that feeds it, so the frozen prefix would still be "
-                              "retrained; set model.tie_embeddings=false for this arm")
-        plans.append(StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, event, tuple(provenance), op))
+            raise ConfigError(
+                f"curriculum.stages.{i}.train: block 0 is frozen, but model.tie_embeddings=true makes the "
+                "training LM head the embedding that feeds it, so the frozen prefix would still be "
+                "retrained; set model.tie_embeddings=false for this arm"
+            )
+        plans.append(
+            StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, event, tuple(provenance), op)
+        )
     return plans
 
 
-def check_copies(cfg: RunConfig, op: GrowthOperator, event: GrowthEvent, before: tuple[str, ...],
-                 after: tuple[str, ...]) -> None:
+def check_copies(
+    cfg: RunConfig, op: GrowthOperator, event: GrowthEvent, before: tuple[str, ...], after: tuple[str, ...]
+) -> None:
     """A `copy` init needs each new block to have its source's parameters: refused when the stages are planned
     (run start, study start, `normgrow plan`), not at the growth event after the prefix has trained."""
     if cfg.curriculum.growth_init != "copy":
@@ -306,8 +328,10 @@ def check_copies(cfg: RunConfig, op: GrowthOperator, event: GrowthEvent, before:
     for position in event.new_blocks:
         source = op.copy_source(event.prefix, event.depth, position)
         if _parameter_names(cfg.model, after[position]) != _parameter_names(cfg.model, before[source]):
-            raise ConfigError(f"curriculum.growth_init: copy: the new {after[position]} block at {position} cannot "
-                              f"copy block {source} ({before[source]}): their parameters differ")
+            raise ConfigError(
+                f"curriculum.growth_init: copy: the new {after[position]} block at {position} cannot "
+                f"copy block {source} ({before[source]}): their parameters differ"
+            )
 
 
 def _parameter_names(cfg: ModelConfig, placement: str) -> list[str]:
@@ -339,7 +363,9 @@ def replay_growth(model: Student, plans: list[StagePlan], stage: int, cfg: RunCo
 def student_at_stage(cfg: RunConfig, stage: int) -> Student:
     """A student with the block structure of `stage` of this run (on the CPU), to load weights into."""
     plans = plan_stages(cfg)
-    model = Student(cfg.model, depth=plans[0].n_layer, max_seq_len=cfg.data.seq_len, placements=list(plans[0].placements))
+    model = Student(
+        cfg.model, depth=plans[0].n_layer, max_seq_len=cfg.data.seq_len, placements=list(plans[0].placements)
+    )
     replay_growth(model, plans, stage, cfg)
     return model
 
@@ -363,16 +389,24 @@ def flops_per_token(m: ModelConfig, placements: tuple[str, ...], trainable: tupl
 def forward_flops_per_token(m: ModelConfig, seq_len: int) -> int:
     """Estimated forward FLOPs per token of a pre-norm model of this shape (a teacher's cost in a step)."""
     block = block_parameters(dataclasses.replace(m, block_norms=[], norm="pre"), 0)
-    return 2 * (m.n_layer * block + m.d_model * (m.vocab_size or 0)) + m.n_layer * 2 * seq_len * m.n_head * resolved_head_dim(m)
+    return 2 * (
+        m.n_layer * block + m.d_model * (m.vocab_size or 0)
+    ) + m.n_layer * 2 * seq_len * m.n_head * resolved_head_dim(m)
 
 
 def step_cost(cfg: RunConfig, plan: StagePlan) -> dict[str, float]:
     """What one optimizer step of this stage adds to each compute counter."""
     per_step = tokens_per_step(cfg)
-    return {"tokens": per_step, "active_layer_tokens": per_step * plan.n_layer,
-            "trainable_layer_tokens": per_step * len(plan.train_blocks),
-            "flops": (flops_per_token(cfg.model, plan.placements, plan.train_blocks, cfg.data.seq_len) * per_step
-                      if cfg.model.vocab_size is not None else 0.0)}
+    return {
+        "tokens": per_step,
+        "active_layer_tokens": per_step * plan.n_layer,
+        "trainable_layer_tokens": per_step * len(plan.train_blocks),
+        "flops": (
+            flops_per_token(cfg.model, plan.placements, plan.train_blocks, cfg.data.seq_len) * per_step
+            if cfg.model.vocab_size is not None
+            else 0.0
+        ),
+    }
 
 
 def planned_totals(cfg: RunConfig, plans: list[StagePlan] | None = None) -> dict[str, float]:
@@ -401,9 +435,11 @@ def check_pool_repeats(cfg: RunConfig, n_pool: int, plans: list[StagePlan] | Non
     epochs = pool_epochs(cfg, n_pool, plans)
     if epochs > bound:
         steps = sum(p.steps for p in plans or plan_stages(cfg))
-        raise ConfigError(f"data.max_pool_repeats: the run would serve a sequence up to {epochs} times (ceil({steps} "
-                          f"steps / {n_pool // cfg.train.batch_size} batches of {cfg.train.batch_size} per epoch over "
-                          f"{n_pool} sequences)), more than the bound {bound}")
+        raise ConfigError(
+            f"data.max_pool_repeats: the run would serve a sequence up to {epochs} times (ceil({steps} "
+            f"steps / {n_pool // cfg.train.batch_size} batches of {cfg.train.batch_size} per epoch over "
+            f"{n_pool} sequences)), more than the bound {bound}"
+        )
 
 
 # ----------------------------------------------------------------------------- budget matching
@@ -448,15 +484,26 @@ def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     per_step = tokens_per_step(cfg)
     plans = plan_stages(cfg)
     # tokens of each stage and the cost of one of its tokens in the matched unit
-    per_stage = [(s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer, step_cost(cfg, p)[by] / per_step)
-                 for s, p in zip(c.stages, plans, strict=True)]
+    per_stage = [
+        (s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer, step_cost(cfg, p)[by] / per_step)
+        for s, p in zip(c.stages, plans, strict=True)
+    ]
     current = sum(t * u for t, u in per_stage)
     scale = target / current
     steps = [max(1, round(t * scale / per_step)) for t, _ in per_stage[:-1]]
     spent = sum(n * per_step * u for n, (_, u) in zip(steps, per_stage, strict=False))
     steps.append(max(1, round((target - spent) / (per_stage[-1][1] * per_step))))
-    stages = [dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps, strict=True)]
+    stages = [
+        dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps, strict=True)
+    ]
     new = dataclasses.replace(cfg, curriculum=dataclasses.replace(c, stages=stages))
     got = planned_totals(new)[by]
-    return new, {"reference": c.match_budget, "source": source, "by": by, "target": target, "planned": got,
-                 "unmatched": planned_totals(cfg, plans)[by], "scale": scale}
+    return new, {
+        "reference": c.match_budget,
+        "source": source,
+        "by": by,
+        "target": target,
+        "planned": got,
+        "unmatched": planned_totals(cfg, plans)[by],
+        "scale": scale,
+    }

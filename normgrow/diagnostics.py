@@ -160,8 +160,9 @@ def _probe_ce(obs: Observation, h: torch.Tensor) -> float:
     """Mean probe CE (vs the teacher) or NLL (no teacher) from the last residual h."""
     model, probe = obs.model, obs.probe
     out = model.norm(h)
-    s = eval_sums(out.reshape(-1, out.shape[-1]), model.lm_head.weight, probe.teacher, probe.y.reshape(-1),
-                  obs.chunk_tokens)
+    s = eval_sums(
+        out.reshape(-1, out.shape[-1]), model.lm_head.weight, probe.teacher, probe.y.reshape(-1), obs.chunk_tokens
+    )
     return (s["ce"] if probe.teacher is not None else s["nll"]) / s["tokens"]
 
 
@@ -172,7 +173,7 @@ def skip_ce(obs: Observation) -> dict:
     deltas = []
     for b in range(obs.model.depth):
         h = obs.residuals[b]  # skip block b: feed its input to block b+1
-        for block in obs.model.layers[b + 1:]:
+        for block in obs.model.layers[b + 1 :]:
             h = block(h, obs.cos, obs.sin)
         deltas.append(_probe_ce(obs, h) - full)
     return {"probe_ce": full, "skip_ce_delta": deltas}
@@ -195,8 +196,10 @@ def branch(obs: Observation) -> dict:
     ratios = []
     for b, block in enumerate(obs.model.layers):
         outs: list[torch.Tensor] = []
-        hooks = [block.self_attn.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o[0])),
-                 block.mlp.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o))]
+        hooks = [
+            block.self_attn.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o[0])),
+            block.mlp.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o)),
+        ]
         try:
             block(obs.residuals[b], obs.cos, obs.sin)
         finally:
@@ -220,8 +223,9 @@ DEFAULT_SETTINGS = DiagnosticsConfig()
 
 
 @torch.no_grad()
-def diagnose(model: Student, probe: Probe, settings: DiagnosticsConfig = DEFAULT_SETTINGS,
-             chunk_tokens: int = 1024) -> dict:
+def diagnose(
+    model: Student, probe: Probe, settings: DiagnosticsConfig = DEFAULT_SETTINGS, chunk_tokens: int = 1024
+) -> dict:
     """Every selected diagnostic of `model` at its current depth on the probe batch (a plain, JSON-able dict)."""
     was_training = model.training
     model.eval()
@@ -265,18 +269,25 @@ def boundary_summary(records: list[dict], stages: list[dict]) -> list[dict]:
 
 def _boundary_entry(stage: int, b: int, b_old: int, before: dict, after: dict) -> dict:
     """One boundary: residual index b of the grown model, b_old of the model before growth (equal for append)."""
+
     def pick(r: dict, i: int) -> dict:
         return {c: r["residual_rms"][i][c] for c in ("all", "structural", "content", "bos", "first")}
 
     entry: dict = {"stage": stage, "boundary": b}
     if "residual_rms" in before:
-        entry.update(rms_at_growth=pick(before, b_old), rms_end_of_next_stage=pick(after, b),
-                     struct_content_ratio=[before["struct_content_ratio"][b_old], after["struct_content_ratio"][b]],
-                     pre_final_norm_rms=[before["residual_rms"][-1]["all"], after["residual_rms"][-1]["all"]])
+        entry.update(
+            rms_at_growth=pick(before, b_old),
+            rms_end_of_next_stage=pick(after, b),
+            struct_content_ratio=[before["struct_content_ratio"][b_old], after["struct_content_ratio"][b]],
+            pre_final_norm_rms=[before["residual_rms"][-1]["all"], after["residual_rms"][-1]["all"]],
+        )
     if "rel_update" in before:
-        entry["last_prefix_block"] = {"index": b_old - 1, "rel_update": before["rel_update"][b_old - 1],
-                                      "cos": before["cos"][b_old - 1],
-                                      "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b_old)[b_old - 1]}
+        entry["last_prefix_block"] = {
+            "index": b_old - 1,
+            "rel_update": before["rel_update"][b_old - 1],
+            "cos": before["cos"][b_old - 1],
+            "skip_ce_delta": (before.get("skip_ce_delta") or [None] * b_old)[b_old - 1],
+        }
     if "branch_update" in after:
         entry["first_new_block"] = {"index": b, "branch_update_end": after["branch_update"][b]}
     return entry

@@ -58,8 +58,16 @@ def micro_batch_size(cfg: RunConfig, info: dist.DistInfo) -> int:
 
 
 @torch.no_grad()
-def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: RunConfig, info: dist.DistInfo,
-             kept: dict | None = None, curve: int | None = None, full: bool = True) -> dict[str, float]:
+def evaluate(
+    model: Student,
+    teacher: Teacher | None,
+    val: torch.Tensor,
+    cfg: RunConfig,
+    info: dist.DistInfo,
+    kept: dict | None = None,
+    curve: int | None = None,
+    full: bool = True,
+) -> dict[str, float]:
     """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
     (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
     micro-batch and its log-probabilities, so later evaluations skip the teacher (same numbers, bit for bit).
@@ -81,8 +89,16 @@ def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: Ru
     pad_teacher = teacher is not None and teacher.sharded and not kept
     if sharding.is_sharded(model) or pad_teacher:
         most = -(-len(val) // info.world_size) if full else -(-(curve or 0) // info.world_size)
-        _pad_forwards(model if sharding.is_sharded(model) else None, teacher if pad_teacher else None, val,
-                      most, len(rows) if full else mine, mb, cfg, info)
+        _pad_forwards(
+            model if sharding.is_sharded(model) else None,
+            teacher if pad_teacher else None,
+            val,
+            most,
+            len(rows) if full else mine,
+            mb,
+            cfg,
+            info,
+        )
     for i, batch in enumerate(batches):
         x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
         with autocast(cfg, info.device):
@@ -97,8 +113,9 @@ def evaluate(model: Student, teacher: Teacher | None, val: torch.Tensor, cfg: Ru
         prefix = min(max(mine - i * mb, 0), len(batch)) * x.shape[1]  # this micro-batch's curve tokens
         chunk = cfg.distill.chunk_tokens
         upto = None if full else -(-prefix // chunk) * chunk  # a curve pass skips the chunks after the subset's
-        s, c = eval_sums_split(h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto],
-                               chunk, prefix)
+        s, c = eval_sums_split(
+            h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto], chunk, prefix
+        )
         totals += torch.tensor([s[k] for k in SUMS], dtype=torch.float64)
         head += torch.tensor([c[k] for k in SUMS], dtype=torch.float64)
     dist.all_reduce_sum(totals)
@@ -121,8 +138,16 @@ def _means(prefix: str, sums: torch.Tensor, with_teacher: bool) -> dict[str, flo
     return out
 
 
-def _pad_forwards(model: torch.nn.Module | None, teacher: Teacher | None, val: torch.Tensor, most: int,
-                  mine: int, mb: int, cfg: RunConfig, info: dist.DistInfo) -> None:
+def _pad_forwards(
+    model: torch.nn.Module | None,
+    teacher: Teacher | None,
+    val: torch.Tensor,
+    most: int,
+    mine: int,
+    mb: int,
+    cfg: RunConfig,
+    info: dist.DistInfo,
+) -> None:
     """A rank with fewer validation rows than another runs the sharded forwards (student's, teacher's) it lacks,
     on one row, unused."""
     x = val[:1, :-1].to(info.device)
@@ -158,8 +183,9 @@ class Evaluator:
     def curve_point(self, model: Student) -> dict[str, float]:
         """curve/ce, curve/kl, curve/teacher_entropy, curve/nll on the curve subset alone (the same numbers a
         full pass gives it)."""
-        return evaluate(model, self.teacher, self.val, self.cfg, self.info, self.kept, self.curve or len(self.val),
-                        full=False)
+        return evaluate(
+            model, self.teacher, self.val, self.cfg, self.info, self.kept, self.curve or len(self.val), full=False
+        )
 
     def selection(self, model: Student) -> dict[str, float]:
         """select/ce, select/kl, … on the model-selection set (evaluated once: nothing is kept)."""
@@ -184,8 +210,11 @@ def open_evaluator(prep: Prepared, cfg: RunConfig, info: dist.DistInfo, teacher:
     """The run's validation, selection and probe sets; the teacher's view of the validation set is kept when
     this rank's share of it fits in KEEP_TEACHER_BYTES."""
     val = val_sequences(prep, cfg.data.seq_len, cfg.data.val_tokens)
-    select = (select_sequences(prep, cfg.data.seq_len, cfg.data.val_tokens, cfg.data.select_tokens)
-              if cfg.data.select_tokens else None)
+    select = (
+        select_sequences(prep, cfg.data.seq_len, cfg.data.val_tokens, cfg.data.select_tokens)
+        if cfg.data.select_tokens
+        else None
+    )
     probe = None
     if cfg.diagnostics.enabled and info.is_main:
         rows, _ = probe_batch(prep, cfg.data.probe_sequences, cfg.data.seq_len)

@@ -45,7 +45,10 @@ class NormgrowForCausalLM(modeling.NormgrowForCausalLM):
 NormgrowConfig = modeling.NormgrowConfig
 # what an export carries so that trust_remote_code=True loads it without normgrow
 REMOTE_CODE = ("modeling_normgrow.py", "blocks.py")
-AUTO_MAP = {"AutoConfig": "modeling_normgrow.NormgrowConfig", "AutoModelForCausalLM": "modeling_normgrow.NormgrowForCausalLM"}
+AUTO_MAP = {
+    "AutoConfig": "modeling_normgrow.NormgrowConfig",
+    "AutoModelForCausalLM": "modeling_normgrow.NormgrowForCausalLM",
+}
 
 
 hf_logging.disable_progress_bar()
@@ -65,9 +68,13 @@ def exported_model_config(cfg: RunConfig, stage: int) -> ModelConfig:
     placements = plan_stages(cfg)[stage].placements
     uniform = len(set(placements)) == 1
     # init_depth pins the depth-derived constants (DeepNorm's α) to the run's full depth at any stage
-    return dataclasses.replace(cfg.model, n_layer=len(placements), norm=placements[0] if uniform else cfg.model.norm,
-                               block_norms=[] if uniform else list(placements),
-                               init_depth=cfg.model.init_depth or cfg.model.n_layer)
+    return dataclasses.replace(
+        cfg.model,
+        n_layer=len(placements),
+        norm=placements[0] if uniform else cfg.model.norm,
+        block_norms=[] if uniform else list(placements),
+        init_depth=cfg.model.init_depth or cfg.model.n_layer,
+    )
 
 
 def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> None:
@@ -75,8 +82,10 @@ def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> No
     (or anything with `force`), but never the run directory, one of its parents, or a file."""
     run, out = run_dir.resolve(), out_dir.resolve()
     if out == run or out in run.parents:
-        raise NormgrowError(f"{out_dir}: is the run directory {'itself' if out == run else 'or one of its parents'}; "
-                            "export to a new directory")
+        raise NormgrowError(
+            f"{out_dir}: is the run directory {'itself' if out == run else 'or one of its parents'}; "
+            "export to a new directory"
+        )
     if out.is_file() or (out.exists() and not out.is_dir()):
         raise NormgrowError(f"{out_dir}: exists and is not a directory")
     if not out.is_dir() or not any(out.iterdir()) or force:
@@ -87,7 +96,9 @@ def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> No
         previous = None
     if previous != str(run):
         what = f"an export of another run ({previous})" if previous else "files normgrow did not write"
-        raise NormgrowError(f"{out_dir}: not empty and holds {what}; choose a new directory or pass --force to replace it")
+        raise NormgrowError(
+            f"{out_dir}: not empty and holds {what}; choose a new directory or pass --force to replace it"
+        )
 
 
 def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, force: bool = False) -> Path:
@@ -97,6 +108,23 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
     if not (run_dir / "config.yaml").is_file():
         raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
     check_export_target(run_dir, out_dir, force)
+    ckpt, state, m, student = _latest_student(run_dir)
+    if tokenizer is None:
+        tokenizer = _run_tokenizer(run_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.")
+    try:
+        _write_export(tmp, run_dir, ckpt, state, m, student, tokenizer)
+        atomic.follow_umask(tmp)  # readable by whom the user's files are (the safetensors file was written 0600)
+        _replace_export(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _latest_student(run_dir: Path) -> tuple[Path, dict, ModelConfig, Student]:
+    """The run's latest checkpoint (verified), its state, the model config at its stage and the student it holds."""
     ckpt = checkpoint.latest(run_dir / "checkpoints")
     if ckpt is None:
         raise NormgrowError(f"{run_dir}: has no checkpoint to export")
@@ -108,59 +136,75 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
     m = exported_model_config(cfg, state["stage"])
     student = Student(m)
     student.load_state_dict(weights)
-    n_layer = student.depth
-    placements = [placement_of(m, i) for i in range(n_layer)]
-    remote = not is_qwen3(student) and all(p in BUILTIN_PLACEMENTS for p in placements)
-    if tokenizer is None:
-        tokenizer = _run_tokenizer(run_dir)
+    return ckpt, state, m, student
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.")
-    try:
-        if is_qwen3(student):
-            hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
-            hf.load_state_dict(to_hf_state_dict(student))
-        else:
-            hf_cfg = NormgrowConfig(normgrow_model=dataclasses.asdict(m), vocab_size=m.vocab_size,
-                                    bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer),
-                                    tie_word_embeddings=m.tie_embeddings)
-            if remote:
-                hf_cfg.auto_map = dict(AUTO_MAP)
-            hf = NormgrowForCausalLM(hf_cfg)
-            hf.student.load_state_dict(student.state_dict())
-        hf.save_pretrained(str(tmp), safe_serialization=True)
+
+def _write_export(
+    tmp: Path, run_dir: Path, ckpt: Path, state: dict, m: ModelConfig, student: Student, tokenizer
+) -> None:
+    """The export's files in `tmp`: weights and config (a stock Qwen3 or a normgrow model), the remote code a
+    built-in placement needs, the tokenizer and normgrow_export.json."""
+    placements = [placement_of(m, i) for i in range(student.depth)]
+    qwen3 = is_qwen3(student)
+    remote = not qwen3 and all(p in BUILTIN_PLACEMENTS for p in placements)
+    if qwen3:
+        hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
+        hf.load_state_dict(to_hf_state_dict(student))
+    else:
+        hf_cfg = NormgrowConfig(
+            normgrow_model=dataclasses.asdict(m),
+            vocab_size=m.vocab_size,
+            bos_token_id=_bos(tokenizer),
+            eos_token_id=_eos(tokenizer),
+            tie_word_embeddings=m.tie_embeddings,
+        )
         if remote:
-            for name in REMOTE_CODE:
-                shutil.copyfile(Path(modeling.__file__).with_name(name), tmp / name)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(str(tmp))
-        (tmp / "normgrow_export.json").write_text(json.dumps({
-            "run_dir": str(run_dir.resolve()), "checkpoint": ckpt.name, "step": state["step"],
-            "tokens": state["tokens"], "n_layer": n_layer, "norm": m.norm,
-            "placements": placements,
-            "format": "Qwen3ForCausalLM" if is_qwen3(student) else "NormgrowForCausalLM",
-            "loads_with": ("transformers" if is_qwen3(student) else
-                           "import normgrow, or trust_remote_code=True" if remote else
-                           "import normgrow and the code registering its placements (not built into the export)"),
-        }, indent=1))
-        atomic.follow_umask(tmp)  # readable by whom the user's files are (the safetensors file was written 0600)
-        old = None
-        if out_dir.exists():  # moved aside, not deleted, until the new export is in place
-            old = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.old.")
-            os.rename(out_dir, old / "export")
-        try:
-            os.rename(tmp, out_dir)
-        except BaseException:
-            if old is not None:  # put the previous export back
-                os.rename(old / "export", out_dir)
-                shutil.rmtree(old, ignore_errors=True)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            hf_cfg.auto_map = dict(AUTO_MAP)
+        hf = NormgrowForCausalLM(hf_cfg)
+        hf.student.load_state_dict(student.state_dict())
+    hf.save_pretrained(str(tmp), safe_serialization=True)
+    if remote:
+        for name in REMOTE_CODE:
+            shutil.copyfile(Path(modeling.__file__).with_name(name), tmp / name)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(tmp))
+    loads_with = (
+        "transformers"
+        if qwen3
+        else "import normgrow, or trust_remote_code=True"
+        if remote
+        else "import normgrow and the code registering its placements (not built into the export)"
+    )
+    record = {
+        "run_dir": str(run_dir.resolve()),
+        "checkpoint": ckpt.name,
+        "step": state["step"],
+        "tokens": state["tokens"],
+        "n_layer": student.depth,
+        "norm": m.norm,
+        "placements": placements,
+        "format": "Qwen3ForCausalLM" if qwen3 else "NormgrowForCausalLM",
+        "loads_with": loads_with,
+    }
+    (tmp / "normgrow_export.json").write_text(json.dumps(record, indent=1))
+
+
+def _replace_export(tmp: Path, out_dir: Path) -> None:
+    """Move the finished export `tmp` to `out_dir`; a previous export there is moved aside, not deleted, until the
+    new one is in place (and put back if the move fails)."""
+    old = None
+    if out_dir.exists():
+        old = atomic.make_temp_dir(out_dir.parent, f".{out_dir.name}.old.")
+        os.rename(out_dir, old / "export")
+    try:
+        os.rename(tmp, out_dir)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            os.rename(old / "export", out_dir)
+            shutil.rmtree(old, ignore_errors=True)
         raise
-    return out_dir
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _run_tokenizer(run_dir: Path):

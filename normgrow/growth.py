@@ -71,8 +71,9 @@ def keeps_state(name: str, plan: StagePlan, cfg: RunConfig) -> bool:
     return plan.operator.keeps_state(name, plan, cfg.curriculum.optimizer)
 
 
-def rebuild_optimizer(old: torch.optim.AdamW, model: Student, cfg: RunConfig, device: torch.device,
-                      plan: StagePlan | None = None) -> torch.optim.AdamW:
+def rebuild_optimizer(
+    old: torch.optim.AdamW, model: Student, cfg: RunConfig, device: torch.device, plan: StagePlan | None = None
+) -> torch.optim.AdamW:
     """The optimizer after the growth event into `plan` (default: the run's stage at the model's depth), the
     model grown in place and its trainability set. A parameter that trained before and trains on keeps its
     moments and step count where `keeps_state` says so (`keep`: all of them; `reset`: none); new and newly
@@ -92,8 +93,15 @@ def rebuild_optimizer(old: torch.optim.AdamW, model: Student, cfg: RunConfig, de
 GROWTH_PROBE_ROWS = 2  # validation rows on which a growth event's logit change is measured
 
 
-def grow_student(model: Student, optimizer: torch.optim.AdamW, before: StagePlan, plan: StagePlan, cfg: RunConfig,
-                 device: torch.device, val: torch.Tensor) -> tuple[Student, torch.optim.AdamW, dict]:
+def grow_student(
+    model: Student,
+    optimizer: torch.optim.AdamW,
+    before: StagePlan,
+    plan: StagePlan,
+    cfg: RunConfig,
+    device: torch.device,
+    val: torch.Tensor,
+) -> tuple[Student, torch.optim.AdamW, dict]:
     """Grow the student of stage `before` into stage `plan`: the grown student (the same object unless sharded),
     its optimizer and the event's record, its logit change measured on the first validation rows."""
     # the logit change is measured on a fixed slice of the validation split, the same whatever the micro-batch,
@@ -106,8 +114,15 @@ def grow_student(model: Student, optimizer: torch.optim.AdamW, before: StagePlan
     return model, rebuild_optimizer(optimizer, model, cfg, device, plan), record
 
 
-def _grow_sharded(model: Student, optimizer: torch.optim.AdamW, before: StagePlan, plan: StagePlan, cfg: RunConfig,
-                  device: torch.device, probe_x: torch.Tensor) -> tuple[Student, torch.optim.AdamW, dict]:
+def _grow_sharded(
+    model: Student,
+    optimizer: torch.optim.AdamW,
+    before: StagePlan,
+    plan: StagePlan,
+    cfg: RunConfig,
+    device: torch.device,
+    probe_x: torch.Tensor,
+) -> tuple[Student, torch.optim.AdamW, dict]:
     """The growth event of a sharded student: every rank gathers it into a plain copy, grows that with the same
     calls as an unsharded run and shards the result. The AdamW state a parameter keeps is found by name before
     growth and followed through it by object identity; only then is it gathered (not at all if none is kept)."""
@@ -116,8 +131,11 @@ def _grow_sharded(model: Student, optimizer: torch.optim.AdamW, before: StagePla
     name_before = {id(p): n for n, p in plain.named_parameters()}
     record = grow_and_measure(plain, plan, cfg, probe_x)
     set_trainable(plain, plan)
-    carried = {n: name_before[id(p)] for n, p in plain.named_parameters()  # name now → name before growth
-               if p.requires_grad and name_before.get(id(p)) in trained and keeps_state(n, plan, cfg)}
+    carried = {
+        n: name_before[id(p)]
+        for n, p in plain.named_parameters()  # name now → name before growth
+        if p.requires_grad and name_before.get(id(p)) in trained and keeps_state(n, plan, cfg)
+    }
     moments = sharding.optimizer_state_by_name(model, optimizer) if carried else {}
     grown = sharding.shard(plain)
     new = build_optimizer(grown, cfg, device)
@@ -136,10 +154,12 @@ def grow_and_measure(model: Student, plan: StagePlan, cfg: RunConfig, probe_x: t
     after = model(probe_x).float()
     model.train(was_training)
     diff = after - before
-    return {**event.record(cfg.curriculum.growth, cfg.curriculum.growth_init),
-            "grow/logit_max_abs_diff": diff.abs().max().item(),
-            "grow/logit_rms_diff": diff.pow(2).mean().sqrt().item(),
-            "grow/logit_rms": before.pow(2).mean().sqrt().item()}
+    return {
+        **event.record(cfg.curriculum.growth, cfg.curriculum.growth_init),
+        "grow/logit_max_abs_diff": diff.abs().max().item(),
+        "grow/logit_rms_diff": diff.pow(2).mean().sqrt().item(),
+        "grow/logit_rms": before.pow(2).mean().sqrt().item(),
+    }
 
 
 def val_jumps(start: dict[str, float], end_before: dict[str, float]) -> dict[str, float]:
@@ -151,8 +171,16 @@ def val_jumps(start: dict[str, float], end_before: dict[str, float]) -> dict[str
 # ----------------------------------------------------------------------------- resume
 
 
-def restore(model: Student, plans: list[StagePlan], stage: int, cfg: RunConfig, weights: dict[str, torch.Tensor],
-            optimizer_state: dict, device: torch.device, fsdp: bool) -> torch.optim.AdamW:
+def restore(
+    model: Student,
+    plans: list[StagePlan],
+    stage: int,
+    cfg: RunConfig,
+    weights: dict[str, torch.Tensor],
+    optimizer_state: dict,
+    device: torch.device,
+    fsdp: bool,
+) -> torch.optim.AdamW:
     """A checkpoint of `stage` restored into a first-stage student (in place) and its optimizer: the growth
     events up to `stage` replayed with the same `grow` as the run (the weights are then overwritten), the
     stage's trainability from the same policy, then the weights and the optimizer state (sharded first

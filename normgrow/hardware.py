@@ -84,12 +84,18 @@ def probe_cpu_bf16(reps: int = 5) -> dict:
             return a @ b
 
     f32_s, bf16_s = _best_time(lambda: a @ b, reps), _best_time(bf16, reps)
-    return {"float32_s": f32_s, "bfloat16_s": bf16_s, "speedup": f32_s / bf16_s, "shape": list(PROBE_SHAPE),
-            "threads": torch.get_num_threads()}
+    return {
+        "float32_s": f32_s,
+        "bfloat16_s": bf16_s,
+        "speedup": f32_s / bf16_s,
+        "shape": list(PROBE_SHAPE),
+        "threads": torch.get_num_threads(),
+    }
 
 
-def matmul_peak(dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", n: int = 2048,
-                reps: int = 5) -> float:
+def matmul_peak(
+    dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", n: int = 2048, reps: int = 5
+) -> float:
     """FLOP/s of one n × n × n matmul of `dtype` tensors on `device`, best of `reps`, at this process's thread
     count: the peak a benchmark's MFU is measured against, in the same process and run."""
     gen = torch.Generator().manual_seed(0)
@@ -162,17 +168,29 @@ def gpu_smoke_path(cache_root: Path, device_name: str) -> Path:
     return cache_root / "hardware" / f"gpu-smoke-{slug}.json"
 
 
-def record_gpu_smoke(cache_root: Path, device_name: str, student_tokens_s: float, teacher_tokens_s: float,
-                     shapes: dict) -> Path:
+def record_gpu_smoke(
+    cache_root: Path, device_name: str, student_tokens_s: float, teacher_tokens_s: float, shapes: dict
+) -> Path:
     """Keep gpu_smoke.py's figures for `plan`: the student's training step and the teacher's forward in tokens/s,
     and the distillation step they make together with the teacher online (one token through both):
     3600 / (1/student + 1/teacher) tokens per device-hour."""
     per_hour = 3600 / (1 / student_tokens_s + 1 / teacher_tokens_s)
     path = gpu_smoke_path(cache_root, device_name)
-    atomic.remember(path, json.dumps({"device": device_name, "student_tokens_s": student_tokens_s,
-                                      "teacher_tokens_s": teacher_tokens_s, "tokens_per_hour": per_hour,
-                                      "shapes": shapes, "torch": torch.__version__,
-                                      "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1))
+    atomic.remember(
+        path,
+        json.dumps(
+            {
+                "device": device_name,
+                "student_tokens_s": student_tokens_s,
+                "teacher_tokens_s": teacher_tokens_s,
+                "tokens_per_hour": per_hour,
+                "shapes": shapes,
+                "torch": torch.__version__,
+                "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+            },
+            indent=1,
+        ),
+    )
     return path
 
 

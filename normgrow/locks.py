@@ -62,8 +62,10 @@ class DirLock:
             holder = f.read().strip() or "unknown"
             f.close()
             pid, _, host = holder.partition(" ")
-            raise LockedError(f"{self.directory}: in use by another {self.what} process (pid {pid} on {host or '?'}); "
-                              "wait for it to finish or stop it") from None
+            raise LockedError(
+                f"{self.directory}: in use by another {self.what} process (pid {pid} on {host or '?'}); "
+                "wait for it to finish or stop it"
+            ) from None
         f.seek(0)
         f.truncate()
         f.write(f"{os.getpid()} {socket.gethostname()}\n")

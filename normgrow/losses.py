@@ -77,8 +77,9 @@ class TeacherChunks:
         return self.hidden.shape[0] * self.weight.shape[0] * 4 <= budget
 
 
-def _scale_and_add_nll(loss: torch.Tensor, s_logits: torch.Tensor, targets: torch.Tensor, tau: float,
-                       nll_weight: float) -> torch.Tensor:
+def _scale_and_add_nll(
+    loss: torch.Tensor, s_logits: torch.Tensor, targets: torch.Tensor, tau: float, nll_weight: float
+) -> torch.Tensor:
     """τ² scaling of a distillation term, plus the optional hard-label NLL at τ = 1 (every loss kind)."""
     loss = loss * tau * tau
     if nll_weight:
@@ -97,8 +98,9 @@ class SparseTeacher:
     tail: torch.Tensor | None  # (N,) float32, log of the teacher's mass outside the top-k; None with implicit ids
 
     def rows(self, sl: slice) -> SparseTeacher:
-        return SparseTeacher(self.logp[sl], None if self.ids is None else self.ids[sl],
-                             None if self.tail is None else self.tail[sl])
+        return SparseTeacher(
+            self.logp[sl], None if self.ids is None else self.ids[sl], None if self.tail is None else self.tail[sl]
+        )
 
 
 def tail_logsumexp(logp: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -110,8 +112,9 @@ def tail_logsumexp(logp: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logp.scatter(1, ids, -float("inf")), dim=1)
 
 
-def sparse_token_losses(s_logits: torch.Tensor, t: SparseTeacher, targets: torch.Tensor, kind: str,
-                        temperature: float, nll_weight: float) -> torch.Tensor:
+def sparse_token_losses(
+    s_logits: torch.Tensor, t: SparseTeacher, targets: torch.Tensor, kind: str, temperature: float, nll_weight: float
+) -> torch.Tensor:
     """Per-token soft CE or KL between the teacher's top-k + tail bucket and the student coarsened
     to the same k + 1 buckets (its mass outside the teacher's top-k forms the tail bucket).
 
@@ -147,8 +150,15 @@ def _full_losses(s_logp: torch.Tensor, t_logp: torch.Tensor, kind: str) -> torch
     raise ValueError(f"distill.loss '{kind}' is not available on a teacher cache (use ce or kl)")
 
 
-def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.Tensor, kind: str,
-                 temperature: float, jsd_beta: float, nll_weight: float) -> torch.Tensor:
+def token_losses(
+    s_logits: torch.Tensor,
+    t_logits: torch.Tensor,
+    targets: torch.Tensor,
+    kind: str,
+    temperature: float,
+    jsd_beta: float,
+    nll_weight: float,
+) -> torch.Tensor:
     """Per-token training loss (n,) from float32 student and teacher logits (n, V)."""
     tau = temperature
     s_logp = F.log_softmax(s_logits / tau, dim=-1)
@@ -163,8 +173,9 @@ def token_losses(s_logits: torch.Tensor, t_logits: torch.Tensor, targets: torch.
     elif kind == "jsd":
         b = jsd_beta
         # log M = logsumexp(log β + log p_T, log(1−β) + log p_S), stable for tiny probabilities
-        m_logp = torch.logsumexp(torch.stack([t_logp + torch.log(torch.tensor(b)),
-                                              s_logp + torch.log(torch.tensor(1 - b))]), dim=0)
+        m_logp = torch.logsumexp(
+            torch.stack([t_logp + torch.log(torch.tensor(b)), s_logp + torch.log(torch.tensor(1 - b))]), dim=0
+        )
         loss = b * (t_p * (t_logp - m_logp)).sum(-1) + (1 - b) * (s_logp.exp() * (s_logp - m_logp)).sum(-1)
     else:
         raise ValueError(f"unknown distillation loss '{kind}' (expected one of {LOSSES})")
@@ -179,8 +190,19 @@ class ChunkedDistillLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, teacher, targets, n_tokens: int, kind: str,
-                temperature: float, jsd_beta: float, nll_weight: float, chunk: int):
+    def forward(
+        ctx,
+        hidden,
+        weight,
+        teacher,
+        targets,
+        n_tokens: int,
+        kind: str,
+        temperature: float,
+        jsd_beta: float,
+        nll_weight: float,
+        chunk: int,
+    ):
         grad_h = torch.zeros_like(hidden)
         grad_w = torch.zeros_like(weight)
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -212,22 +234,32 @@ class ChunkedDistillLoss(torch.autograd.Function):
         return grad_h * grad_out, grad_w * grad_out, None, None, None, None, None, None, None, None
 
 
-def distill_loss(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | SparseTeacher | None,
-                 targets: torch.Tensor,
-                 n_tokens: int, kind: str = "ce", temperature: float = 1.0, jsd_beta: float = 0.5,
-                 nll_weight: float = 0.0, chunk: int = 1024) -> torch.Tensor:
+def distill_loss(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    teacher: TeacherChunks | SparseTeacher | None,
+    targets: torch.Tensor,
+    n_tokens: int,
+    kind: str = "ce",
+    temperature: float = 1.0,
+    jsd_beta: float = 0.5,
+    nll_weight: float = 0.0,
+    chunk: int = 1024,
+) -> torch.Tensor:
     """Training loss of one micro-batch: its sum over tokens divided by `n_tokens` (see the module docstring).
 
     hidden (N, C) student final hidden states, weight (V, C) its LM head, targets (N,) next tokens,
     teacher None = plain next-token NLL. Returns a scalar whose backward reaches hidden and weight.
     """
-    return ChunkedDistillLoss.apply(hidden, weight, teacher, targets, n_tokens, kind, temperature, jsd_beta,
-                                    nll_weight, chunk)
+    return ChunkedDistillLoss.apply(
+        hidden, weight, teacher, targets, n_tokens, kind, temperature, jsd_beta, nll_weight, chunk
+    )
 
 
 @torch.no_grad()
-def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | None, targets: torch.Tensor,
-              chunk: int = 1024) -> dict[str, float]:
+def eval_sums(
+    hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | None, targets: torch.Tensor, chunk: int = 1024
+) -> dict[str, float]:
     """Sums over tokens of ce, kl, teacher_entropy and nll at T=1, exact over the full vocabulary.
 
     Returned as sums (plus the token count) so evaluation can add them across batches and ranks
@@ -236,8 +268,14 @@ def eval_sums(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks
     return eval_sums_split(hidden, weight, teacher, targets, chunk, 0)[0]
 
 
-def eval_sums_split(hidden: torch.Tensor, weight: torch.Tensor, teacher: TeacherChunks | None, targets: torch.Tensor,
-                    chunk: int, prefix: int) -> tuple[dict[str, float], dict[str, float]]:
+def eval_sums_split(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    teacher: TeacherChunks | None,
+    targets: torch.Tensor,
+    chunk: int,
+    prefix: int,
+) -> tuple[dict[str, float], dict[str, float]]:
     """eval_sums over all N tokens, and the same sums over the first `prefix` of them (0 ≤ prefix ≤ N), from one
     pass: the sums over all tokens are computed exactly as eval_sums computes them (the same chunks, the same
     float32 per-token values, the same float64 sums), the prefix's from the same per-token values."""
@@ -249,14 +287,19 @@ def eval_sums_split(hidden: torch.Tensor, weight: torch.Tensor, teacher: Teacher
         part = {"nll": F.nll_loss(s_logp, targets[sl], reduction="sum").double().item(), "tokens": s_logp.shape[0]}
         k = min(max(prefix - start, 0), s_logp.shape[0])  # of this chunk's tokens, those in the prefix
         split = 0 < k < s_logp.shape[0]  # the chunk straddles the prefix's end
-        cut = {"nll": F.nll_loss(s_logp[:k], targets[sl][:k], reduction="sum").double().item() if split else 0.0,
-               "tokens": k}
+        cut = {
+            "nll": F.nll_loss(s_logp[:k], targets[sl][:k], reduction="sum").double().item() if split else 0.0,
+            "tokens": k,
+        }
         if teacher is not None:
             t_logp = teacher.log_probs(sl)
             t_p = t_logp.exp()
             # each term computed directly (not kl = ce − H), so the identity is a real check
-            per = {"ce": -(t_p * s_logp).sum(-1), "teacher_entropy": -(t_p * t_logp).sum(-1),
-                   "kl": (t_p * (t_logp - s_logp)).sum(-1)}
+            per = {
+                "ce": -(t_p * s_logp).sum(-1),
+                "teacher_entropy": -(t_p * t_logp).sum(-1),
+                "kl": (t_p * (t_logp - s_logp)).sum(-1),
+            }
             part.update({name: v.double().sum().item() for name, v in per.items()})
             cut.update({name: v[:k].double().sum().item() if split else 0.0 for name, v in per.items()})
         for name in part:

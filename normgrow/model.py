@@ -89,8 +89,9 @@ def make_block(cfg: ModelConfig, index: int) -> Block:
 
 
 class Student(Decoder):
-    def __init__(self, cfg: ModelConfig, depth: int | None = None, max_seq_len: int = 2048,
-                 placements: list[str] | None = None):
+    def __init__(
+        self, cfg: ModelConfig, depth: int | None = None, max_seq_len: int = 2048, placements: list[str] | None = None
+    ):
         """A student holding `depth` blocks (default cfg.n_layer, the full depth; a growth curriculum
         starts shallower and inserts blocks) of the given `placements` (default: placement_of each
         index; a curriculum passes its first stage's, curriculum.StagePlan), initialized (module
@@ -149,8 +150,13 @@ def count_parameters(model: Student) -> dict[str, int]:
     emb = n(model.embed_tokens)
     blocks = [n(b) for b in model.layers]
     rest = n(model.norm) + n(model.lm_head)
-    return {"total": emb + sum(blocks) + rest, "embedding": emb, "per_block": blocks[0] if blocks else 0,
-            "blocks": sum(blocks), "final_norm_and_head": rest}
+    return {
+        "total": emb + sum(blocks) + rest,
+        "embedding": emb,
+        "per_block": blocks[0] if blocks else 0,
+        "blocks": sum(blocks),
+        "final_norm_and_head": rest,
+    }
 
 
 def block_parameters(cfg: ModelConfig, index: int) -> int:
@@ -174,11 +180,19 @@ def hf_config(cfg: ModelConfig, **extra):
     from transformers import Qwen3Config
 
     return Qwen3Config(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
-        num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_kv_head,
-        head_dim=resolved_head_dim(cfg), hidden_act="silu", rms_norm_eps=cfg.norm_eps,
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.n_layer,
+        num_attention_heads=cfg.n_head,
+        num_key_value_heads=cfg.n_kv_head,
+        head_dim=resolved_head_dim(cfg),
+        hidden_act="silu",
+        rms_norm_eps=cfg.norm_eps,
         rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
-        tie_word_embeddings=cfg.tie_embeddings, attention_bias=False, **extra,
+        tie_word_embeddings=cfg.tie_embeddings,
+        attention_bias=False,
+        **extra,
     )
 
 

@@ -38,9 +38,14 @@ class NormgrowConfig(PretrainedConfig):
         super().__init__(**kwargs)
         # the names transformers' generation and pipelines read (the student's own values; normgrow_model rules)
         m = self.normgrow_model
-        for name, key in (("num_hidden_layers", "n_layer"), ("hidden_size", "d_model"),
-                          ("num_attention_heads", "n_head"), ("num_key_value_heads", "n_kv_head"),
-                          ("vocab_size", "vocab_size"), ("intermediate_size", "d_ff")):
+        for name, key in (
+            ("num_hidden_layers", "n_layer"),
+            ("hidden_size", "d_model"),
+            ("num_attention_heads", "n_head"),
+            ("num_key_value_heads", "n_kv_head"),
+            ("vocab_size", "vocab_size"),
+            ("intermediate_size", "d_ff"),
+        ):
             if m.get(key) is not None:
                 setattr(self, name, m[key])
 
@@ -63,8 +68,10 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
     def block_class(cls, name: str) -> type[Block]:
         """The Block class of a placement name (the built-in ones here; normgrow's registry when installed)."""
         if name not in BUILTIN_PLACEMENTS:
-            raise ValueError(f"placement '{name}' is not built into this export's code "
-                             f"({', '.join(BUILTIN_PLACEMENTS)}); load it with normgrow and the code that registers it")
+            raise ValueError(
+                f"placement '{name}' is not built into this export's code "
+                f"({', '.join(BUILTIN_PLACEMENTS)}); load it with normgrow and the code that registers it"
+            )
         return BUILTIN_PLACEMENTS[name]
 
     def _init_weights(self, module):  # weights come from the checkpoint
@@ -83,11 +90,18 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
         """Every generation step sees the whole sequence (there is no cache to continue from)."""
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
-    def forward(self, input_ids: torch.LongTensor, labels: torch.LongTensor | None = None,
-                attention_mask: torch.Tensor | None = None, **kwargs):
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        labels: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs,
+    ):
         if attention_mask is not None and not bool(attention_mask.all()):
-            raise ValueError("a normgrow student attends to every position: padded batches (an attention_mask with "
-                             "zeros) are not supported; pass the prompts one at a time")
+            raise ValueError(
+                "a normgrow student attends to every position: padded batches (an attention_mask with "
+                "zeros) are not supported; pass the prompts one at a time"
+            )
         logits = self.student(input_ids)
         loss = None
         if labels is not None:

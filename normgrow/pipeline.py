@@ -71,8 +71,9 @@ def teacher_path(cfg: RunConfig, log: Log = print, build: bool = True, progress:
     return resolve_teacher_path(cfg)
 
 
-def prepare_data(cfg: RunConfig, log: Log = print, build_teacher: bool = True,
-                 progress: bool = True) -> tuple[str | None, Prepared]:
+def prepare_data(
+    cfg: RunConfig, log: Log = print, build_teacher: bool = True, progress: bool = True
+) -> tuple[str | None, Prepared]:
     """The teacher's path (the default teacher decides the tokenizer when data.tokenizer=teacher) and the
     token shards, built and cached if missing."""
     path = teacher_path(cfg, log=log, build=build_teacher, progress=progress)
@@ -103,11 +104,16 @@ def dtype_evidence(cfg: RunConfig, resolved: RunConfig, record: dict) -> str:
     """What `auto` resolved to (only the parts that were `auto`) and the probe's timings behind it, as one phrase."""
     parts = []
     if cfg.train.dtype == "auto":
-        parts.append(f"student {resolved.train.dtype} (step {record['student_float32_s'] * 1e3:.0f} ms float32 / "
-                     f"{record['student_bfloat16_s'] * 1e3:.0f} ms bfloat16)")
+        parts.append(
+            f"student {resolved.train.dtype} (step {record['student_float32_s'] * 1e3:.0f} ms float32 / "
+            f"{record['student_bfloat16_s'] * 1e3:.0f} ms bfloat16)"
+        )
     if cfg.teacher.dtype == "auto":
-        timed = (f" (forward {record['teacher_float32_s'] * 1e3:.0f} / {record['teacher_bfloat16_s'] * 1e3:.0f} ms)"
-                 if "teacher_float32_s" in record else "")
+        timed = (
+            f" (forward {record['teacher_float32_s'] * 1e3:.0f} / {record['teacher_bfloat16_s'] * 1e3:.0f} ms)"
+            if "teacher_float32_s" in record
+            else ""
+        )
         parts.append(f"teacher {resolved.teacher.dtype}{timed}")
     return ", ".join(parts) + f"; {record['rule']}"
 
@@ -121,13 +127,20 @@ def keep_saved_dtypes(cfg: RunConfig, out: Path) -> RunConfig:
     except ConfigError:
         return cfg  # check_same_run names what is wrong with it
     train = dataclasses.replace(cfg.train, dtype=saved.train.dtype) if cfg.train.dtype == "auto" else cfg.train
-    teacher = (dataclasses.replace(cfg.teacher, dtype=saved.teacher.dtype) if cfg.teacher.dtype == "auto"
-               else cfg.teacher)
+    teacher = (
+        dataclasses.replace(cfg.teacher, dtype=saved.teacher.dtype) if cfg.teacher.dtype == "auto" else cfg.teacher
+    )
     return dataclasses.replace(cfg, train=train, teacher=teacher)
 
 
-def build_inputs(cfg: RunConfig, info: dist.DistInfo | None = None, log: Log = print, progress: bool = True,
-                 build_teacher: bool = True, open_cache: bool = True) -> RunInputs:
+def build_inputs(
+    cfg: RunConfig,
+    info: dist.DistInfo | None = None,
+    log: Log = print,
+    progress: bool = True,
+    build_teacher: bool = True,
+    open_cache: bool = True,
+) -> RunInputs:
     """Everything a run consumes: data, resolved config, teacher, teacher cache, device.
 
     Under torchrun, rank 0 builds what is shared (default teacher, shards, cache) while the others
@@ -146,14 +159,23 @@ def build_inputs(cfg: RunConfig, info: dist.DistInfo | None = None, log: Log = p
     cfg = resolve_config(cfg, prep)
     cfg, budget = match_budget(cfg)
     if budget is not None:
-        say(f"budget matched by {budget['by']} to {budget['source']}: target {budget['target']:,.0f}, "
-            f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})")
+        say(
+            f"budget matched by {budget['by']} to {budget['source']}: target {budget['target']:,.0f}, "
+            f"this run {budget['planned']:,.0f} ({budget['planned'] / budget['target'] - 1:+.4%})"
+        )
     check_memory(cfg, info.device, info.world_size)
     check_pool(cfg, prep)
     teacher = None
     if path is not None:
-        teacher = load_teacher(path, cfg.teacher.dtype, info.device, prep.vocab_size, cfg.model.vocab_size,
-                               cfg.data.seq_len, shard=cfg.teacher.sharding == "fsdp" and info.world_size > 1)
+        teacher = load_teacher(
+            path,
+            cfg.teacher.dtype,
+            info.device,
+            prep.vocab_size,
+            cfg.model.vocab_size,
+            cfg.data.seq_len,
+            shard=cfg.teacher.sharding == "fsdp" and info.world_size > 1,
+        )
     inputs = RunInputs(cfg, info, prep, teacher, None, budget)
     if open_cache and (cfg.teacher.cache or cfg.teacher.cache_path):  # training reads it; validation stays online
         inputs.cache = teacher_cache(inputs, path, log=say, progress=progress)
@@ -172,10 +194,12 @@ def check_memory(cfg: RunConfig, device: torch.device, world: int = 1) -> None:
     need = sum(student_state_bytes(cfg, world).values()) + teacher_bytes(cfg, world)  # the cost model's terms
     if need > free:
         m = cfg.model
-        raise ConfigError(f"model: a student of {student:,} parameters (model.d_model={m.d_model}, "
-                          f"model.n_layer={m.n_layer}, vocabulary {m.vocab_size:,}) needs at least {need / 2**30:,.1f} "
-                          f"GiB for its weights, gradients and optimizer state, and {device.type} has "
-                          f"{free / 2**30:,.1f} GiB free")
+        raise ConfigError(
+            f"model: a student of {student:,} parameters (model.d_model={m.d_model}, "
+            f"model.n_layer={m.n_layer}, vocabulary {m.vocab_size:,}) needs at least {need / 2**30:,.1f} "
+            f"GiB for its weights, gradients and optimizer state, and {device.type} has "
+            f"{free / 2**30:,.1f} GiB free"
+        )
 
 
 def check_pool(cfg: RunConfig, prep: Prepared) -> None:
@@ -192,9 +216,11 @@ def check_default_teacher_tokenizer(teacher_dir: Path, prep: Prepared) -> None:
     info = json.loads((teacher_dir / "normgrow_teacher.json").read_text())
     want, have = info.get("tokenizer_sha256"), tokenizer_hash(prep.tokenizer)
     if want is not None and want != have:
-        raise TeacherError(f"teacher.path: the default teacher {teacher_dir} was trained with tokenizer "
-                           f"{want[:12]}, but this run's tokenizer is {have[:12]} (data.tokenizer: use 'teacher', "
-                           "or delete that teacher so that it is rebuilt for this corpus)")
+        raise TeacherError(
+            f"teacher.path: the default teacher {teacher_dir} was trained with tokenizer "
+            f"{want[:12]}, but this run's tokenizer is {have[:12]} (data.tokenizer: use 'teacher', "
+            "or delete that teacher so that it is rebuilt for this corpus)"
+        )
 
 
 def teacher_cache(inputs: RunInputs, path: str, log: Log = print, progress: bool = True) -> cache.TeacherCache:
@@ -211,8 +237,9 @@ def build_cache(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path
     if cfg.teacher.path == NO_TEACHER:
         raise ConfigError("teacher.path: 'none' has no teacher to cache")
     inputs = build_inputs(cfg, log=log, progress=progress, open_cache=False)
-    return cache.build(inputs.cfg, teacher_path(cfg, build=False), inputs.prep, inputs.teacher, inputs.info, log=log,
-                       progress=progress)
+    return cache.build(
+        inputs.cfg, teacher_path(cfg, build=False), inputs.prep, inputs.teacher, inputs.info, log=log, progress=progress
+    )
 
 
 # ----------------------------------------------------------------------------- runs
@@ -283,18 +310,27 @@ def _build_default_teacher(cfg: RunConfig, out: Path, log: Log, progress: bool) 
         summary = run(tcfg, run_dir, log=log, progress=progress)
     except NormgrowError as e:  # its fields are the teacher preset's, not the student's: say whose they are
         own = str(e).startswith(("data.val_tokens", "data.probe_sequences"))
-        raise type(e)(f"the default teacher's run (preset '{cfg.teacher.default_preset}', teacher.default_preset): {e}"
-                      + ("; its evaluation sizes are that preset's own, not the student's: use a larger corpus or a "
-                         "teacher preset with smaller ones" if own else "")) from None
+        raise type(e)(
+            f"the default teacher's run (preset '{cfg.teacher.default_preset}', teacher.default_preset): {e}"
+            + (
+                "; its evaluation sizes are that preset's own, not the student's: use a larger corpus or a "
+                "teacher preset with smaller ones"
+                if own
+                else ""
+            )
+        ) from None
     prep = prepare(tcfg, teacher_path=None, log=quiet)
     unigram = unigram_nll(prep.train, prep.val, prep.vocab_size)
 
     def write(tmp: Path) -> None:  # published whole, or not at all (another process may publish it first)
         export_student(run_dir, tmp, tokenizer=prep.tokenizer)
         info = {
-            "val/nll": summary["val/nll"], "unigram_val_nll": unigram, "corpus_sha256": corpus_sha256(tcfg.data),
+            "val/nll": summary["val/nll"],
+            "unigram_val_nll": unigram,
+            "corpus_sha256": corpus_sha256(tcfg.data),
             "tokenizer_sha256": tokenizer_hash(AutoTokenizer.from_pretrained(str(tmp))),
-            "tokens": summary["compute"]["tokens"], "wall_time_s": summary["wall_time_s"],
+            "tokens": summary["compute"]["tokens"],
+            "wall_time_s": summary["wall_time_s"],
             "config": dataclasses.asdict(tcfg),
         }
         (tmp / "normgrow_teacher.json").write_text(json.dumps(info, indent=1))
@@ -321,13 +357,18 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
     # the saved config is resolved (its stage budgets already matched): no second matching, no cache
     cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=None))
     try:
-        inputs = build_inputs(cfg, dist.DistInfo(0, 1, 0, torch.device("cpu")), log=quiet, build_teacher=False,
-                              open_cache=False)
+        inputs = build_inputs(
+            cfg, dist.DistInfo(0, 1, 0, torch.device("cpu")), log=quiet, build_teacher=False, open_cache=False
+        )
     except TeacherError as e:
         raise NormgrowError(f"{run_dir}: {e}") from None
     rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
     probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher)
-    logged = {r["step"]: r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in ("stage_end", "interval", "dense")}
+    logged = {
+        r["step"]: r
+        for r in read_jsonl(run_dir / "diagnostics.jsonl")
+        if r["event"] in ("stage_end", "interval", "dense")
+    }
     results, out_lines = [], []
     for ckpt in ckpts:
         why = checkpoint.damage(ckpt)
@@ -344,8 +385,13 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
         if cmp["logged"]:
             cmp["max_abs_diff"], cmp["where"] = max_difference(rec, logged[state["step"]])
         results.append(cmp)
-        log(f"{ckpt.name}: n_layer {model.depth}, probe CE {rec.get('probe_ce', float('nan')):.4f}, "
-            + (f"max |recomputed − logged| {cmp['max_abs_diff']:.3g}" if cmp["logged"] else "no logged record at this step"))
+        log(
+            f"{ckpt.name}: n_layer {model.depth}, probe CE {rec.get('probe_ce', float('nan')):.4f}, "
+            + (
+                f"max |recomputed − logged| {cmp['max_abs_diff']:.3g}"
+                if cmp["logged"]
+                else "no logged record at this step"
+            )
+        )
     atomic.write_text(run_dir / "diagnostics-recomputed.jsonl", "".join(line + "\n" for line in out_lines))
     return results
-

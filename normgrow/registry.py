@@ -75,7 +75,9 @@ def check(field: str, name: str, key: str | None = None) -> None:
     """Raise a one-line ConfigError if `name` is not registered for `field` (reported as `key`)."""
     registry = BY_FIELD.get(field)
     if registry is not None and name not in registry:
-        raise ConfigError(f"{key or field}: unknown {registry.kind} '{name}' (registered: {', '.join(registry.names())})")
+        raise ConfigError(
+            f"{key or field}: unknown {registry.kind} '{name}' (registered: {', '.join(registry.names())})"
+        )
 
 
 _loaded = False
@@ -91,5 +93,7 @@ def load_extensions() -> None:
         try:
             ep.load()
         except Exception as e:  # noqa: BLE001 - a broken extension is the user's input: one line, named
-            raise ConfigError(f"extension '{ep.name}' ({ep.value}): cannot be imported: "
-                              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+            raise ConfigError(
+                f"extension '{ep.name}' ({ep.value}): cannot be imported: "
+                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from None

@@ -65,9 +65,12 @@ def save_figure(fig, path: Path) -> Path:
 
 
 CURVE_KEYS = ("curve/ce", "val/ce", "curve/nll", "val/nll")  # what a learning curve is drawn from, in preference
-CURVE_TITLES = {"curve/ce": "CE against the teacher on the curve subset, at every evaluation",
-                "val/ce": "validation CE against the teacher", "curve/nll": "NLL on the curve subset, at every evaluation",
-                "val/nll": "validation NLL"}
+CURVE_TITLES = {
+    "curve/ce": "CE against the teacher on the curve subset, at every evaluation",
+    "val/ce": "validation CE against the teacher",
+    "curve/nll": "NLL on the curve subset, at every evaluation",
+    "val/nll": "validation NLL",
+}
 
 
 def curve_records(metrics: list[dict]) -> tuple[str, list[dict]]:
@@ -89,8 +92,14 @@ def plot_val_ce(runs: list[Path], out: Path) -> Path:
         m = read_jsonl(run / "metrics.jsonl")
         key, ev = curve_records(m)
         keys.append(key)
-        ax.plot([r["active_layer_tokens"] for r in ev], [r[key] for r in ev], "o-", ms=3, color=COLORS[i % 10],
-                label=run_label(run))
+        ax.plot(
+            [r["active_layer_tokens"] for r in ev],
+            [r[key] for r in ev],
+            "o-",
+            ms=3,
+            color=COLORS[i % 10],
+            label=run_label(run),
+        )
         _stage_lines(ax, m, "active_layer_tokens", COLORS[i % 10])
     keys = sorted(set(keys), key=CURVE_KEYS.index) or [CURVE_KEYS[0]]
     ax.set_xlabel("active-layer tokens (tokens × blocks)")
@@ -127,8 +136,11 @@ def _boundaries(run: Path) -> list[tuple[int, dict[int, int]]]:
 
 def _at(records: list[dict], at: dict[int, int], key: str) -> list[tuple[float, object]]:
     """(active-layer tokens, record[key][index]) over the records whose stage the boundary is defined at."""
-    return [(r["active_layer_tokens"], r[key][at[r["stage"]]]) for r in records
-            if r.get("stage") in at and len(r[key]) > at[r["stage"]]]
+    return [
+        (r["active_layer_tokens"], r[key][at[r["stage"]]])
+        for r in records
+        if r.get("stage") in at and len(r[key]) > at[r["stage"]]
+    ]
 
 
 def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
@@ -141,12 +153,34 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
             pts = _at(diag, at, "residual_rms")
             xs = [p[0] for p in pts]
             ls = ["-", ":", "-."][j % 3]
-            axes[0].plot(xs, [p[1]["all"] for p in pts], ls, color=COLORS[i % 10], marker="o", ms=2,
-                         label=f"{run_label(run)} · boundary {b}")
-            axes[1].plot(xs, [p[1]["structural"] for p in pts], ls, color=COLORS[i % 10], marker="^", ms=2,
-                         label=f"structural · b{b} · {run.name}")
-            axes[1].plot(xs, [p[1]["content"] for p in pts], ls, color=COLORS[i % 10], marker="s", ms=2, alpha=0.5,
-                         label=f"content · b{b} · {run.name}")
+            axes[0].plot(
+                xs,
+                [p[1]["all"] for p in pts],
+                ls,
+                color=COLORS[i % 10],
+                marker="o",
+                ms=2,
+                label=f"{run_label(run)} · boundary {b}",
+            )
+            axes[1].plot(
+                xs,
+                [p[1]["structural"] for p in pts],
+                ls,
+                color=COLORS[i % 10],
+                marker="^",
+                ms=2,
+                label=f"structural · b{b} · {run.name}",
+            )
+            axes[1].plot(
+                xs,
+                [p[1]["content"] for p in pts],
+                ls,
+                color=COLORS[i % 10],
+                marker="s",
+                ms=2,
+                alpha=0.5,
+                label=f"content · b{b} · {run.name}",
+            )
         _stage_lines(axes[0], read_jsonl(run / "metrics.jsonl"), "active_layer_tokens", COLORS[i % 10])
     axes[0].set_title("residual RMS at the growth boundary")
     axes[1].set_title("… per token class")
@@ -167,8 +201,15 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
         diag = read_jsonl(run / "diagnostics.jsonl")
         for j, (b, at) in enumerate(_boundaries(run)):
             pts = [p for p in _at(diag, at, "struct_content_ratio") if p[1] is not None]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], ["-", ":", "-."][j % 3], marker="o", ms=2,
-                    color=COLORS[i % 10], label=f"{run_label(run)} · boundary {b}")
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                ["-", ":", "-."][j % 3],
+                marker="o",
+                ms=2,
+                color=COLORS[i % 10],
+                label=f"{run_label(run)} · boundary {b}",
+            )
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("active-layer tokens")
     ax.set_ylabel("RMS structural / RMS content")
@@ -184,13 +225,20 @@ def plot_identity(runs: list[Path], out: Path) -> Path:
         ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end"]
         for j, r in enumerate(ends):
             blocks = list(range(r["n_layer"]))
-            style = dict(color=COLORS[i % 10], marker="o", ms=3, alpha=0.4 + 0.6 * (j + 1) / len(ends),
-                         label=f"{run.name} · end of stage {r['stage']}")
+            style = dict(
+                color=COLORS[i % 10],
+                marker="o",
+                ms=3,
+                alpha=0.4 + 0.6 * (j + 1) / len(ends),
+                label=f"{run.name} · end of stage {r['stage']}",
+            )
             axes[0].plot(blocks, r["rel_update"], **style)
             axes[1].plot(blocks, r["cos"], **style)
             if r.get("skip_ce_delta"):
                 axes[2].plot(blocks, r["skip_ce_delta"], **style)
-    for ax, title in zip(axes, ("relative update ‖B(h)−h‖/‖h‖", "cos(h, B(h))", "probe CE change when skipped"), strict=True):
+    for ax, title in zip(
+        axes, ("relative update ‖B(h)−h‖/‖h‖", "cos(h, B(h))", "probe CE change when skipped"), strict=True
+    ):
         ax.set_title(title)
         ax.set_xlabel("block")
         ax.grid(alpha=0.3)
@@ -227,8 +275,11 @@ def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
     made = {"val_ce": plot_val_ce(runs, out)}
     diags = [read_jsonl(r / "diagnostics.jsonl") for r in runs]
     if any(diags):
-        made.update(boundary_rms=plot_boundary_rms(runs, out), struct_content=plot_struct_content(runs, out),
-                    identity=plot_identity(runs, out))
+        made.update(
+            boundary_rms=plot_boundary_rms(runs, out),
+            struct_content=plot_struct_content(runs, out),
+            identity=plot_identity(runs, out),
+        )
     if any("collapse_share" in rec for d in diags for rec in d):
         made["collapse"] = plot_collapse(runs, out)
     return made

@@ -45,8 +45,10 @@ def check_same_run(out: Path, cfg: RunConfig) -> None:
     may_differ = resume_may_differ()
     differ = [k for k in config_differences(to_dict(old), to_dict(cfg)) if k not in may_differ]
     if differ:
-        raise ConfigError(f"{out}: holds a run with a different config ({', '.join(differ[:3])}"
-                          f"{' …' if len(differ) > 3 else ''}); choose another output directory")
+        raise ConfigError(
+            f"{out}: holds a run with a different config ({', '.join(differ[:3])}"
+            f"{' …' if len(differ) > 3 else ''}); choose another output directory"
+        )
 
 
 def open_run_dir(out: Path, cfg: RunConfig) -> bool:
@@ -73,8 +75,10 @@ def truncate_jsonl(path: Path, n_lines: int) -> None:
     (the file deleted or cut since) is an error: resuming would silently lose the missing events."""
     lines = path.read_text().splitlines() if path.is_file() else []
     if len(lines) < n_lines:
-        raise NormgrowError(f"{path}: holds {len(lines)} events but the checkpoint being resumed was taken after "
-                            f"{n_lines}; it was cut or deleted — restore it, or start the run over in a new directory")
+        raise NormgrowError(
+            f"{path}: holds {len(lines)} events but the checkpoint being resumed was taken after "
+            f"{n_lines}; it was cut or deleted — restore it, or start the run over in a new directory"
+        )
     atomic.write_text(path, "".join(line + "\n" for line in lines[:n_lines]))
 
 
@@ -101,8 +105,10 @@ def check_loggers(cfg: RunConfig) -> None:
     """The packages train.loggers needs, checked before the run directory is created."""
     for name in cfg.train.loggers:
         if importlib.util.find_spec(LOGGER_PACKAGES[name]) is None:
-            raise ConfigError(f"train.loggers: '{name}' needs the {LOGGER_PACKAGES[name]} package "
-                              f"(pip install {LOGGER_PACKAGES[name]}, or pip install -e .[loggers])")
+            raise ConfigError(
+                f"train.loggers: '{name}' needs the {LOGGER_PACKAGES[name]} package "
+                f"(pip install {LOGGER_PACKAGES[name]}, or pip install -e .[loggers])"
+            )
 
 
 def wandb_run_id(out: Path) -> str:
@@ -131,6 +137,7 @@ class MetricsWriter:
             return
         if "tensorboard" in cfg.train.loggers:
             from torch.utils.tensorboard import SummaryWriter
+
             # rebuilt from metrics.jsonl each time the run (re)starts, so that after a resume it holds exactly
             # the events of metrics.jsonl: none of those a killed attempt wrote after its last checkpoint
             shutil.rmtree(out / "tensorboard", ignore_errors=True)
@@ -140,9 +147,16 @@ class MetricsWriter:
                     self._to_tensorboard(json.loads(line))
         if "wandb" in cfg.train.loggers:
             import wandb
+
             os.environ.setdefault("WANDB_MODE", "offline")  # offline-safe unless the user opts in
-            self.wandb = wandb.init(project="normgrow", name=cfg.name or out.name, dir=str(out),
-                                    config=to_dict(cfg), resume="allow", id=wandb_run_id(out))
+            self.wandb = wandb.init(
+                project="normgrow",
+                name=cfg.name or out.name,
+                dir=str(out),
+                config=to_dict(cfg),
+                resume="allow",
+                id=wandb_run_id(out),
+            )
 
     def write(self, record: dict) -> None:
         if not self.enabled:

@@ -76,8 +76,9 @@ def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tens
     """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (from `full_weights`; its
     construction's RNG draws undone)."""
     with torch.random.fork_rng(devices=[]):
-        model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
-                        placements=list(plan.placements)).to(device)
+        model = Student(
+            cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len, placements=list(plan.placements)
+        ).to(device)
     model.load_state_dict(weights)
     model.activation_checkpointing = cfg.train.activation_checkpointing
     return model
@@ -93,12 +94,12 @@ def _param_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> li
     return [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
 
 
-def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                         rank0_only: bool = False) -> dict:
+def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank0_only: bool = False) -> dict:
     """The optimizer's state dict as an unsharded optimizer would write it (index-keyed, full tensors)."""
     names = _param_names(model, optimizer)
-    by_name = get_optimizer_state_dict(model, optimizer,
-                                       options=StateDictOptions(full_state_dict=True, cpu_offload=rank0_only))
+    by_name = get_optimizer_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
+    )
     plain = optimizer.state_dict()  # its param_groups hold the indices and hyperparameters
     state = {i: by_name["state"][n] for i, n in enumerate(names) if n in by_name.get("state", {})}
     return {"state": state, "param_groups": plain["param_groups"]}
@@ -108,7 +109,7 @@ def _groups_by_name(names: list[str], param_groups: list[dict]) -> list[dict]:
     groups, k = [], 0
     for g in param_groups:
         n = len(g["params"])
-        groups.append({**g, "params": names[k:k + n]})
+        groups.append({**g, "params": names[k : k + n]})
         k += n
     return groups
 
@@ -116,8 +117,10 @@ def _groups_by_name(names: list[str], param_groups: list[dict]) -> list[dict]:
 def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, sd: dict) -> None:
     """Load an index-keyed full optimizer state (a checkpoint's) into the optimizer of a sharded model."""
     names = _param_names(model, optimizer)
-    by_name = {"state": {names[int(i)]: s for i, s in sd["state"].items()},
-               "param_groups": _groups_by_name(names, sd["param_groups"])}
+    by_name = {
+        "state": {names[int(i)]: s for i, s in sd["state"].items()},
+        "param_groups": _groups_by_name(names, sd["param_groups"]),
+    }
     set_optimizer_state_dict(model, optimizer, by_name, options=StateDictOptions(full_state_dict=True))
     _forget_unloaded(model, optimizer, by_name["state"])
 

@@ -66,18 +66,45 @@ def shape_of(cfg: RunConfig, device: torch.device) -> dict:
 
     m, t = cfg.model, cfg.teacher
     shape = teacher_shape(cfg) if not t.cache and t.path != "none" else None
-    return {"model": {k: getattr(m, k) for k in ("d_model", "n_head", "n_kv_head", "head_dim", "d_ff", "vocab_size",
-                                                  "qk_norm", "final_norm", "tie_embeddings")},
-            "placements": sorted(set(full_placements(cfg))), "seq_len": cfg.data.seq_len,
-            "batch": cfg.train.batch_size, "micro_batch": cfg.train.micro_batch_size or cfg.train.batch_size,
-            "dtype": cfg.train.dtype, "compile": cfg.train.compile,
-            "activation_checkpointing": cfg.train.activation_checkpointing,
-            "loss": [cfg.distill.loss, cfg.distill.chunk_tokens, cfg.distill.nll_weight > 0],
-            "teacher": ("none" if t.path == "none" else
-                        {"cache_k": min(t.cache_k, m.vocab_size), "cache_dtype": t.cache_dtype} if t.cache else
-                        {"shape": None if shape is None else {k: getattr(shape, k) for k in (
-                            "n_layer", "d_model", "n_head", "n_kv_head", "head_dim", "d_ff")}, "dtype": t.dtype}),
-            "threads": torch.get_num_threads(), "device": device.type, "torch": torch.__version__}
+    return {
+        "model": {
+            k: getattr(m, k)
+            for k in (
+                "d_model",
+                "n_head",
+                "n_kv_head",
+                "head_dim",
+                "d_ff",
+                "vocab_size",
+                "qk_norm",
+                "final_norm",
+                "tie_embeddings",
+            )
+        },
+        "placements": sorted(set(full_placements(cfg))),
+        "seq_len": cfg.data.seq_len,
+        "batch": cfg.train.batch_size,
+        "micro_batch": cfg.train.micro_batch_size or cfg.train.batch_size,
+        "dtype": cfg.train.dtype,
+        "compile": cfg.train.compile,
+        "activation_checkpointing": cfg.train.activation_checkpointing,
+        "loss": [cfg.distill.loss, cfg.distill.chunk_tokens, cfg.distill.nll_weight > 0],
+        "teacher": (
+            "none"
+            if t.path == "none"
+            else {"cache_k": min(t.cache_k, m.vocab_size), "cache_dtype": t.cache_dtype}
+            if t.cache
+            else {
+                "shape": None
+                if shape is None
+                else {k: getattr(shape, k) for k in ("n_layer", "d_model", "n_head", "n_kv_head", "head_dim", "d_ff")},
+                "dtype": t.dtype,
+            }
+        ),
+        "threads": torch.get_num_threads(),
+        "device": device.type,
+        "torch": torch.__version__,
+    }
 
 
 def full_placements(cfg: RunConfig) -> list[str]:
@@ -121,8 +148,9 @@ def build_step(cfg: RunConfig, depth: int, device: torch.device, online_teacher:
     torch.manual_seed(0)
     model = dataclasses.replace(cfg.model, vocab_size=probe_vocab(cfg))
     cfg = dataclasses.replace(cfg, model=model)
-    student = Student(model, depth=depth, max_seq_len=cfg.data.seq_len,
-                      placements=full_placements(cfg)[:depth]).to(device)
+    student = Student(model, depth=depth, max_seq_len=cfg.data.seq_len, placements=full_placements(cfg)[:depth]).to(
+        device
+    )
     student.activation_checkpointing = cfg.train.activation_checkpointing
     optimizer = build_optimizer(student, cfg, device)
     info = dist.DistInfo(rank=0, world_size=1, local_rank=0, device=device)
@@ -146,9 +174,18 @@ def build_step(cfg: RunConfig, depth: int, device: torch.device, online_teacher:
                 t_dist = None
             with autocast(cfg, device):
                 h = step_fn(inp, hidden_only=True)
-            loss = distill_loss(h.reshape(-1, h.shape[-1]), student.lm_head.weight, t_dist, tgt, n_tokens=B * T,
-                                kind=d.loss, temperature=d.temperature, jsd_beta=d.jsd_beta,
-                                nll_weight=d.nll_weight, chunk=d.chunk_tokens)
+            loss = distill_loss(
+                h.reshape(-1, h.shape[-1]),
+                student.lm_head.weight,
+                t_dist,
+                tgt,
+                n_tokens=B * T,
+                kind=d.loss,
+                temperature=d.temperature,
+                jsd_beta=d.jsd_beta,
+                nll_weight=d.nll_weight,
+                chunk=d.chunk_tokens,
+            )
             loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in student.parameters() if p.requires_grad], 1.0)
         optimizer.step()
@@ -186,8 +223,9 @@ def _alternate(fns: dict[str, Callable[[], object]], warmup: int, timed: int) ->
 
 def dtype_key(cfg: RunConfig, device: torch.device) -> dict:
     """What the dtype probe's verdict depends on: the step's shape without its dtypes and compile setting."""
-    shape = shape_of(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=probe_vocab(cfg))),
-                     device)
+    shape = shape_of(
+        dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=probe_vocab(cfg))), device
+    )
     shape.pop("dtype"), shape.pop("compile")
     if isinstance(shape["teacher"], dict):
         shape["teacher"].pop("dtype", None)
@@ -202,8 +240,9 @@ def probe_dtypes(cfg: RunConfig, device: torch.device) -> dict:
     def with_dtype(dtype: str) -> RunConfig:
         return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, dtype=dtype, compile=False))
 
-    steps = {k: build_step(with_dtype(k), cfg.model.n_layer, device, online_teacher=False)
-             for k in ("float32", "bfloat16")}
+    steps = {
+        k: build_step(with_dtype(k), cfg.model.n_layer, device, online_teacher=False) for k in ("float32", "bfloat16")
+    }
     student = _alternate(steps, DTYPE_WARMUP, DTYPE_TIMED)
     record = {"student_float32_s": student["float32"], "student_bfloat16_s": student["bfloat16"]}
     teachers = {k: _online_teacher(cfg, device, k) for k in ("float32", "bfloat16")}
@@ -215,6 +254,7 @@ def probe_dtypes(cfg: RunConfig, device: torch.device) -> dict:
                 with torch.no_grad():
                     h = teacher.hidden(x)
                     return TeacherChunks(h.reshape(-1, h.shape[-1]), teacher.lm_head.weight).logits(slice(0, None))
+
             return run
 
         teacher = _alternate({k: forward(t) for k, t in teachers.items()}, DTYPE_WARMUP, DTYPE_TIMED)
@@ -243,10 +283,17 @@ def auto_dtypes(cfg: RunConfig, device: torch.device, cache_root: Path) -> tuple
         except (OSError, ValueError):
             record = probe_dtypes(cfg, device)
             record["student"] = _verdict(record["student_float32_s"], record["student_bfloat16_s"])
-            record["teacher"] = (_verdict(record["teacher_float32_s"], record["teacher_bfloat16_s"])
-                                 if "teacher_float32_s" in record else choice)
-            record |= {"rule": f"bfloat16 where it is at least {STEP_MIN_SPEEDUP}x faster than float32",
-                       "shape": shape, "cpu": cpu_info().model, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+            record["teacher"] = (
+                _verdict(record["teacher_float32_s"], record["teacher_bfloat16_s"])
+                if "teacher_float32_s" in record
+                else choice
+            )
+            record |= {
+                "rule": f"bfloat16 where it is at least {STEP_MIN_SPEEDUP}x faster than float32",
+                "shape": shape,
+                "cpu": cpu_info().model,
+                "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
             atomic.remember(path, json.dumps(record, indent=1, default=str))
         _MEASURED[path.name] = record
     return record["student"], record["teacher"], record
@@ -254,8 +301,9 @@ def auto_dtypes(cfg: RunConfig, device: torch.device, cache_root: Path) -> tuple
 
 def dtype_record_path(cfg: RunConfig, device: torch.device, cache_root: Path) -> Path:
     """Where auto_dtypes keeps the verdict for `cfg`'s shape on this CPU."""
-    key = hashlib.sha256(json.dumps([dtype_key(cfg, device), __version__], sort_keys=True,
-                                    default=str).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps([dtype_key(cfg, device), __version__], sort_keys=True, default=str).encode()
+    ).hexdigest()[:16]
     return cache_root / "hardware" / f"dtype-cpu-{machine_key(cpu_info())}-{key}.json"
 
 
@@ -284,8 +332,7 @@ def startup_seconds() -> float:
     """A fresh interpreter importing what a run process imports (measured, not assumed; once per process: it does
     not depend on the shape being probed)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import normgrow.pipeline, normgrow.train"], check=True,
-                   capture_output=True)
+    subprocess.run([sys.executable, "-c", "import normgrow.pipeline, normgrow.train"], check=True, capture_output=True)
     return time.perf_counter() - t0
 
 
@@ -307,13 +354,20 @@ def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool 
     n = cfg.model.n_layer
     one, full = time_steps(cfg, 1, device), time_steps(cfg, n, device)
     b = max(0.0, (full["step_s"] - one["step_s"]) / max(1, n - 1))
-    record = {"a_s": max(0.0, one["step_s"] - b), "b_s": b, "step_full_s": full["step_s"], "depth": n,
-              # what this process paid before its steps ran at speed, both probes together: with compiled blocks the
-              # depth-1 probe compiles the graph the full-depth one then reuses (cold or warm, as the cache was)
-              "first_extra_s": max(0.0, one["first_s"] - WARMUP_STEPS * one["step_s"])
-              + max(0.0, full["first_s"] - WARMUP_STEPS * full["step_s"]),
-              "startup_s": startup_seconds(), "shape": shape, "cpu": cpu_info().model if device.type == "cpu" else "",
-              "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    record = {
+        "a_s": max(0.0, one["step_s"] - b),
+        "b_s": b,
+        "step_full_s": full["step_s"],
+        "depth": n,
+        # what this process paid before its steps ran at speed, both probes together: with compiled blocks the
+        # depth-1 probe compiles the graph the full-depth one then reuses (cold or warm, as the cache was)
+        "first_extra_s": max(0.0, one["first_s"] - WARMUP_STEPS * one["step_s"])
+        + max(0.0, full["first_s"] - WARMUP_STEPS * full["step_s"]),
+        "startup_s": startup_seconds(),
+        "shape": shape,
+        "cpu": cpu_info().model if device.type == "cpu" else "",
+        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     atomic.remember(path, json.dumps(record, indent=1, default=str))
     _MEASURED[key] = {**record, "cached": False}
     return _MEASURED[key]
@@ -345,8 +399,11 @@ def evaluation_schedule(cfg: RunConfig, plans) -> list[dict]:
                 n["diagnoses"] += 1
             elif crossed(tokens, per_step, t.eval_every_tokens):
                 n["curve"] += 1
-            if cfg.diagnostics.every_tokens and not (last or dense) and crossed(tokens, per_step,
-                                                                                cfg.diagnostics.every_tokens):
+            if (
+                cfg.diagnostics.every_tokens
+                and not (last or dense)
+                and crossed(tokens, per_step, cfg.diagnostics.every_tokens)
+            ):
                 n["diagnoses"] += 1
         if not cfg.diagnostics.enabled:
             n["diagnoses"] = 0
@@ -365,14 +422,23 @@ def predict_run(cfg: RunConfig, plans, record: dict) -> dict:
     train_s = eval_s = 0.0
     for plan, n in zip(plans, evaluation_schedule(cfg, plans), strict=True):
         step = step_seconds(record, plan.n_layer)
-        tokens = (n["full"] * d.val_tokens + n["curve"] * curve + n["select"] * d.select_tokens
-                  + n["diagnoses"] * probe * (plan.n_layer + 3))
+        tokens = (
+            n["full"] * d.val_tokens
+            + n["curve"] * curve
+            + n["select"] * d.select_tokens
+            + n["diagnoses"] * probe * (plan.n_layer + 3)
+        )
         train_s += plan.steps * step
         eval_s += step / per_step / 3 * tokens
     compile_s = record["first_extra_s"] if cfg.train.compile else 0.0
     total = train_s + eval_s + record["startup_s"] + compile_s
-    return {"train_s": train_s, "eval_s": eval_s, "startup_s": record["startup_s"], "compile_s": compile_s,
-            "total_s": total}
+    return {
+        "train_s": train_s,
+        "eval_s": eval_s,
+        "startup_s": record["startup_s"],
+        "compile_s": compile_s,
+        "total_s": total,
+    }
 
 
 def schedule(durations: list[float], parallel: int) -> float:

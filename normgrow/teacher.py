@@ -62,16 +62,21 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
     # the student's corpus, tokenizer, split and sequence length; evaluation sizes are the teacher preset's own,
     # so changing how a student is evaluated does not retrain its teacher; the teacher trains on the whole split,
     # never on a student's training pool (nor under its repeat bound)
-    data = dataclasses.replace(cfg.data, tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
-                               val_tokens=base.data.val_tokens, probe_sequences=base.data.probe_sequences,
-                               train_pool_sequences=DataConfig.train_pool_sequences,
-                               max_pool_repeats=DataConfig.max_pool_repeats)
+    data = dataclasses.replace(
+        cfg.data,
+        tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
+        val_tokens=base.data.val_tokens,
+        probe_sequences=base.data.probe_sequences,
+        train_pool_sequences=DataConfig.train_pool_sequences,
+        max_pool_repeats=DataConfig.max_pool_repeats,
+    )
     return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
 
 
 # Shapes of hub teachers the presets name, for cost estimates without the hub (their published config.json).
-KNOWN_SHAPES = {"Qwen/Qwen3-8B": dict(n_layer=36, d_model=4096, n_head=32, n_kv_head=8, head_dim=128, d_ff=12288,
-                                      vocab_size=151936)}
+KNOWN_SHAPES = {
+    "Qwen/Qwen3-8B": dict(n_layer=36, d_model=4096, n_head=32, n_kv_head=8, head_dim=128, d_ff=12288, vocab_size=151936)
+}
 
 
 def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
@@ -85,11 +90,15 @@ def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
         return ModelConfig(**KNOWN_SHAPES[cfg.teacher.path])
     try:
         hf = json.loads((Path(cfg.teacher.path) / "config.json").read_text())
-        return ModelConfig(n_layer=int(hf["num_hidden_layers"]), d_model=int(hf["hidden_size"]),
-                           n_head=int(hf["num_attention_heads"]),
-                           n_kv_head=int(hf.get("num_key_value_heads") or hf["num_attention_heads"]),
-                           head_dim=hf.get("head_dim"), d_ff=int(hf["intermediate_size"]),
-                           vocab_size=int(hf.get("vocab_size") or vocab or 0))
+        return ModelConfig(
+            n_layer=int(hf["num_hidden_layers"]),
+            d_model=int(hf["hidden_size"]),
+            n_head=int(hf["num_attention_heads"]),
+            n_kv_head=int(hf.get("num_key_value_heads") or hf["num_attention_heads"]),
+            head_dim=hf.get("head_dim"),
+            d_ff=int(hf["intermediate_size"]),
+            vocab_size=int(hf.get("vocab_size") or vocab or 0),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -156,8 +165,15 @@ class Teacher:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: int, student_vocab: int,
-                 seq_len: int | None = None, shard: bool = False) -> Teacher:
+def load_teacher(
+    path: str,
+    dtype: str,
+    device: torch.device,
+    tokenizer_size: int,
+    student_vocab: int,
+    seq_len: int | None = None,
+    shard: bool = False,
+) -> Teacher:
     """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary.
     `shard` (teacher.sharding=fsdp over several ranks): its decoder layers sharded over the ranks, whose every
     teacher forward must then happen in step (train.py and cache.py pad ranks with fewer rows)."""
@@ -172,8 +188,9 @@ def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: in
         raise TeacherError(f"teacher.path: cannot load '{path}': {first}") from None
     max_pos = getattr(model.config, "max_position_embeddings", None)
     if seq_len is not None and isinstance(max_pos, int) and max_pos < seq_len:
-        raise TeacherError(f"data.seq_len: {seq_len} is longer than the teacher's max_position_embeddings {max_pos} "
-                           f"({path})")
+        raise TeacherError(
+            f"data.seq_len: {seq_len} is longer than the teacher's max_position_embeddings {max_pos} ({path})"
+        )
     head = model.get_output_embeddings()
     if head is None or model.get_decoder() is None:
         raise TeacherError(f"teacher.path: '{path}' has no separable decoder and LM head")
@@ -187,18 +204,29 @@ def load_teacher(path: str, dtype: str, device: torch.device, tokenizer_size: in
         model.to(device)
     rows = head.weight.shape[0]
     if rows < tokenizer_size:
-        raise TeacherError(f"teacher.path: '{path}' has {rows} LM-head rows but the tokenizer has {tokenizer_size} "
-                           "tokens (is data.tokenizer the teacher's tokenizer?)")
+        raise TeacherError(
+            f"teacher.path: '{path}' has {rows} LM-head rows but the tokenizer has {tokenizer_size} "
+            "tokens (is data.tokenizer the teacher's tokenizer?)"
+        )
     if student_vocab != tokenizer_size:
         raise TeacherError(f"model.vocab_size: {student_vocab} differs from the tokenizer's {tokenizer_size} tokens")
     if getattr(head, "bias", None) is not None:
         raise TeacherError(f"teacher.path: '{path}' has an LM-head bias, which normgrow does not project")
-    teacher = Teacher(model, head.weight[:tokenizer_size], {
-        "path": path, "dtype": dtype, "class": type(model).__name__,
-        "head_rows": rows, "tokenizer_size": tokenizer_size, "student_vocab": student_vocab,
-        "trimmed_rows": rows - tokenizer_size, "sharded": shard,
-        "parameters": sum(p.numel() for p in model.parameters()),
-    })
+    teacher = Teacher(
+        model,
+        head.weight[:tokenizer_size],
+        {
+            "path": path,
+            "dtype": dtype,
+            "class": type(model).__name__,
+            "head_rows": rows,
+            "tokenizer_size": tokenizer_size,
+            "student_vocab": student_vocab,
+            "trimmed_rows": rows - tokenizer_size,
+            "sharded": shard,
+            "parameters": sum(p.numel() for p in model.parameters()),
+        },
+    )
     _check_projection(teacher, device)
     return teacher
 
@@ -211,9 +239,10 @@ def _check_projection(teacher: Teacher, device: torch.device) -> None:
         ours = (teacher.chunks(idx).hidden @ teacher.weight.T).float().view_as(ref)
     tol = 1e-4 if teacher.weight.dtype == torch.float32 else 5e-2
     if not torch.allclose(ours, ref, atol=tol * max(1.0, ref.abs().max().item()), rtol=0):
-        raise TeacherError(f"teacher.path: {teacher.report['path']}: its logits are not lm_head(decoder output) "
-                           "(logit soft-capping or scaling?); not supported")
-
+        raise TeacherError(
+            f"teacher.path: {teacher.report['path']}: its logits are not lm_head(decoder output) "
+            "(logit soft-capping or scaling?); not supported"
+        )
 
 
 def copy_embeddings(student, teacher: Teacher) -> None:

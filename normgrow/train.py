@@ -136,8 +136,10 @@ def wrap_for_training(model: Student, info: dist.DistInfo, cfg: RunConfig) -> to
     compiles only the appended blocks, and they reuse their placement's graph)."""
     if cfg.train.compile:
         if uses_fsdp(cfg, info):
-            raise ConfigError("train.compile: not supported with train.sharding=fsdp (compile the blocks of a "
-                              "replicated student: train.sharding=ddp)")
+            raise ConfigError(
+                "train.compile: not supported with train.sharding=fsdp (compile the blocks of a "
+                "replicated student: train.sharding=ddp)"
+            )
         use_compile_cache(cache_root(cfg.data))
         compile_blocks(model)
     if info.world_size > 1 and not sharding.is_sharded(model):
@@ -149,8 +151,10 @@ def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
     """Every accumulation step of a rank the same size (the config checked that it divides the global batch)."""
     local, mb = cfg.train.batch_size // info.world_size, micro_batch_size(cfg, info)
     if mb < local and local % mb:
-        raise ConfigError(f"train.micro_batch_size: {mb} does not divide the {local} sequences each of the "
-                          f"{info.world_size} ranks holds per step (train.batch_size={cfg.train.batch_size})")
+        raise ConfigError(
+            f"train.micro_batch_size: {mb} does not divide the {local} sequences each of the "
+            f"{info.world_size} ranks holds per step (train.batch_size={cfg.train.batch_size})"
+        )
 
 
 # ----------------------------------------------------------------------------- the step
@@ -164,8 +168,14 @@ class NonFinite(Exception):
         self.what, self.loss = what, loss
 
 
-def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
-               inputs: RunInputs, lr: float) -> tuple[float, torch.Tensor]:
+def train_step(
+    model: Student,
+    step_fn: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    inputs: RunInputs,
+    lr: float,
+) -> tuple[float, torch.Tensor]:
     """One optimizer step on this rank's share of a global batch; returns (train/loss, gradient norm).
 
     Loss normalization — the contract of losses.distill_loss, enforced here: each micro-batch's loss
@@ -194,9 +204,18 @@ def train_step(model: Student, step_fn: torch.nn.Module, optimizer: torch.optim.
             with autocast(cfg, info.device):
                 h = step_fn(x, hidden_only=True)  # (b, T, C)
             d = cfg.distill
-            loss = distill_loss(h.reshape(-1, h.shape[-1]), model.lm_head.weight, inputs.train_teacher(x, idx),
-                                y.reshape(-1), n_tokens=n_local, kind=d.loss, temperature=d.temperature,
-                                jsd_beta=d.jsd_beta, nll_weight=d.nll_weight, chunk=d.chunk_tokens)
+            loss = distill_loss(
+                h.reshape(-1, h.shape[-1]),
+                model.lm_head.weight,
+                inputs.train_teacher(x, idx),
+                y.reshape(-1),
+                n_tokens=n_local,
+                kind=d.loss,
+                temperature=d.temperature,
+                jsd_beta=d.jsd_beta,
+                nll_weight=d.nll_weight,
+                chunk=d.chunk_tokens,
+            )
             loss.backward()
         loss_sum += loss.detach()
     dist.all_reduce_sum(loss_sum)
@@ -271,9 +290,17 @@ class Run:
     def record(self, event: str, metrics: dict) -> dict:
         """Write one event to metrics.jsonl with the run's position."""
         st = self.state
-        rec = {"step": st.step, "tokens": st.tokens, "active_layer_tokens": st.active_layer_tokens,
-               "trainable_layer_tokens": st.trainable_layer_tokens, "flops": st.flops,
-               "n_layer": self.model.depth, "stage": st.stage, "event": event, **metrics}
+        rec = {
+            "step": st.step,
+            "tokens": st.tokens,
+            "active_layer_tokens": st.active_layer_tokens,
+            "trainable_layer_tokens": st.trainable_layer_tokens,
+            "flops": st.flops,
+            "n_layer": self.model.depth,
+            "stage": st.stage,
+            "event": event,
+            **metrics,
+        }
         self.writer.write(rec)
         return rec
 
@@ -309,8 +336,14 @@ class Run:
         with self.timed("diagnostics"):
             rec = self.evals.diagnostics(model)
         st = self.state
-        head = {"step": st.step, "tokens": st.tokens, "active_layer_tokens": st.active_layer_tokens,
-                "n_layer": self.model.depth, "stage": st.stage, "event": event}
+        head = {
+            "step": st.step,
+            "tokens": st.tokens,
+            "active_layer_tokens": st.active_layer_tokens,
+            "n_layer": self.model.depth,
+            "stage": st.stage,
+            "event": event,
+        }
         append_jsonl(self.out / "diagnostics.jsonl", {**head, **rec})
         st.diagnostics_lines += 1
 
@@ -331,8 +364,15 @@ class Run:
             weights, optim = self.model.state_dict(), self.optimizer.state_dict()
         if self.inputs.info.is_main:
             stage_ends = frozenset(sum(p.steps for p in self.plans[: i + 1]) for i in range(len(self.plans)))
-            checkpoint.save(self.out / "checkpoints", st.step, weights, optim,
-                            dataclasses.asdict(st), keep=self.cfg.train.keep_checkpoints, protected=stage_ends)
+            checkpoint.save(
+                self.out / "checkpoints",
+                st.step,
+                weights,
+                optim,
+                dataclasses.asdict(st),
+                keep=self.cfg.train.keep_checkpoints,
+                protected=stage_ends,
+            )
         dist.barrier()
 
 
@@ -343,8 +383,9 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     """The student at the first stage's depth, initialized from the run's seed."""
     cfg = inputs.cfg
     torch.manual_seed(cfg.seed)
-    model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len,
-                    placements=list(plan.placements)).to(inputs.info.device)
+    model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len, placements=list(plan.placements)).to(
+        inputs.info.device
+    )
     model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
         copy_embeddings(model, inputs.teacher)
@@ -359,8 +400,9 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     model = build_student(inputs, plans[0])
     set_trainable(model, plans[0])
     pool = train_pool(n_sequences(inputs.prep.train, cfg.data.seq_len), cfg.data.train_pool_sequences)
-    batches = BatchIterator(inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank,
-                            info.world_size, pool=pool)
+    batches = BatchIterator(
+        inputs.prep.train, cfg.data.seq_len, cfg.train.batch_size, cfg.seed, info.rank, info.world_size, pool=pool
+    )
     check_micro_batch(cfg, info)
     evals = open_evaluator(inputs.prep, cfg, info, inputs.teacher)
     check_loggers(cfg)
@@ -371,8 +413,9 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
         resume = open_run_dir(out, cfg)
         lock = DirLock(out, "run").acquire()
     try:
-        run = _open_locked(inputs, out, say, plans, model, batches, evals,
-                           dist.broadcast_object(resume if info.is_main else True))
+        run = _open_locked(
+            inputs, out, say, plans, model, batches, evals, dist.broadcast_object(resume if info.is_main else True)
+        )
     except BaseException:
         if lock is not None:
             lock.release()
@@ -381,8 +424,16 @@ def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     return run
 
 
-def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans: list[StagePlan], model: Student,
-                 batches: BatchIterator, evals: Evaluator, resume: bool) -> Run:
+def _open_locked(
+    inputs: RunInputs,
+    out: Path,
+    say: Callable[[str], None],
+    plans: list[StagePlan],
+    model: Student,
+    batches: BatchIterator,
+    evals: Evaluator,
+    resume: bool,
+) -> Run:
     """The rest of open_run, once the run directory is ours: resume from its newest intact checkpoint or
     start afresh."""
     cfg, info = inputs.cfg, inputs.info
@@ -404,14 +455,16 @@ def _open_locked(inputs: RunInputs, out: Path, say: Callable[[str], None], plans
             (out / "metrics.jsonl").unlink(missing_ok=True)
             (out / "diagnostics.jsonl").unlink(missing_ok=True)
     writer = MetricsWriter(out, cfg, info.is_main)
-    run = Run(inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg), batches, evals,
-              writer, state, say)
+    run = Run(
+        inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg), batches, evals, writer, state, say
+    )
     run.t_start = time.perf_counter() - state.wall_time_s
     return run
 
 
-def resume_from(ckpt: Path, model: Student, plans: list[StagePlan], batches: BatchIterator, inputs: RunInputs,
-                out: Path) -> tuple[RunState, torch.optim.AdamW]:
+def resume_from(
+    ckpt: Path, model: Student, plans: list[StagePlan], batches: BatchIterator, inputs: RunInputs, out: Path
+) -> tuple[RunState, torch.optim.AdamW]:
     """Restore a checkpoint: its student and optimizer (growth.restore replays the growth events up to its
     stage, the same path as a fresh run), RNG and data position, and drop the events logged after it."""
     cfg, info = inputs.cfg, inputs.info
@@ -449,9 +502,18 @@ def start_stage(run: Run, plan: StagePlan) -> None:
         run.record("growth", growth)
     run.record("stage_start", measured)
     run.diagnose("stage_start")
-    st.stages.append({"index": plan.index, "n_layer": plan.n_layer, "steps": plan.steps, "tokens": plan.tokens,
-                      "train_blocks": list(plan.train_blocks), "provenance": list(plan.provenance), "growth": growth,
-                      "start": start})
+    st.stages.append(
+        {
+            "index": plan.index,
+            "n_layer": plan.n_layer,
+            "steps": plan.steps,
+            "tokens": plan.tokens,
+            "train_blocks": list(plan.train_blocks),
+            "provenance": list(plan.provenance),
+            "growth": growth,
+            "start": start,
+        }
+    )
 
 
 def growth_event(run: Run, plan: StagePlan) -> dict:
@@ -460,8 +522,9 @@ def growth_event(run: Run, plan: StagePlan) -> dict:
     before growth is the one evaluated at the end of the previous stage, so that evaluation is logged again
     as the `pre_growth` event."""
     run.record("pre_growth", run.state.stages[-1]["end"])
-    run.model, run.optimizer, record = grow_student(run.model, run.optimizer, run.plans[plan.index - 1], plan,
-                                                    run.cfg, run.inputs.info.device, run.evals.val)
+    run.model, run.optimizer, record = grow_student(
+        run.model, run.optimizer, run.plans[plan.index - 1], plan, run.cfg, run.inputs.info.device, run.evals.val
+    )
     run.step_fn = wrap_for_training(run.model, run.inputs.info, run.cfg)
     return record
 
@@ -512,8 +575,10 @@ def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
                 loss, grad_norm = train_step(run.model, run.step_fn, run.optimizer, next(run.batches), run.inputs, lr)
         except NonFinite as e:
             last = checkpoint.latest(run.out / "checkpoints")
-            raise TrainingDiverged(f"non-finite {e.what} at step {st.step + 1} (train/loss={e.loss}); last good "
-                                   f"checkpoint: {last if last else 'none'}") from None
+            raise TrainingDiverged(
+                f"non-finite {e.what} at step {st.step + 1} (train/loss={e.loss}); last good "
+                f"checkpoint: {last if last else 'none'}"
+            ) from None
         st.add(cost)
         speed.tokens += cost["tokens"]
         bar.update(1)
@@ -544,8 +609,11 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.diagnose("dense")
     elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
         run.record("eval", run.evaluate_curve())
-    if (cfg.diagnostics.every_tokens and not (last or dense)
-            and crossed(st.tokens, per_step, cfg.diagnostics.every_tokens)):
+    if (
+        cfg.diagnostics.every_tokens
+        and not (last or dense)
+        and crossed(st.tokens, per_step, cfg.diagnostics.every_tokens)
+    ):
         run.diagnose("interval")
     if last or crossed(st.tokens, per_step, cfg.train.checkpoint_every_tokens):
         run.save()
@@ -554,11 +622,18 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
 def train(inputs: RunInputs, out_dir: str | Path, log: Callable[[str], None] = print, progress: bool = True) -> dict:
     """Train (or resume) one run into `out_dir`; returns its summary."""
     run = open_run(inputs, Path(out_dir), log)
-    bar = tqdm(total=sum(p.steps for p in run.plans), initial=run.state.step, unit="step", dynamic_ncols=True,
-               disable=not (progress and inputs.info.is_main), desc=run.cfg.name or run.out.name, file=sys.stderr)
+    bar = tqdm(
+        total=sum(p.steps for p in run.plans),
+        initial=run.state.step,
+        unit="step",
+        dynamic_ncols=True,
+        disable=not (progress and inputs.info.is_main),
+        desc=run.cfg.name or run.out.name,
+        file=sys.stderr,
+    )
     try:
         try:
-            for plan in run.plans[run.state.stage:]:
+            for plan in run.plans[run.state.stage :]:
                 if not stage_started(run.state, plan):
                     start_stage(run, plan)
                 train_stage(run, plan, bar)
@@ -575,8 +650,13 @@ def train(inputs: RunInputs, out_dir: str | Path, log: Callable[[str], None] = p
 
 
 def versions() -> dict:
-    return {"normgrow": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "threads": torch.get_num_threads()}
+    return {
+        "normgrow": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def write_summary(run: Run) -> dict:
@@ -587,21 +667,33 @@ def write_summary(run: Run) -> dict:
     summary = {
         **final,
         "final": final,
-        "ce_source": (f"online teacher, full vocabulary ({cfg.model.vocab_size} tokens)" if teacher is not None
-                      else "no teacher (next-token training): only val/nll"),
-        "train_teacher": (tcache.describe() if tcache is not None
-                          else "online teacher, full vocabulary" if teacher is not None else None),
+        "ce_source": (
+            f"online teacher, full vocabulary ({cfg.model.vocab_size} tokens)"
+            if teacher is not None
+            else "no teacher (next-token training): only val/nll"
+        ),
+        "train_teacher": (
+            tcache.describe()
+            if tcache is not None
+            else "online teacher, full vocabulary"
+            if teacher is not None
+            else None
+        ),
         "select": st.stages[-1].get("select"),
         "compute": {k: getattr(st, k) for k in RunState.COMPUTE},
         "stages": st.stages,
-        "boundaries": (boundary_summary(read_jsonl(run.out / "diagnostics.jsonl"), st.stages)
-                       if inputs.info.is_main else None),
+        "boundaries": (
+            boundary_summary(read_jsonl(run.out / "diagnostics.jsonl"), st.stages) if inputs.info.is_main else None
+        ),
         "budget_match": inputs.budget_match,
         "n_layer": run.model.depth,
         "teacher": teacher.report if teacher is not None else None,
-        "data": {"shards": str(prep.dir), "train_tokens": prep.meta["n_tokens"]["train"],
-                 "val_split_tokens": prep.meta["n_tokens"]["val"],
-                 "val_eval_tokens": int(run.evals.val.shape[0] * cfg.data.seq_len)},
+        "data": {
+            "shards": str(prep.dir),
+            "train_tokens": prep.meta["n_tokens"]["train"],
+            "val_split_tokens": prep.meta["n_tokens"]["val"],
+            "val_eval_tokens": int(run.evals.val.shape[0] * cfg.data.seq_len),
+        },
         "data_pool": run.batches.usage(),
         "init": run.model.init_record(),
         "versions": versions(),

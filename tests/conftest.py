@@ -85,17 +85,21 @@ def final_weights(run_dir) -> dict:
     return load_file(str(checkpoint.latest(Path(run_dir) / "checkpoints") / "model.safetensors"))
 
 
-def kill_and_resume(tmp_path, args: list, killed_when, after_kill=None, timeout: float = 120,
-                    sig: int = signal.SIGKILL) -> tuple[Path, Path]:
+def kill_and_resume(
+    tmp_path, args: list, killed_when, after_kill=None, timeout: float = 120, sig: int = signal.SIGKILL
+) -> tuple[Path, Path]:
     """The run `normgrow run ARGS` twice: uninterrupted into tmp_path/full, and into tmp_path/killed, where
     the real process gets `sig` (SIGKILL) as soon as `killed_when(run_dir)` holds, then is started again to finish.
     A catchable signal must end it with exit 128 + signal and one line naming the signal and the resume.
     `after_kill(run_dir)` may tamper with what the killed attempt left. Returns (full, killed)."""
     full, killed = tmp_path / "full", tmp_path / "killed"
     cli("run", "--no-plots", "-o", full, *args)  # figures are tested elsewhere; here they only cost time
-    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "run", "--no-plots", "-o", str(killed),
-                             *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normgrow.cli", "run", "--no-plots", "-o", str(killed), *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None and not killed_when(killed):
         time.sleep(0.005)
@@ -104,8 +108,10 @@ def kill_and_resume(tmp_path, args: list, killed_when, after_kill=None, timeout:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), err[-2000:]
     if sig != signal.SIGKILL:
-        assert (f"normgrow: stopped by {signal.Signals(sig).name}; rerunning the same command resumes from the last "
-                "checkpoint (finished runs are kept)") in err.splitlines(), err[-2000:]
+        assert (
+            f"normgrow: stopped by {signal.Signals(sig).name}; rerunning the same command resumes from the last "
+            "checkpoint (finished runs are kept)"
+        ) in err.splitlines(), err[-2000:]
     assert not (killed / "summary.json").exists()
     if after_kill is not None:
         after_kill(killed)

@@ -24,7 +24,11 @@ from normgrow.pipeline import resolve_config, teacher_path
 from normgrow.teacher import load_teacher
 from normgrow.train import RunInputs
 
-SMALL = ["data.max_documents=12", "data.val_fraction=0.2", "data.probe_sequences=2"]  # a small training split keeps k = V caches small
+SMALL = [
+    "data.max_documents=12",
+    "data.val_fraction=0.2",
+    "data.probe_sequences=2",
+]  # a small training split keeps k = V caches small
 
 
 def setup_cache(tiny_cache, *over):
@@ -33,8 +37,9 @@ def setup_cache(tiny_cache, *over):
     prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
     cfg = resolve_config(cfg, prep)
     teacher = load_teacher(path, "float32", torch.device("cpu"), prep.vocab_size, prep.vocab_size)
-    out = cache.build(cfg, path, prep, teacher, DistInfo(0, 1, 0, torch.device("cpu")), log=lambda *_: None,
-                      progress=False)
+    out = cache.build(
+        cfg, path, prep, teacher, DistInfo(0, 1, 0, torch.device("cpu")), log=lambda *_: None, progress=False
+    )
     return cfg, path, prep, teacher, out
 
 
@@ -46,8 +51,12 @@ def test_full_vocabulary_cache_reproduces_the_online_loss_and_gradients(tiny_cac
     assert c.meta["bytes_per_token"] == 2 * 512  # float16 log-probs alone
     seqs = torch.tensor([3, 0, 7])
     T = cfg.data.seq_len
-    x = torch.stack([torch.from_numpy(np.asarray(prep.train[i * T: i * T + T], dtype=np.int64)) for i in seqs.tolist()])
-    y = torch.stack([torch.from_numpy(np.asarray(prep.train[i * T + 1: i * T + T + 1], dtype=np.int64)) for i in seqs.tolist()])
+    x = torch.stack(
+        [torch.from_numpy(np.asarray(prep.train[i * T : i * T + T], dtype=np.int64)) for i in seqs.tolist()]
+    )
+    y = torch.stack(
+        [torch.from_numpy(np.asarray(prep.train[i * T + 1 : i * T + T + 1], dtype=np.int64)) for i in seqs.tolist()]
+    )
     g = torch.Generator().manual_seed(0)
     h = torch.randn(x.numel(), 32, generator=g)
     w = torch.randn(512, 32, generator=g) * 0.3
@@ -92,8 +101,16 @@ def test_exact_cache_over_a_pool_gives_the_online_training_loss(tiny_cache, kind
     for inputs in (online, cached):
         model.zero_grad()
         h = model(x, hidden_only=True)
-        loss = distill_loss(h.reshape(-1, h.shape[-1]), model.lm_head.weight, inputs.train_teacher(x, batch.index), y,
-                            n_tokens=y.numel(), kind=kind, temperature=tau, chunk=cfg.distill.chunk_tokens)
+        loss = distill_loss(
+            h.reshape(-1, h.shape[-1]),
+            model.lm_head.weight,
+            inputs.train_teacher(x, batch.index),
+            y,
+            n_tokens=y.numel(),
+            kind=kind,
+            temperature=tau,
+            chunk=cfg.distill.chunk_tokens,
+        )
         loss.backward()
         results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
     (l_on, g_on), (l_c, g_c) = results
@@ -112,11 +129,29 @@ def test_pools_layouts_and_dtypes_key_their_own_caches_and_the_defaults_keep_the
 
     cfg, default = meta_of()
     # the fields and values of caches built before pools, layouts and dtypes existed: their keys are unchanged
-    assert set(default) == {"version", "teacher", "tokenizer_sha256", "vocab_size", "seq_len", "k", "temperature",
-                            "teacher_dtype", "shards", "n_tokens", "ids_dtype"}
-    keys = {cache.cache_dir(c, m) for c, m in [(cfg, default), meta_of("data.train_pool_sequences=16"),
-                                               meta_of("data.train_pool_sequences=24"), meta_of("teacher.cache_dtype=float32"),
-                                               meta_of("teacher.cache_k=512")]}
+    assert set(default) == {
+        "version",
+        "teacher",
+        "tokenizer_sha256",
+        "vocab_size",
+        "seq_len",
+        "k",
+        "temperature",
+        "teacher_dtype",
+        "shards",
+        "n_tokens",
+        "ids_dtype",
+    }
+    keys = {
+        cache.cache_dir(c, m)
+        for c, m in [
+            (cfg, default),
+            meta_of("data.train_pool_sequences=16"),
+            meta_of("data.train_pool_sequences=24"),
+            meta_of("teacher.cache_dtype=float32"),
+            meta_of("teacher.cache_k=512"),
+        ]
+    }
     assert len(keys) == 5
     with pytest.raises(ConfigError, match="^data.train_pool_sequences: 100000 exceeds"):
         meta_of("data.train_pool_sequences=100000")
@@ -134,10 +169,21 @@ def test_cli_builds_a_cache_over_a_pool_that_a_run_trains_from(tiny_cache, tmp_p
     meta = json.loads((path / "meta.json").read_text())
     assert meta["pool"]["sequences"] == 24 and meta["layout"] == "full"
     # 10 steps of 8 over 3 batches an epoch: ceil(10 / 3) = 4 epochs started, the first batch served in all 4
-    cli("run", "tiny", "-o", tmp_path / "run", *over, "teacher.cache=true", "--no-plots",
-        "curriculum.stages=[{n_layer: 3, tokens: 2560}]")
+    cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "run",
+        *over,
+        "teacher.cache=true",
+        "--no-plots",
+        "curriculum.stages=[{n_layer: 3, tokens: 2560}]",
+    )
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert s["train_teacher"].startswith("full-distribution teacher cache (k = V = 512, float32") and str(path) in s["train_teacher"]
+    assert (
+        s["train_teacher"].startswith("full-distribution teacher cache (k = V = 512, float32")
+        and str(path) in s["train_teacher"]
+    )
     assert s["data_pool"] == {"sequences": 24, "tokens": 24 * 32, "epochs_started": 4, "max_repeats": 4}
 
 
@@ -153,8 +199,17 @@ def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     top_mass = np.exp(c.logp.astype(np.float64)).sum(1)
     assert 0.05 < meta["mean_tail_mass"] < 0.95
     assert meta["mean_tail_mass"] == pytest.approx(1 - top_mass.mean(), abs=5e-3)
-    cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *SMALL, "teacher.cache=true",
-        "teacher.cache_k=8", "--no-progress")
+    cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "run",
+        f"data.cache_dir={tiny_cache}",
+        *SMALL,
+        "teacher.cache=true",
+        "teacher.cache_k=8",
+        "--no-progress",
+    )
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert "top-8 teacher cache" in s["train_teacher"] and "full vocabulary" in s["ce_source"]
     assert f"{meta['mean_tail_mass']:.1%} of the teacher's mass" in s["train_teacher"]
@@ -179,13 +234,29 @@ def test_a_float32_top_k_cache_stores_log_probs_and_tail_in_float32(tiny_cache):
 def test_every_metadata_mismatch_is_named(tiny_cache, tmp_path):
     cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
     want = cache.expected_meta(cfg, path, prep)
-    for key, bad in [("tokenizer_sha256", "0" * 64), ("seq_len", 64), ("vocab_size", 1000), ("k", 16),
-                     ("temperature", 2.0), ("teacher", {"path": "/elsewhere", "weights_sha256": "x"})]:
+    for key, bad in [
+        ("tokenizer_sha256", "0" * 64),
+        ("seq_len", 64),
+        ("vocab_size", 1000),
+        ("k", 16),
+        ("temperature", 2.0),
+        ("teacher", {"path": "/elsewhere", "weights_sha256": "x"}),
+    ]:
         with pytest.raises(cache.CacheError, match=rf": {key} is "):
             cache.open_cache_dir(out, {**want, key: bad}, verify_checksums=False)
     # through a run: an explicit cache_path built for another sequence length is refused with its field
-    proc = cli("run", "tiny", "-o", tmp_path / "r", f"data.cache_dir={tiny_cache}", *SMALL, f"teacher.cache_path={out}",
-               "teacher.cache_k=8", "data.seq_len=16", check=False)
+    proc = cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "r",
+        f"data.cache_dir={tiny_cache}",
+        *SMALL,
+        f"teacher.cache_path={out}",
+        "teacher.cache_k=8",
+        "data.seq_len=16",
+        check=False,
+    )
     assert proc.returncode == 2 and "seq_len" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "r").exists()
 
@@ -216,8 +287,18 @@ def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     shutil.copytree(tiny_cache / "shards", other / "shards")
     shutil.copytree(tiny_cache / "teachers", other / "teachers")
     shutil.copytree(tiny_cache / "tokenizers", other / "tokenizers")
-    cmd = [sys.executable, "-m", "normgrow.cli", "teacher", "cache", "tiny", f"data.cache_dir={other}", *over,
-           "--no-progress", "train.threads=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "normgrow.cli",
+        "teacher",
+        "cache",
+        "tiny",
+        f"data.cache_dir={other}",
+        *over,
+        "--no-progress",
+        "train.threads=1",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     progress = other / "teacher-cache"
     deadline = time.time() + 120
@@ -237,7 +318,10 @@ def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     assert "resuming at chunk" in done.stdout + done.stderr
     for name in cache.FILES:
         assert (partial / name).read_bytes() == (ref / name).read_bytes(), name
-    assert json.loads((partial / "meta.json").read_text())["sha256"] == json.loads((ref / "meta.json").read_text())["sha256"]
+    assert (
+        json.loads((partial / "meta.json").read_text())["sha256"]
+        == json.loads((ref / "meta.json").read_text())["sha256"]
+    )
 
 
 @pytest.mark.slow  # 22 s each; two-rank parity of training stays in test_train.py
@@ -250,8 +334,21 @@ def test_a_two_rank_torchrun_build_matches_the_single_process_cache(tiny_cache, 
     other = tmp_path / "cache"
     for sub in ("shards", "teachers", "tokenizers"):
         shutil.copytree(tiny_cache / sub, other / sub)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "normgrow.cli",
-           "teacher", "cache", "tiny", f"data.cache_dir={other}", *over, "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "normgrow.cli",
+        "teacher",
+        "cache",
+        "tiny",
+        f"data.cache_dir={other}",
+        *over,
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     built = next((other / "teacher-cache").iterdir())

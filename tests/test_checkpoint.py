@@ -31,8 +31,9 @@ def test_round_trip_restores_weights_optimizer_rng_and_state(tmp_path):
     assert torch.equal(torch.rand(3), expected_draw)
     # state.json records each file's sha256 (checked here with hashlib), which `damage` verifies
     recorded = json.loads((path / "state.json").read_text())["sha256"]
-    assert recorded == {n: hashlib.sha256((path / n).read_bytes()).hexdigest()
-                        for n in ("model.safetensors", "optimizer.pt", "rng.pt")}
+    assert recorded == {
+        n: hashlib.sha256((path / n).read_bytes()).hexdigest() for n in ("model.safetensors", "optimizer.pt", "rng.pt")
+    }
     assert checkpoint.damage(path) is None
     (path / "rng.pt").write_bytes((path / "rng.pt").read_bytes()[:-1])  # truncated
     assert checkpoint.damage(path) == "rng.pt does not match its recorded sha256"
@@ -42,7 +43,11 @@ def test_pruning_keeps_the_latest_and_protected_steps_and_ignores_torn_writes(tm
     model = torch.nn.Linear(2, 2)
     for step in (1, 2, 3, 4, 5):
         checkpoint.save(tmp_path, step, model.state_dict(), {}, {"step": step}, keep=2, protected=frozenset({2}))
-    assert [p.name for p in checkpoint.list_checkpoints(tmp_path)] == ["step_00000002", "step_00000004", "step_00000005"]
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path)] == [
+        "step_00000002",
+        "step_00000004",
+        "step_00000005",
+    ]
     (tmp_path / "step_00000009").mkdir()  # a write killed before its state.json: not a checkpoint
     (tmp_path / ".tmp-step_00000010-1").mkdir()
     assert checkpoint.latest(tmp_path).name == "step_00000005"

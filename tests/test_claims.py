@@ -23,9 +23,20 @@ from normgrow.study.claims import (
 from normgrow.study.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
 from normgrow.study.report import _claims_section, headline
 
-ROLES = ClaimsConfig(pre_joint="pj", post_joint="qj", pre_grow="pg", post_grow="qg", matched=["mj", "qg"],
-                     pre_single="ps", post_single="qs", pre_freeze="pf", post_freeze="qf", pre_shallow="pp",
-                     post_shallow="qp", margin=0.01)
+ROLES = ClaimsConfig(
+    pre_joint="pj",
+    post_joint="qj",
+    pre_grow="pg",
+    post_grow="qg",
+    matched=["mj", "qg"],
+    pre_single="ps",
+    post_single="qs",
+    pre_freeze="pf",
+    post_freeze="qf",
+    pre_shallow="pp",
+    post_shallow="qp",
+    margin=0.01,
+)
 
 
 def run(ce, stages=None, **extra):
@@ -40,22 +51,43 @@ EVENTS = ((1, 2, 100, 200), (2, 3, 200, 300))
 def grow_events(update=0.2, rms=(1.0, 1.0), ratio=(1.0, 1.0), rel=0.05, skip=0.001, events=EVENTS):
     """BoundaryEvents with the grow run's values: the first appended block's ‖F(h)‖/‖h‖ `update`, the boundary RMS
     and structural/content ratio at the event and at the end of the next stage, the block below's r and s."""
-    return [BoundaryEvent(stage, b, b - 1, t0, t1, rms_at=rms[0], rms_end=rms[1], ratio_at=ratio[0],
-                          ratio_end=ratio[1], new_update=update, prefix_update=rel, prefix_skip=skip)
-            for stage, b, t0, t1 in events]
+    return [
+        BoundaryEvent(
+            stage,
+            b,
+            b - 1,
+            t0,
+            t1,
+            rms_at=rms[0],
+            rms_end=rms[1],
+            ratio_at=ratio[0],
+            ratio_end=ratio[1],
+            new_update=update,
+            prefix_update=rel,
+            prefix_skip=skip,
+        )
+        for stage, b, t0, t1 in events
+    ]
 
 
-def joint_snapshots(update=0.2, rms=1.0, ratio=1.0, rel=0.5, skip=0.2, grow_rms=1.0, grow_ratio=1.0, tokens=(100, 200, 300)):
+def joint_snapshots(
+    update=0.2, rms=1.0, ratio=1.0, rel=0.5, skip=0.2, grow_rms=1.0, grow_ratio=1.0, tokens=(100, 200, 300)
+):
     """{tokens: snapshot} of a 4-block joint run; the stream's RMS and ratio at every index are `rms`·`grow_rms`^k and
     `ratio`·`grow_ratio`^k at the k-th snapshot (so |log| drift over one span is |log grow_…|)."""
-    return {t: {"branch_update": [update] * 4, "rel_update": [rel] * 4, "skip_ce_delta": [skip] * 4,
-                "struct_content_ratio": [ratio * grow_ratio ** k] * 5,
-                "residual_rms": [{"all": rms * grow_rms ** k, "structural": 1.0, "content": 1.0}] * 5}
-            for k, t in enumerate(tokens)}
+    return {
+        t: {
+            "branch_update": [update] * 4,
+            "rel_update": [rel] * 4,
+            "skip_ce_delta": [skip] * 4,
+            "struct_content_ratio": [ratio * grow_ratio**k] * 5,
+            "residual_rms": [{"all": rms * grow_rms**k, "structural": 1.0, "content": 1.0}] * 5,
+        }
+        for k, t in enumerate(tokens)
+    }
 
 
-def study(joint_gap, grow_gap, seeds=(0, 1, 2), jitter=0.001, crossing=True, matched_scale=1.5,
-          compute=(1.0, 1.4)):
+def study(joint_gap, grow_gap, seeds=(0, 1, 2), jitter=0.001, crossing=True, matched_scale=1.5, compute=(1.0, 1.4)):
     """Per-seed measures: every post-arm is its pre-arm plus a gap (with a little seed-to-seed jitter). The matched
     pair is [mj, qg]; `compute` is qg's (active-layer tokens, total FLOPs) as multiples of mj's. Mechanism: the
     first appended block adds 0.1·e^(−j) of its input under pre-grow, 0.3 under post-grow, 0.2 in both joint runs;
@@ -69,16 +101,32 @@ def study(joint_gap, grow_gap, seeds=(0, 1, 2), jitter=0.001, crossing=True, mat
         pre_stages = [6.0 + j, 5.5 + j, 5.0 + j]
         lead0 = 0.05 if crossing else -0.05  # post − pre at the first stage end
         post_stages = [6.0 + j + lead0 + j, 5.5 + j + grow_gap + j, 5.0 + j + grow_gap + j]
-        m["pg"][s] = run(pre_stages[-1], pre_stages, boundary_drift=0.30 + j, struct_drift=0.20 + j,
-                         first_new_update=0.2, last_prefix_update=0.05 + j, last_prefix_index=2,
-                         last_prefix_provenance="initial",
-                         events=grow_events(0.1 * math.exp(-j), (1.0, math.exp(0.30 + j)), (1.0, math.exp(0.5 + j)),
-                                            0.05 + j, 0.001 + j))
-        m["qg"][s] = run(post_stages[-1], post_stages, boundary_drift=0.01 + j, struct_drift=0.01, first_new_update=0.3,
-                         match_scale=None, compute={"active_layer_tokens": 900 * compute[0], "total_flops": 1e12 * compute[1]},
-                         events=grow_events(0.3, (1.0, math.exp(0.01 + j)), (1.0, math.exp(0.01)), 0.4, 0.05))
-        m["mj"][s] = run(5.0 + j + 0.02, match_scale=matched_scale,
-                         compute={"active_layer_tokens": 900, "total_flops": 1e12})
+        m["pg"][s] = run(
+            pre_stages[-1],
+            pre_stages,
+            boundary_drift=0.30 + j,
+            struct_drift=0.20 + j,
+            first_new_update=0.2,
+            last_prefix_update=0.05 + j,
+            last_prefix_index=2,
+            last_prefix_provenance="initial",
+            events=grow_events(
+                0.1 * math.exp(-j), (1.0, math.exp(0.30 + j)), (1.0, math.exp(0.5 + j)), 0.05 + j, 0.001 + j
+            ),
+        )
+        m["qg"][s] = run(
+            post_stages[-1],
+            post_stages,
+            boundary_drift=0.01 + j,
+            struct_drift=0.01,
+            first_new_update=0.3,
+            match_scale=None,
+            compute={"active_layer_tokens": 900 * compute[0], "total_flops": 1e12 * compute[1]},
+            events=grow_events(0.3, (1.0, math.exp(0.01 + j)), (1.0, math.exp(0.01)), 0.4, 0.05),
+        )
+        m["mj"][s] = run(
+            5.0 + j + 0.02, match_scale=matched_scale, compute={"active_layer_tokens": 900, "total_flops": 1e12}
+        )
         m["ps"][s], m["qs"][s] = run(5.1 + j), run(5.1 + j + grow_gap)
         m["pf"][s], m["qf"][s] = run(5.2 + j), run(5.2 + j + 0.03 + j)
         m["pp"][s], m["qp"][s] = run(5.3 + j), run(5.3 + j + 0.002)
@@ -91,8 +139,18 @@ def verdicts(measures, roles=ROLES):
 
 def test_a_study_like_the_paper_supports_its_claims():
     c = verdicts(study(joint_gap=0.0004, grow_gap=-0.0328))
-    for key in ("joint_gap", "grow_gap", "grow_vs_joint", "matched", "crossover", "single_block", "shallow",
-                "boundary_update", "structural_drift", "identity"):
+    for key in (
+        "joint_gap",
+        "grow_gap",
+        "grow_vs_joint",
+        "matched",
+        "crossover",
+        "single_block",
+        "shallow",
+        "boundary_update",
+        "structural_drift",
+        "identity",
+    ):
         assert c[key].verdict == SUPPORTED, (key, c[key].sentence)
     assert c["boundary_scale"].verdict == DESCRIPTIVE and c["boundary_scale"].holm == DESCRIPTIVE
     assert c["boundary_scale"].p is None
@@ -120,7 +178,7 @@ def test_a_contrary_study_contradicts_them():
 
 # t(0.975, 2) = 4.302653; three seeds whose differences are g − 0.001, g, g + 0.001 (sd 0.001) have the 95% interval
 # g ± 4.302653 × 0.001 / √3 = g ± 0.0024841
-HALF = 4.302653 * 0.001 / 3 ** 0.5
+HALF = 4.302653 * 0.001 / 3**0.5
 
 
 def test_order_of_magnitude_by_hand():
@@ -158,7 +216,10 @@ def test_crossover_wording_two_seeds_overlapping_vs_clear():
     c = verdicts(m)["crossover"]
     assert c.verdict == UNDETERMINED and "no lead change with intervals excluding 0" in c.sentence
     clear = verdicts(study(joint_gap=0.0, grow_gap=-0.03, seeds=(0, 1), jitter=0.001))["crossover"]
-    assert clear.verdict == SUPPORTED and "pre leads at stage 0 and post at every stage end from stage 1 on" in clear.sentence
+    assert (
+        clear.verdict == SUPPORTED
+        and "pre leads at stage 0 and post at every stage end from stage 1 on" in clear.sentence
+    )
 
 
 def test_crossover_needs_post_ahead_from_an_append_through_the_last_stage():
@@ -213,8 +274,10 @@ def test_both_matched_directions_are_read_and_say_what_each_pair_cannot_show():
     # grow − joint: −0.05 ± (0.001 per seed spread) beyond −0.01 → supported by active-layer tokens in both
     assert c["matched"].verdict == SUPPORTED and c["matched_paper"].verdict == SUPPORTED
     assert "qjm matched to qg (×0.67, downward)" in c["matched_paper"].sentence
-    assert ("This pair is equal in active-layer tokens; not equal in tokens (and with them optimizer steps and "
-            "teacher queries) ×1.50 (qg had more); total FLOPs ×1.20 (qg had more)") in c["matched_paper"].sentence
+    assert (
+        "This pair is equal in active-layer tokens; not equal in tokens (and with them optimizer steps and "
+        "teacher queries) ×1.50 (qg had more); total FLOPs ×1.20 (qg had more)"
+    ) in c["matched_paper"].sentence
     # at total FLOPs grow had 1.2x: its lead may be compute, in both directions
     assert c["matched_flops"].verdict == UNDETERMINED and c["matched_paper_flops"].verdict == UNDETERMINED
     assert "(qgm had more)" in c["matched"].sentence
@@ -254,7 +317,7 @@ def test_each_verdict_carries_its_p_value_and_holm_adjusts_across_claims():
     m = study(joint_gap=0.0, grow_gap=-0.04, jitter=0.01)
     c = verdicts(m)
     assert c["grow_gap"].verdict == SUPPORTED
-    assert c["grow_gap"].p == pytest.approx(1 - 5.196152 / 29 ** 0.5, rel=1e-4)
+    assert c["grow_gap"].p == pytest.approx(1 - 5.196152 / 29**0.5, rel=1e-4)
     # twelve claims: the tested ones enter Holm's family; 0.035 times the claims left is far above 0.05
     assert c["grow_gap"].holm == UNDETERMINED
     assert all(x.p is None and x.holm == NOT_TESTED for x in c.values() if x.verdict == NOT_TESTED)
@@ -330,9 +393,14 @@ def test_identity_reports_every_event_for_all_four_arms():
     # event 2: r = 0.10, 0.11, 0.12: mean 0.11, sd 0.01, interval 0.11 ± 0.0248 = [0.0852, 0.1348] crosses 0.1
     assert c.verdict == UNDETERMINED and c.mean == pytest.approx(0.11)
     assert c.lo == pytest.approx(0.11 - 10 * HALF, abs=1e-7)
-    assert "event 1 (stage 1, boundary 2): pg r 0.050" in c.sentence and "event 2 (stage 2, boundary 3): pg r 0.110" in c.sentence
+    assert (
+        "event 1 (stage 1, boundary 2): pg r 0.050" in c.sentence
+        and "event 2 (stage 2, boundary 3): pg r 0.110" in c.sentence
+    )
     head = c.sentence.split(" | ")[0]
-    assert [head.index(f"{arm} r ") for arm in ("pg", "qg", "pj", "qj")] == sorted(head.index(f"{arm} r ") for arm in ("pg", "qg", "pj", "qj"))
+    assert [head.index(f"{arm} r ") for arm in ("pg", "qg", "pj", "qj")] == sorted(
+        head.index(f"{arm} r ") for arm in ("pg", "qg", "pj", "qj")
+    )
     assert "qg r 0.400" in head and "pj r 0.500" in head and "qj r 0.500 [0.500, 0.500], s +0.2000" in head
 
 
@@ -349,7 +417,10 @@ def test_mechanism_claims_without_joint_snapshots_at_the_event_tokens_are_not_te
     # a grow run without growth events (its summary has no boundaries)
     for r in m["qg"].values():
         r.events = []
-    assert "no growth events recorded (qg seed 0" in verdicts(study(0.0, -0.03) | {"qg": m["qg"]})["boundary_update"].sentence
+    assert (
+        "no growth events recorded (qg seed 0"
+        in verdicts(study(0.0, -0.03) | {"qg": m["qg"]})["boundary_update"].sentence
+    )
 
 
 def test_descriptive_claims_stay_out_of_holm_and_the_headline():
@@ -375,15 +446,29 @@ def test_mechanism_settings_are_one_line_errors_naming_the_field():
 
 
 def test_snapshots_and_events_from_diagnostics_records_by_hand():
-    rec = {"event": "interval", "tokens": 64, "stage": 0, "branch_update": [0.1, 0.2], "rel_update": [0.3, 0.4],
-           "skip_ce_delta": [0.5, 0.6], "struct_content_ratio": [1.0, 1.1, 1.2], "sink_share": 0.5,
-           "residual_rms": [{"all": 1.0, "bos": 9.0, "structural": 2.0, "content": 0.5, "first": 7.0}] * 3}
+    rec = {
+        "event": "interval",
+        "tokens": 64,
+        "stage": 0,
+        "branch_update": [0.1, 0.2],
+        "rel_update": [0.3, 0.4],
+        "skip_ce_delta": [0.5, 0.6],
+        "struct_content_ratio": [1.0, 1.1, 1.2],
+        "sink_share": 0.5,
+        "residual_rms": [{"all": 1.0, "bos": 9.0, "structural": 2.0, "content": 0.5, "first": 7.0}] * 3,
+    }
     snap = snapshot(rec)
     assert set(snap) == {"branch_update", "rel_update", "skip_ce_delta", "struct_content_ratio", "residual_rms"}
     assert snap["residual_rms"][0] == {"all": 1.0, "structural": 2.0, "content": 0.5}
-    bound = {"stage": 1, "boundary": 2, "rms_at_growth": {"all": 1.5}, "rms_end_of_next_stage": {"all": 2.5},
-             "struct_content_ratio": [0.9, 1.3], "last_prefix_block": {"index": 1, "rel_update": 0.07, "skip_ce_delta": 0.002},
-             "first_new_block": {"index": 2, "branch_update_end": 0.25}}
+    bound = {
+        "stage": 1,
+        "boundary": 2,
+        "rms_at_growth": {"all": 1.5},
+        "rms_end_of_next_stage": {"all": 2.5},
+        "struct_content_ratio": [0.9, 1.3],
+        "last_prefix_block": {"index": 1, "rel_update": 0.07, "skip_ce_delta": 0.002},
+        "first_new_block": {"index": 2, "branch_update_end": 0.25},
+    }
     (ev,) = boundary_events([bound], {0: {"tokens": 65536}, 1: {"tokens": 131072}})
     assert (ev.stage, ev.boundary, ev.prefix, ev.tokens_at, ev.tokens_end) == (1, 2, 1, 65536, 131072)
     assert (ev.rms_at, ev.rms_end, ev.ratio_at, ev.ratio_end) == (1.5, 2.5, 0.9, 1.3)
@@ -396,25 +481,48 @@ def test_scale_ratios_mean_log_ratio_over_matched_events():
     from normgrow.study.measures import BoundaryEvent, RunMeasures, scale_ratios
 
     def run(*rms):
-        return RunMeasures(events=[BoundaryEvent(i + 1, 3 * (i + 1), 3 * i + 2, None, None, rms_at=r,
-                                                 rms_struct_at=r and 3 * r) for i, r in enumerate(rms)])
+        return RunMeasures(
+            events=[
+                BoundaryEvent(i + 1, 3 * (i + 1), 3 * i + 2, None, None, rms_at=r, rms_struct_at=r and 3 * r)
+                for i, r in enumerate(rms)
+            ]
+        )
 
-    m = {"pre": {0: run(4.0, 8.0), 1: run(2.0, None), 3: run(None, None)},
-         "post": {0: run(1.0, 2.0), 1: run(1.0, 1.0), 2: run(1.0, 1.0), 3: run(1.0, 1.0)}}
+    m = {
+        "pre": {0: run(4.0, 8.0), 1: run(2.0, None), 3: run(None, None)},
+        "post": {0: run(1.0, 2.0), 1: run(1.0, 1.0), 2: run(1.0, 1.0), 3: run(1.0, 1.0)},
+    }
     assert scale_ratios(m, "pre", "post") == pytest.approx({0: math.log(4.0), 1: math.log(2.0)})
     assert scale_ratios(m, "pre", "post", structural=True) == pytest.approx({0: math.log(4.0), 1: math.log(2.0)})
     assert scale_ratios(m, "post", "pre") == pytest.approx({0: -math.log(4.0), 1: -math.log(2.0)})
     assert scale_ratios(m, "pre", "absent") == {}
     # two boundaries in one event (e.g. interleave): each is compared with the same boundary of the reference
-    two = {"a": {0: RunMeasures(events=[BoundaryEvent(1, 2, 1, None, None, rms_at=4.0), BoundaryEvent(1, 5, 4, None, None, rms_at=1.0)])},
-           "b": {0: RunMeasures(events=[BoundaryEvent(1, 2, 1, None, None, rms_at=1.0), BoundaryEvent(1, 5, 4, None, None, rms_at=4.0)])}}
+    two = {
+        "a": {
+            0: RunMeasures(
+                events=[BoundaryEvent(1, 2, 1, None, None, rms_at=4.0), BoundaryEvent(1, 5, 4, None, None, rms_at=1.0)]
+            )
+        },
+        "b": {
+            0: RunMeasures(
+                events=[BoundaryEvent(1, 2, 1, None, None, rms_at=1.0), BoundaryEvent(1, 5, 4, None, None, rms_at=4.0)]
+            )
+        },
+    }
     assert scale_ratios(two, "a", "b") == pytest.approx({0: 0.5 * (math.log(4.0) + math.log(0.25))})
 
 
 # ----------------------------------------------------------------------------- the causal test: boundary_renorm
 
-RENORM = ClaimsConfig(pre_grow="pg", post_grow="qg", pre_joint="pj", post_joint="qj", pre_grow_renorm="pgr",
-                      pre_joint_renorm="pjr", margin=0.01)
+RENORM = ClaimsConfig(
+    pre_grow="pg",
+    post_grow="qg",
+    pre_joint="pj",
+    post_joint="qj",
+    pre_grow_renorm="pgr",
+    pre_joint_renorm="pjr",
+    margin=0.01,
+)
 
 
 def renorm_study(gap, closed, joint):
@@ -446,7 +554,10 @@ def test_boundary_renorm_supported_when_renormalizing_helps_growth_beyond_joint_
     lo, hi = (0.03 + HALF) / (0.04 + 2 * HALF), (0.03 - HALF) / (0.04 - 2 * HALF)
     assert f"closes 75.0 % of the grow gap [{100 * lo:.1f} %, {100 * hi:.1f} %] (Fieller, 3 seeds)" in c.sentence
     assert "[72.2 %, 78.5 %]" in c.sentence
-    assert "moves pre-norm by +0.0020 nats [-0.0005, +0.0045] over 3 seeds (pj − pjr; the joint gap pj − qj is -0.0004" in c.sentence
+    assert (
+        "moves pre-norm by +0.0020 nats [-0.0005, +0.0045] over 3 seeds (pj − pjr; the joint gap pj − qj is -0.0004"
+        in c.sentence
+    )
     assert c.sentence.endswith("→ supported: the whole interval lies above +0.01 (the margin of 0.01).")
 
 
@@ -494,7 +605,10 @@ def test_boundary_renorm_share_is_fiellers_interval_by_hand():
     # the R with (mx − R·my)² = t²·(vxx − 2R·vxy + R²·vyy)
     a, b, k = my * my - t2 * vyy, -2 * (mx * my - t2 * vxy), mx * mx - t2 * vxx
     lo, hi = sorted((-b + sign * math.sqrt(b * b - 4 * a * k)) / (2 * a) for sign in (-1, 1))
-    assert f"closes {100 * mx / my:.1f} % of the grow gap [{100 * lo:.1f} %, {100 * hi:.1f} %] (Fieller, 3 seeds)" in c.sentence
+    assert (
+        f"closes {100 * mx / my:.1f} % of the grow gap [{100 * lo:.1f} %, {100 * hi:.1f} %] (Fieller, 3 seeds)"
+        in c.sentence
+    )
 
 
 def test_boundary_renorm_p_value_is_the_weaker_of_its_two_conditions_by_hand():

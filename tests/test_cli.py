@@ -41,20 +41,39 @@ def test_prepare_and_teacher_train_reuse_the_cache(tiny_cache):
 
 def test_report_of_run_directories_draws_them_side_by_side(tiny_cache, tmp_path):
     for norm in ("pre", "post"):
-        cli("run", "tiny", "-o", tmp_path / norm, f"data.cache_dir={tiny_cache}", f"model.norm={norm}",
-            "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]", "--no-progress")
+        cli(
+            "run",
+            "tiny",
+            "-o",
+            tmp_path / norm,
+            f"data.cache_dir={tiny_cache}",
+            f"model.norm={norm}",
+            "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
+            "--no-progress",
+        )
     out = cli("report", tmp_path / "pre", tmp_path / "post", "-o", tmp_path / "fig").stdout.split()
-    assert sorted(p.rsplit("/", 1)[1] for p in out) == ["boundary_rms.png", "collapse.png", "identity.png", "struct_content.png",
-                                                        "val_ce.png"]
-    growth = [json.loads(line) for line in (tmp_path / "post" / "metrics.jsonl").read_text().splitlines()
-              if '"event": "growth"' in line][0]
+    assert sorted(p.rsplit("/", 1)[1] for p in out) == [
+        "boundary_rms.png",
+        "collapse.png",
+        "identity.png",
+        "struct_content.png",
+        "val_ce.png",
+    ]
+    growth = [
+        json.loads(line)
+        for line in (tmp_path / "post" / "metrics.jsonl").read_text().splitlines()
+        if '"event": "growth"' in line
+    ][0]
     assert growth["grow/operator"] == "append" and growth["grow/boundaries"] == [2] and growth["grow/new_blocks"] == [2]
 
 
 def test_usage_errors_exit_2_with_one_line():
-    for args, needle in ((["frobnicate"], "invalid choice"), (["run", "tiny", "--bogus"], "unrecognized"),
-                         (["config", "tiny", "model.norm=diagonal"], "model.norm: unknown placement 'diagonal'"),
-                         (["report", "/no/such/dir"], "not a run directory")):
+    for args, needle in (
+        (["frobnicate"], "invalid choice"),
+        (["run", "tiny", "--bogus"], "unrecognized"),
+        (["config", "tiny", "model.norm=diagonal"], "model.norm: unknown placement 'diagonal'"),
+        (["report", "/no/such/dir"], "not a run directory"),
+    ):
         proc = cli(*args, check=False)
         assert proc.returncode == 2, args
         assert needle in proc.stderr and "Traceback" not in proc.stderr

@@ -38,7 +38,10 @@ def test_overrides_apply_with_types():
 
 
 def test_overrides_can_replace_the_stage_list():
-    cfg = load_config("tiny", ["model.n_layer=6", "curriculum.stages=[{n_layer: 3, tokens: 100}, {n_layer: 6, tokens: 200, train: new}]"])
+    cfg = load_config(
+        "tiny",
+        ["model.n_layer=6", "curriculum.stages=[{n_layer: 3, tokens: 100}, {n_layer: 6, tokens: 200, train: new}]"],
+    )
     assert [(s.n_layer, s.tokens, s.train) for s in cfg.curriculum.stages] == [(3, 100, "all"), (6, 200, "new")]
 
 
@@ -65,10 +68,14 @@ BAD = [
     (["train.lr=-1e-3"], "train.lr"),
     (["train.batch_size=0"], "train.batch_size"),
     (["data.seq_len=0"], "data.seq_len"),
-    (["model.n_layer=6", "curriculum.stages=[{n_layer: 3, tokens: 10}, {n_layer: 3, tokens: 10}]"],
-     "curriculum.stages.1.n_layer"),  # depths not increasing
-    (["model.n_layer=6", "curriculum.stages=[{n_layer: 6, tokens: 10}, {n_layer: 4, tokens: 10}]"],
-     "curriculum.stages.1.n_layer"),
+    (
+        ["model.n_layer=6", "curriculum.stages=[{n_layer: 3, tokens: 10}, {n_layer: 3, tokens: 10}]"],
+        "curriculum.stages.1.n_layer",
+    ),  # depths not increasing
+    (
+        ["model.n_layer=6", "curriculum.stages=[{n_layer: 6, tokens: 10}, {n_layer: 4, tokens: 10}]"],
+        "curriculum.stages.1.n_layer",
+    ),
     (["curriculum.stages=[{n_layer: 4, tokens: 10}]"], "curriculum.stages.0.n_layer"),  # exceeds model.n_layer=3
     (["curriculum.stages=[{n_layer: 3, tokens: 0}]"], "curriculum.stages.0.tokens"),  # empty budget
     (["curriculum.stages=[{n_layer: 2, tokens: 5}, {n_layer: 3, tokens: 5, train: '7'}]"], "curriculum.stages.1.train"),
@@ -123,11 +130,17 @@ def test_every_field_has_a_help_line():
 
 def test_every_field_declares_its_meaning():
     """A new field must decide whether it enters the default teacher's key and whether a resumed run may change it."""
-    undecided = [f"{key} ({what})" for key, cls, f in leaf_fields() for what in ("key", "resume")
-                 if getattr(meaning_of(cls, f), what) is None]
-    assert not undecided, (f"config fields without a declared meaning: {', '.join(undecided)}. In normgrow/config.py "
-                           "declare each with setting(default, key=True|False, resume=True|False), or its whole "
-                           "section with @section(key=..., resume=...) (see config.Meaning)")
+    undecided = [
+        f"{key} ({what})"
+        for key, cls, f in leaf_fields()
+        for what in ("key", "resume")
+        if getattr(meaning_of(cls, f), what) is None
+    ]
+    assert not undecided, (
+        f"config fields without a declared meaning: {', '.join(undecided)}. In normgrow/config.py "
+        "declare each with setting(default, key=True|False, resume=True|False), or its whole "
+        "section with @section(key=..., resume=...) (see config.Meaning)"
+    )
     in_lists = [key for key, cls, f in leaf_fields() if "[]" in key and meaning_of(cls, f).resume]
     assert not in_lists, f"{in_lists}: a resumed run compares a list of sections whole; resume=True cannot apply here"
 
@@ -150,11 +163,27 @@ def test_resume_may_differ_names_real_keys_and_the_key_view_the_config():
 
 def test_a_resumed_run_may_change_where_it_runs_not_what_it_computes(tmp_path):
     save_config(load_config("tiny"), tmp_path / "config.yaml")
-    check_same_run(tmp_path, load_config("tiny", ["train.device=cpu", "train.threads=2", "train.micro_batch_size=4",
-                                                  "train.sharding=fsdp", "teacher.sharding=fsdp",
-                                                  "train.activation_checkpointing=true"]))
-    for changed in ("train.lr=0.5", "model.norm=post", "train.compile=true", "train.eval_every_tokens=999",
-                    "data.cache_dir=/elsewhere"):
+    check_same_run(
+        tmp_path,
+        load_config(
+            "tiny",
+            [
+                "train.device=cpu",
+                "train.threads=2",
+                "train.micro_batch_size=4",
+                "train.sharding=fsdp",
+                "teacher.sharding=fsdp",
+                "train.activation_checkpointing=true",
+            ],
+        ),
+    )
+    for changed in (
+        "train.lr=0.5",
+        "model.norm=post",
+        "train.compile=true",
+        "train.eval_every_tokens=999",
+        "data.cache_dir=/elsewhere",
+    ):
         with pytest.raises(ConfigError, match=changed.split("=")[0]):
             check_same_run(tmp_path, load_config("tiny", [changed]))
 

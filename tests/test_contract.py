@@ -45,8 +45,9 @@ def accepted_means_documented(key: str, value: str, doc: str, default) -> None:
     field's default."""
     assert value not in ("nan", "inf", "-inf", "1e300"), f"{key}={value} was accepted"
     documented = re.search(rf"(^|[ (;,]){re.escape(value)} =", doc) is not None
-    assert documented or float(value) == default, f"{key}={value} was accepted, but its help does not say what it " \
-                                                  f"means: {doc!r}"
+    assert documented or float(value) == default, (
+        f"{key}={value} was accepted, but its help does not say what it means: {doc!r}"
+    )
 
 
 def one_line_naming(e: ConfigError, key: str) -> None:
@@ -101,8 +102,10 @@ def test_every_number_of_a_study_is_checked_at_load_time():
 
 
 def test_a_list_entry_can_be_overridden_and_a_yaml_tag_is_one_line():
-    cfg = load_config("tiny", ["curriculum.stages=[{n_layer: 1, tokens: 100}, {n_layer: 3, tokens: 200}]",
-                               "curriculum.stages.1.tokens=300"])
+    cfg = load_config(
+        "tiny",
+        ["curriculum.stages=[{n_layer: 1, tokens: 100}, {n_layer: 3, tokens: 200}]", "curriculum.stages.1.tokens=300"],
+    )
     assert [(s.n_layer, s.tokens) for s in cfg.curriculum.stages] == [(1, 100), (3, 300)]
     with pytest.raises(ConfigError, match="curriculum.stages"):
         load_config("tiny", ["curriculum.stages.0.nope=1"])
@@ -115,9 +118,11 @@ def test_a_list_entry_can_be_overridden_and_a_yaml_tag_is_one_line():
 
 def micro_study(tmp_path: Path, cache: Path) -> Path:
     path = tmp_path / "micro.yaml"
-    path.write_text(f"name: micro\nbase: tiny\noverrides: [data.cache_dir={cache}, "
-                    "\"curriculum.stages=[{n_layer: 1, tokens: 2560}]\", model.n_layer=1]\nseeds: [0]\n"
-                    "arms:\n  pre: {overrides: [model.norm=pre]}\nlauncher: {kind: inline}\n")
+    path.write_text(
+        f"name: micro\nbase: tiny\noverrides: [data.cache_dir={cache}, "
+        '"curriculum.stages=[{n_layer: 1, tokens: 2560}]", model.n_layer=1]\nseeds: [0]\n'
+        "arms:\n  pre: {overrides: [model.norm=pre]}\nlauncher: {kind: inline}\n"
+    )
     return path
 
 
@@ -133,8 +138,17 @@ def test_a_study_never_writes_into_a_users_folder_or_a_run(tiny_cache, tmp_path)
     refused(cli("study", spec, "-o", mine, "--no-progress", check=False), "not empty and not a study directory")
     assert tree_hash(mine) == before
     run_dir = tmp_path / "run"
-    cli("run", "tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 1, tokens: 512}]",
-        "model.n_layer=1", "-o", run_dir, "--no-progress", "--no-plots")
+    cli(
+        "run",
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "curriculum.stages=[{n_layer: 1, tokens: 512}]",
+        "model.n_layer=1",
+        "-o",
+        run_dir,
+        "--no-progress",
+        "--no-plots",
+    )
     before = tree_hash(run_dir)
     for extra in ((), ("--force",)):  # --force never makes a run directory a study's
         refused(cli("study", spec, "-o", run_dir, "--no-progress", *extra, check=False), "is a run directory")
@@ -160,22 +174,26 @@ def test_a_rerun_refuses_runs_trained_with_another_definition(tiny_cache, tmp_pa
     cli("study", spec, "-o", out, "--no-progress")
     saved = (out / "configs" / "pre-s0.yaml").read_text()
     base.write_text("base: tiny\ntrain: {lr: 0.002}\n")
-    refused(cli("study", spec, "-o", out, "--no-progress", check=False),
-            "1 run(s) were trained with another definition than today's: pre-s0 (train.lr)")
+    refused(
+        cli("study", spec, "-o", out, "--no-progress", check=False),
+        "1 run(s) were trained with another definition than today's: pre-s0 (train.lr)",
+    )
     assert (out / "configs" / "pre-s0.yaml").read_text() == saved
     shutil.rmtree(out / "runs" / "pre-s0")  # the way to train it again
     cli("study", spec, "-o", out, "--no-progress")
     assert "lr: 0.002" in (out / "configs" / "pre-s0.yaml").read_text()
 
 
-def test_a_rerun_with_the_study_directory_spelled_otherwise_keeps_its_finished_runs(tiny_cache, tmp_path,
-                                                                                    monkeypatch):
+def test_a_rerun_with_the_study_directory_spelled_otherwise_keeps_its_finished_runs(tiny_cache, tmp_path, monkeypatch):
     """The definition check must not refuse a legitimate rerun: a matched arm's config names its reference run by
     a path spelled as -o was (relative here, absolute in the rerun)."""
     spec = micro_study(tmp_path, tiny_cache)
-    spec.write_text(spec.read_text().replace(
-        "arms:\n  pre: {overrides: [model.norm=pre]}\n",
-        "arms:\n  pre: {overrides: [model.norm=pre]}\n  pre-matched: {overrides: [model.norm=pre], match: pre}\n"))
+    spec.write_text(
+        spec.read_text().replace(
+            "arms:\n  pre: {overrides: [model.norm=pre]}\n",
+            "arms:\n  pre: {overrides: [model.norm=pre]}\n  pre-matched: {overrides: [model.norm=pre], match: pre}\n",
+        )
+    )
     monkeypatch.chdir(tmp_path)
     cli("study", spec, "-o", "study", "--no-progress")
     again = cli("study", spec, "-o", tmp_path / "study", "--no-progress")
@@ -193,7 +211,7 @@ def test_report_against_refuses_a_cut_or_edited_results_file(tiny_cache, tmp_pat
     lines = text.splitlines()
     header, row = lines[0].split(","), lines[1].split(",")
     i = header.index("val_ce")
-    (a / "results.csv").write_text("\n".join([lines[0], ",".join(row[:i] + [row[i][:3]] + row[i + 1:])]) + "\n")
+    (a / "results.csv").write_text("\n".join([lines[0], ",".join(row[:i] + [row[i][:3]] + row[i + 1 :])]) + "\n")
     refused(cli("report", b, "--against", a, check=False), "does not match its run")
     (a / "results.csv").write_text(text[: text.index(row[i])])  # the file cut in the middle of a row
     refused(cli("report", b, "--against", a, check=False), "is cut")
@@ -269,9 +287,23 @@ def open_dir():
 def corpus_prepare(corpus: Path, cache: Path, prefix: list[str]) -> subprocess.CompletedProcess:
     """`normgrow prepare` of a corpus (no teacher), as the user `prefix` makes it."""
     env = {**os.environ, "HOME": str(cache), "NORMGROW_CACHE": str(cache)}
-    return subprocess.run([*prefix, sys.executable, "-m", "normgrow.cli", "prepare", "tiny", "teacher.path=none",
-                           f"data.corpus={corpus}", "data.vocab_size=260"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "normgrow.cli",
+            "prepare",
+            "tiny",
+            "teacher.path=none",
+            f"data.corpus={corpus}",
+            "data.vocab_size=260",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def make_corpus(root: Path, n: int = 20) -> Path:
@@ -317,8 +349,9 @@ def test_special_and_huge_corpus_files_are_refused_before_reading(tmp_path, kind
         target = corpus
     args = ["prepare", "tiny", "teacher.path=none", f"data.corpus={target}", f"data.cache_dir={tmp_path / 'cache'}"]
     if kind == "fifo":  # a fresh process with a timeout: the old code blocked on the pipe forever
-        proc = subprocess.run([sys.executable, "-m", "normgrow.cli", *args], capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "normgrow.cli", *args], capture_output=True, text=True, timeout=120
+        )
     else:
         proc = cli(*args, check=False)
     if kind == "too-big":
@@ -334,13 +367,19 @@ def test_cache_entries_checkpoints_and_exports_follow_the_umask(tmp_path):
     for every other user."""
     cache = tmp_path / "cache"
     env = {**os.environ, "NORMGROW_CACHE": str(cache)}
-    script = ("import os, sys; os.umask(0o022); from normgrow.cli import main; "
-              f"sys.exit(main(['run', 'tiny', '-o', {str(tmp_path / 'run')!r}, '--no-progress', '--no-plots']) or "
-              f"main(['export', {str(tmp_path / 'run')!r}, '-o', {str(tmp_path / 'hf')!r}]))")
+    script = (
+        "import os, sys; os.umask(0o022); from normgrow.cli import main; "
+        f"sys.exit(main(['run', 'tiny', '-o', {str(tmp_path / 'run')!r}, '--no-progress', '--no-plots']) or "
+        f"main(['export', {str(tmp_path / 'run')!r}, '-o', {str(tmp_path / 'hf')!r}]))"
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    paths = [p for root in (cache, tmp_path / "run", tmp_path / "hf") for p in root.rglob("*")
-             if not p.name.startswith(".lock")]
+    paths = [
+        p
+        for root in (cache, tmp_path / "run", tmp_path / "hf")
+        for p in root.rglob("*")
+        if not p.name.startswith(".lock")
+    ]
     assert any(p.name == "model.safetensors" for p in paths)  # the teacher's, the checkpoints', the export's
     for p in paths:
         mode = stat.S_IMODE(p.stat().st_mode)
@@ -375,8 +414,12 @@ def test_a_sigterm_during_a_study_says_so(tiny_cache, tmp_path):
     """Before: a SIGTERM'd run printed nothing."""
     spec = micro_study(tmp_path, tiny_cache)
     spec.write_text(spec.read_text().replace("tokens: 2560", "tokens: 200000"))
-    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(tmp_path / "s"),
-                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(tmp_path / "s"), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = tmp_path / "s" / "runs" / "pre-s0" / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not metrics.is_file() and proc.poll() is None:
@@ -385,8 +428,9 @@ def test_a_sigterm_during_a_study_says_so(tiny_cache, tmp_path):
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert any(line.startswith("normgrow: stopped by SIGTERM; rerunning the same command resumes")
-               for line in err.splitlines()), err[-2000:]
+    assert any(
+        line.startswith("normgrow: stopped by SIGTERM; rerunning the same command resumes") for line in err.splitlines()
+    ), err[-2000:]
 
 
 @pytest.mark.slow  # a whole micro study in a fresh process; `make test-slow`
@@ -394,9 +438,13 @@ def test_a_sighup_under_nohup_is_still_ignored(tiny_cache, tmp_path):
     """A study started under `nohup` (SIGHUP ignored) keeps running when the terminal goes: the handler that turns
     SIGTERM into a message must not take SIGHUP back."""
     spec = micro_study(tmp_path, tiny_cache)
-    proc = subprocess.Popen(["nohup", sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o",
-                             str(tmp_path / "s"), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        ["nohup", sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(tmp_path / "s"), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     metrics = tmp_path / "s" / "runs" / "pre-s0" / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not metrics.is_file() and proc.poll() is None:
@@ -415,8 +463,19 @@ def test_a_read_only_cache_that_holds_what_a_run_needs_is_used_as_it_is(open_dir
     corpus, cache, out = make_corpus(open_dir, n=40), open_dir / "cache", open_dir / "out"
     out.mkdir()
     os.chmod(out, 0o777)
-    args = [sys.executable, "-m", "normgrow.cli", "run", "tiny", f"data.corpus={corpus}", f"data.cache_dir={cache}",
-            "data.vocab_size=260", "train.dtype=auto", "--no-progress", "--no-plots"]
+    args = [
+        sys.executable,
+        "-m",
+        "normgrow.cli",
+        "run",
+        "tiny",
+        f"data.corpus={corpus}",
+        f"data.cache_dir={cache}",
+        "data.vocab_size=260",
+        "train.dtype=auto",
+        "--no-progress",
+        "--no-plots",
+    ]
     env = {**os.environ, "HOME": str(out)}
     first = cli(*args[3:], "-o", open_dir / "by-owner")  # the cache's owner builds it
     for p in [cache, *cache.rglob("*")]:
@@ -428,8 +487,7 @@ def test_a_read_only_cache_that_holds_what_a_run_needs_is_used_as_it_is(open_dir
     empty = open_dir / "empty"
     empty.mkdir(mode=0o555)
     args = [f"data.cache_dir={empty}" if a.startswith("data.cache_dir=") else a for a in args]
-    proc = subprocess.run([*prefix, *args, "-o", str(out / "r2")],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run([*prefix, *args, "-o", str(out / "r2")], capture_output=True, text=True, env=env)
     refused(proc, f"{empty}")
     assert "permission denied" in proc.stderr.lower()
 
@@ -437,8 +495,17 @@ def test_a_read_only_cache_that_holds_what_a_run_needs_is_used_as_it_is(open_dir
 @pytest.mark.slow  # ≈ 21 s: two concurrent teacher builds; `make test-slow`
 def test_two_builders_of_one_default_teacher_wait_for_each_other(tmp_path):
     """Before: the second of two runs started together on an empty cache failed ("in use by another run process")."""
-    cmd = [sys.executable, "-m", "normgrow.cli", "teacher", "train", "tiny", f"data.cache_dir={tmp_path}",
-           "--no-progress", "train.threads=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "normgrow.cli",
+        "teacher",
+        "train",
+        "tiny",
+        f"data.cache_dir={tmp_path}",
+        "--no-progress",
+        "train.threads=1",
+    ]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=900) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for _, e in outs]
@@ -454,6 +521,17 @@ def test_a_default_teacher_field_that_fails_names_the_teacher_preset(tmp_path):
     corpus.mkdir()
     for i in range(1, 9):
         (corpus / f"{i}.txt").write_text(f"document {i} " + "words of text " * 300 + "\n")
-    proc = cli("run", "tiny", f"data.corpus={corpus}", f"data.cache_dir={tmp_path / 'cache'}", "data.vocab_size=260",
-               "data.probe_sequences=1", "data.val_fraction=0.1", "-o", tmp_path / "run", "--no-progress", check=False)
+    proc = cli(
+        "run",
+        "tiny",
+        f"data.corpus={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "data.vocab_size=260",
+        "data.probe_sequences=1",
+        "data.val_fraction=0.1",
+        "-o",
+        tmp_path / "run",
+        "--no-progress",
+        check=False,
+    )
     refused(proc, "the default teacher's run (preset 'teacher-tiny', teacher.default_preset): data.probe_sequences:")

@@ -23,7 +23,9 @@ GROW = "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560
 
 
 def small(norm="pre", **kw):
-    return ModelConfig(norm=norm, n_layer=4, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=61, init_std=0.1, **kw)
+    return ModelConfig(
+        norm=norm, n_layer=4, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=61, init_std=0.1, **kw
+    )
 
 
 def test_zero_growth_preserves_pre_norm_logits_exactly():
@@ -90,8 +92,14 @@ def test_copy_growth_duplicates_the_last_prefix_block_and_seeds_are_reproducible
 
 
 def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
-    cfg = load_config("tiny", ["model.vocab_size=61", "model.n_layer=4",
-                               "curriculum.stages=[{n_layer: 2, tokens: 10}, {n_layer: 4, tokens: 10}]"])
+    cfg = load_config(
+        "tiny",
+        [
+            "model.vocab_size=61",
+            "model.n_layer=4",
+            "curriculum.stages=[{n_layer: 2, tokens: 10}, {n_layer: 4, tokens: 10}]",
+        ],
+    )
     plans = plan_stages(cfg)
     model = Student(cfg.model, depth=2)
     set_trainable(model, plans[0])
@@ -116,22 +124,31 @@ def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
     model(idx).pow(2).mean().backward()
     new_opt.step()
     assert not torch.equal(model.layers[3].mlp.down_proj.weight, zero_out)  # the zeroed projection learns
-    reset = rebuild_optimizer(opt, model, dataclasses.replace(
-        cfg, curriculum=dataclasses.replace(cfg.curriculum, optimizer="reset")), torch.device("cpu"))
+    reset = rebuild_optimizer(
+        opt,
+        model,
+        dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, optimizer="reset")),
+        torch.device("cpu"),
+    )
     assert len(reset.state) == 0
 
 
 def test_freeze_keeps_the_prefix_bit_identical_without_optimizer_state(tiny_cache, tmp_path):
     stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560, train: new}]"
-    run(tiny_cfg(tiny_cache, stages, "train.weight_decay=0.5", "train.checkpoint_every_tokens=2560"),
-        tmp_path / "run", **QUIET)
+    run(
+        tiny_cfg(tiny_cache, stages, "train.weight_decay=0.5", "train.checkpoint_every_tokens=2560"),
+        tmp_path / "run",
+        **QUIET,
+    )
     ckpts = checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")
     (w1, _, _, s1), (w2, opt2, _, s2) = checkpoint.load(ckpts[-2]), checkpoint.load(ckpts[-1])
     assert (s1["stage"], s2["stage"]) == (0, 1) and s2["stage_step"] == s2["stages"][1]["steps"]
     frozen = [k for k in w1 if k.startswith(("layers.0.", "layers.1.", "embed_tokens."))]
     assert frozen and all(torch.equal(w1[k], w2[k]) for k in frozen)
     assert not torch.equal(w1["lm_head.weight"], w2["lm_head.weight"])  # the head trains
-    assert not torch.equal(w2["layers.2.self_attn.o_proj.weight"], torch.zeros_like(w2["layers.2.self_attn.o_proj.weight"]))
+    assert not torch.equal(
+        w2["layers.2.self_attn.o_proj.weight"], torch.zeros_like(w2["layers.2.self_attn.o_proj.weight"])
+    )
     # the optimizer holds exactly the trainable parameters: block 2, final norm, head
     n_trainable = sum(1 for k in w2 if k.startswith(("layers.2.", "norm.", "lm_head.")))
     assert sum(len(g["params"]) for g in opt2["param_groups"]) == n_trainable
@@ -151,7 +168,7 @@ def test_grow_run_accounting_and_phase_events(tiny_cache, tmp_path):
     kinds = [(r["event"], r["stage"]) for r in rows if r["event"] != "train"]
     for st in (1, 2):
         i = kinds.index(("pre_growth", st - 1))
-        assert kinds[i + 1: i + 3] == [("growth", st), ("stage_start", st)]
+        assert kinds[i + 1 : i + 3] == [("growth", st), ("stage_start", st)]
     growth = [r for r in rows if r["event"] == "growth"]
     assert [(g["grow/from"], g["grow/to"]) for g in growth] == [(1, 2), (2, 3)]
     for g in growth:  # tiny is pre-norm and growth_init defaults to zero: the function is preserved
@@ -163,15 +180,22 @@ def test_grow_run_accounting_and_phase_events(tiny_cache, tmp_path):
 def test_post_norm_growth_jump_is_measured_and_recorded(tiny_cache, tmp_path):
     zero = run(tiny_cfg(tiny_cache, GROW, "model.norm=post"), tmp_path / "zero", **QUIET)
     g = zero["stages"][1]["growth"]
-    assert g["grow/val_ce_jump"] == pytest.approx(zero["stages"][1]["start"]["val/ce"] - zero["stages"][0]["end"]["val/ce"])
+    assert g["grow/val_ce_jump"] == pytest.approx(
+        zero["stages"][1]["start"]["val/ce"] - zero["stages"][0]["end"]["val/ce"]
+    )
     assert g["grow/logit_max_abs_diff"] < 1e-3  # with a final norm, post-norm zero growth only rescales (see above)
-    rand = run(tiny_cfg(tiny_cache, GROW, "model.norm=post", "curriculum.growth_init=random"), tmp_path / "rand", **QUIET)
+    rand = run(
+        tiny_cfg(tiny_cache, GROW, "model.norm=post", "curriculum.growth_init=random"), tmp_path / "rand", **QUIET
+    )
     r = rand["stages"][1]["growth"]
     assert r["grow/logit_max_abs_diff"] > 10 * g["grow/logit_max_abs_diff"] and r["grow/val_ce_jump"] != 0
 
 
-RENORM = ("model.n_layer=9", "model.block_norms=[pre, pre, pre, post, pre, pre, post, pre, pre]",
-          "curriculum.stages=[{n_layer: 3, tokens: 2560}, {n_layer: 6, tokens: 2560}, {n_layer: 9, tokens: 2560}]")
+RENORM = (
+    "model.n_layer=9",
+    "model.block_norms=[pre, pre, pre, post, pre, pre, post, pre, pre]",
+    "curriculum.stages=[{n_layer: 3, tokens: 2560}, {n_layer: 6, tokens: 2560}, {n_layer: 9, tokens: 2560}]",
+)
 
 
 def test_renormalized_boundary_growth_preserves_the_function_under_a_final_norm_only(tiny_cache, tmp_path):
@@ -180,8 +204,10 @@ def test_renormalized_boundary_growth_preserves_the_function_under_a_final_norm_
     (unit gains) and the pre blocks above it are identities — a per-token rescale the final RMSNorm undoes (up to
     eps). Without a final norm the same events divide the logits by the boundary's RMS."""
     cfg = tiny_cfg(tiny_cache, *RENORM)
-    assert [p.placements for p in plan_stages(cfg)][1:] == [("pre",) * 3 + ("post", "pre", "pre"),
-                                                            ("pre",) * 3 + ("post", "pre", "pre") * 2]
+    assert [p.placements for p in plan_stages(cfg)][1:] == [
+        ("pre",) * 3 + ("post", "pre", "pre"),
+        ("pre",) * 3 + ("post", "pre", "pre") * 2,
+    ]
     kept = run(cfg, tmp_path / "final-norm", **QUIET)
     moved = run(tiny_cfg(tiny_cache, *RENORM, "model.final_norm=false"), tmp_path / "no-final-norm", **QUIET)
     for k in (1, 2):
@@ -193,8 +219,15 @@ def test_renormalized_boundary_growth_preserves_the_function_under_a_final_norm_
 
 def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, tmp_path):
     grow_sum = run(tiny_cfg(tiny_cache, GROW), tmp_path / "grow", **QUIET)
-    proc = cli("run", "tiny", "-o", tmp_path / "joint", f"data.cache_dir={tiny_cache}",
-               f"curriculum.match_budget={tmp_path / 'grow'}", "--no-progress")
+    proc = cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "joint",
+        f"data.cache_dir={tiny_cache}",
+        f"curriculum.match_budget={tmp_path / 'grow'}",
+        "--no-progress",
+    )
     assert "budget matched by active_layer_tokens" in proc.stdout
     joint = json.loads((tmp_path / "joint" / "summary.json").read_text())
     target = grow_sum["compute"]["active_layer_tokens"]
@@ -203,29 +236,43 @@ def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, 
     saved = load_config(str(tmp_path / "joint" / "config.yaml"))
     assert round(saved.curriculum.stages[0].tokens / 256) * 256 == joint["compute"]["tokens"]  # written into the config
     # matching by tokens instead gives the grow run's token count
-    cfg = tiny_cfg(tiny_cache, f"curriculum.match_budget={tmp_path / 'grow'}", "curriculum.match_by=tokens",
-                   "curriculum.stages=[{n_layer: 3, tokens: 1}]")
+    cfg = tiny_cfg(
+        tiny_cache,
+        f"curriculum.match_budget={tmp_path / 'grow'}",
+        "curriculum.match_by=tokens",
+        "curriculum.stages=[{n_layer: 3, tokens: 1}]",
+    )
     from normgrow.curriculum import match_budget
+
     matched, rec = match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=512)))
     assert matched.curriculum.stages[0].tokens == grow_sum["compute"]["tokens"]
 
 
 def test_sigterm_just_after_growth_says_so_and_resumes_identically(tiny_cache, tmp_path):
-    args = ["tiny", f"data.cache_dir={tiny_cache}", "model.norm=post",
-            "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000}]",
-            "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
+    args = [
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "model.norm=post",
+        "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000}]",
+        "train.checkpoint_every_tokens=100000",
+        "train.threads=1",
+        "--no-progress",
+    ]
     full, killed = kill_and_resume(tmp_path, args, stage_started(1), sig=signal.SIGTERM)
     assert any(e["event"] == "growth" for e in events(killed))
     assert_same_run(full, killed)
 
 
-@pytest.mark.parametrize("stages,field", [
-    ("[{n_layer: 2, tokens: 10}, {n_layer: 2, tokens: 10}]", "curriculum.stages.1.n_layer"),
-    ("[{n_layer: 4, tokens: 10}]", "curriculum.stages.0.n_layer"),
-    ("[{n_layer: 2, tokens: 0}]", "curriculum.stages.0.tokens"),
-    ("[{n_layer: 2, tokens: 10}, {n_layer: 3, tokens: 10, train: '7'}]", "curriculum.stages.1.train"),
-    ("[{n_layer: 2, tokens: 10}, {n_layer: 3, tokens: 10, train: ''}]", "curriculum.stages.1.train"),
-])
+@pytest.mark.parametrize(
+    "stages,field",
+    [
+        ("[{n_layer: 2, tokens: 10}, {n_layer: 2, tokens: 10}]", "curriculum.stages.1.n_layer"),
+        ("[{n_layer: 4, tokens: 10}]", "curriculum.stages.0.n_layer"),
+        ("[{n_layer: 2, tokens: 0}]", "curriculum.stages.0.tokens"),
+        ("[{n_layer: 2, tokens: 10}, {n_layer: 3, tokens: 10, train: '7'}]", "curriculum.stages.1.train"),
+        ("[{n_layer: 2, tokens: 10}, {n_layer: 3, tokens: 10, train: ''}]", "curriculum.stages.1.train"),
+    ],
+)
 def test_bad_curricula_name_their_field(stages, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         load_config("tiny", [f"curriculum.stages={stages}"])
@@ -244,8 +291,13 @@ def test_growth_presets_load_and_describe_their_schedules():
     assert load_config("matched").curriculum.match_budget == "grow"
 
 
-@pytest.mark.parametrize("stages", ["[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]",
-                                    "[{n_layer: 1, tokens: 3000}, {n_layer: 3, tokens: 7000}]"])
+@pytest.mark.parametrize(
+    "stages",
+    [
+        "[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]",
+        "[{n_layer: 1, tokens: 3000}, {n_layer: 3, tokens: 7000}]",
+    ],
+)
 def test_matching_lands_within_one_step_upward_and_downward(tmp_path, stages):
     """A grow run given a joint run's active-layer tokens (upward: it had fewer) and a joint run given the grow
     run's (downward) both land within one step of their target, and the record says which way the match went."""
@@ -259,8 +311,14 @@ def test_matching_lands_within_one_step_upward_and_downward(tmp_path, stages):
     per_step = 8 * 32
     for cfg, ref, up in ((grow, joint, True), (joint, grow, False)):
         target = planned_totals(ref)["active_layer_tokens"]
-        matched, rec = match_budget(dataclasses.replace(
-            cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(tmp_path / ("joint.yaml" if up else "grow.yaml")))))
+        matched, rec = match_budget(
+            dataclasses.replace(
+                cfg,
+                curriculum=dataclasses.replace(
+                    cfg.curriculum, match_budget=str(tmp_path / ("joint.yaml" if up else "grow.yaml"))
+                ),
+            )
+        )
         got = planned_totals(matched)["active_layer_tokens"]
         assert abs(got - target) <= per_step * matched.curriculum.stages[-1].n_layer  # one step at the last depth
         assert rec["target"] == target and rec["planned"] == got
@@ -277,9 +335,15 @@ def test_a_tied_student_cannot_freeze_the_block_its_embedding_feeds():
     """With tied embeddings the LM head is the embedding: a stage freezing block 0 would still retrain the input of the
     frozen prefix, so it is refused when the stages are planned (before anything trains); the paper's freeze arms untie."""
     stages = "curriculum.stages=[{n_layer: 1, tokens: 256}, {n_layer: 2, tokens: 256, train: new}]"
-    with pytest.raises(ConfigError, match=r"curriculum.stages.1.train: block 0 is frozen, but model.tie_embeddings=true"):
-        plan_stages(load_config("tiny", [stages, "model.n_layer=2", "model.tie_embeddings=true", "model.vocab_size=64"]))
-    plans = plan_stages(load_config("tiny", [stages, "model.n_layer=2", "model.tie_embeddings=false", "model.vocab_size=64"]))
+    with pytest.raises(
+        ConfigError, match=r"curriculum.stages.1.train: block 0 is frozen, but model.tie_embeddings=true"
+    ):
+        plan_stages(
+            load_config("tiny", [stages, "model.n_layer=2", "model.tie_embeddings=true", "model.vocab_size=64"])
+        )
+    plans = plan_stages(
+        load_config("tiny", [stages, "model.n_layer=2", "model.tie_embeddings=false", "model.vocab_size=64"])
+    )
     assert plans[1].train_blocks == (1,)
     paper = load_config("paper-freeze")
     assert paper.model.tie_embeddings is False and load_config("paper-grow").model.tie_embeddings is True

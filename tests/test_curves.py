@@ -55,7 +55,9 @@ def test_the_curve_subset_is_summed_apart_in_the_full_pass(student):
     assert val_part(both) == plain  # bit for bit
     assert curve_part(both) == evaluate(model, teacher, val[:16], cfg, CPU)
     only = evaluate(model, teacher, val, cfg, CPU, curve=16, full=False)
-    assert set(only) == {"curve/ce", "curve/kl", "curve/teacher_entropy", "curve/nll"} and curve_part(only) == curve_part(both)
+    assert set(only) == {"curve/ce", "curve/kl", "curve/teacher_entropy", "curve/nll"} and curve_part(
+        only
+    ) == curve_part(both)
     # 10 rows end inside the second micro-batch (2 of its 8 rows): the full pass's curve/… are those of a curve-only
     # pass exactly (the same micro-batches); against 10 rows evaluated alone (a forward on 2 rows, not 8) to
     # float32 round-off
@@ -75,19 +77,27 @@ def test_each_rank_takes_its_stride_of_the_curve_subset(student):
     and their token-weighted mean (96 and 64 tokens) is the subset's mean in one process."""
     inputs, model, val = student
     cfg, teacher = inputs.cfg, inputs.teacher
-    ranks = [evaluate(model, teacher, val, cfg, DistInfo(r, 2, r, torch.device("cpu")), curve=5, full=False)
-             for r in (0, 1)]
+    ranks = [
+        evaluate(model, teacher, val, cfg, DistInfo(r, 2, r, torch.device("cpu")), curve=5, full=False) for r in (0, 1)
+    ]
     assert curve_part(ranks[0]) == pytest.approx(evaluate(model, teacher, val[0:5:2], cfg, CPU), rel=1e-6)
     assert curve_part(ranks[1]) == pytest.approx(evaluate(model, teacher, val[1:5:2], cfg, CPU), rel=1e-6)
     whole = evaluate(model, teacher, val[:5], cfg, CPU)
     for key in ("ce", "kl", "nll"):
-        assert (96 * ranks[0][f"curve/{key}"] + 64 * ranks[1][f"curve/{key}"]) / 160 == pytest.approx(whole[f"val/{key}"], rel=1e-6)
+        assert (96 * ranks[0][f"curve/{key}"] + 64 * ranks[1][f"curve/{key}"]) / 160 == pytest.approx(
+            whole[f"val/{key}"], rel=1e-6
+        )
 
 
 # Two stages of 10 and 20 steps (256 tokens a step): an interval evaluation every 1,024 tokens (4 steps), a dense
 # window of 8 steps every 2 in the second stage; a subset of 512 tokens (16 rows).
 STAGES = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 5120}]"
-CURVES = ["train.eval_every_tokens=1024", "train.dense_eval_steps=8", "train.dense_eval_every=2", "data.curve_tokens=512"]
+CURVES = [
+    "train.eval_every_tokens=1024",
+    "train.dense_eval_steps=8",
+    "train.dense_eval_every=2",
+    "data.curve_tokens=512",
+]
 
 
 def test_curve_points_at_every_evaluation_and_a_dense_window_after_growth(tiny_cache, tmp_path):
@@ -102,19 +112,36 @@ def test_curve_points_at_every_evaluation_and_a_dense_window_after_growth(tiny_c
     run(tiny_cfg(tiny_cache, STAGES), tmp_path / "plain", **quiet)  # no subset, no window, tiny's interval
     rows = events(tmp_path / "curves")
     points = [(r["step"], r["event"]) for r in rows if "curve/ce" in r]
-    assert points == [(0, "stage_start"), (4, "eval"), (8, "eval"), (10, "stage_end"), (10, "stage_start"),
-                      (12, "dense"), (14, "dense"), (16, "dense"), (18, "dense"), (20, "eval"), (24, "eval"),
-                      (28, "eval"), (30, "stage_end")]
+    assert points == [
+        (0, "stage_start"),
+        (4, "eval"),
+        (8, "eval"),
+        (10, "stage_end"),
+        (10, "stage_start"),
+        (12, "dense"),
+        (14, "dense"),
+        (16, "dense"),
+        (18, "dense"),
+        (20, "eval"),
+        (24, "eval"),
+        (28, "eval"),
+        (30, "stage_end"),
+    ]
     for r in rows:
         if r["event"] in ("eval", "dense"):
             assert not any(k.startswith("val/") for k in r), r
-    diag = [(d["step"], d["event"]) for d in map(json.loads, (tmp_path / "curves" / "diagnostics.jsonl").read_text().splitlines())]
+    diag = [
+        (d["step"], d["event"])
+        for d in map(json.loads, (tmp_path / "curves" / "diagnostics.jsonl").read_text().splitlines())
+    ]
     assert [s for s, e in diag if e == "dense"] == [12, 14, 16, 18]
     plain = events(tmp_path / "plain")
     for kind in ("stage_start", "stage_end", "growth", "pre_growth"):
         a, b = ([without_curve(r) for r in events(tmp_path / d, kind)] for d in ("curves", "plain"))
         assert a == b and a, kind  # the full evaluations' numbers: unchanged, bit for bit
-    assert all(r["curve/ce"] == r["val/ce"] for r in plain if r["event"] in ("stage_start", "stage_end"))  # subset = all
+    assert all(
+        r["curve/ce"] == r["val/ce"] for r in plain if r["event"] in ("stage_start", "stage_end")
+    )  # subset = all
     summary = json.loads((tmp_path / "curves" / "summary.json").read_text())
     assert "curve/ce" not in summary and summary["final"] == val_part(events(tmp_path / "curves", "stage_end")[-1])
     # the stage-end curve/ce is the final student evaluated on the first 16 validation rows alone
@@ -131,9 +158,18 @@ def test_a_run_killed_inside_the_dense_window_resumes_to_the_same_curve(tiny_cac
     """Stage 1 of 60 steps with a dense window of its first 40 (every 2), checkpoints every 4 steps: the run is
     killed once a checkpoint inside the window exists, resumes from one inside it (its first evaluation then a
     curve-only pass on a fresh teacher view) and writes the same events and diagnostics as an uninterrupted run."""
-    args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 15360}]",
-            "train.checkpoint_every_tokens=1024", "train.eval_every_tokens=2048", "train.dense_eval_steps=40",
-            "train.dense_eval_every=2", "data.curve_tokens=320", "train.threads=1", "--no-progress"]
+    args = [
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 15360}]",
+        "train.checkpoint_every_tokens=1024",
+        "train.eval_every_tokens=2048",
+        "train.dense_eval_steps=40",
+        "train.dense_eval_every=2",
+        "data.curve_tokens=320",
+        "train.threads=1",
+        "--no-progress",
+    ]
     resumed_from = []
 
     def in_window(run_dir):
@@ -158,10 +194,23 @@ def record(step, event, ce, stage=1):
 def test_after_growth_curves_are_differences_from_the_event_over_seeds():
     """Two seeds of one arm, written by hand: each curve minus its value at the stage_start record after growth,
     at the steps both measured (seed 1's extra point at step 13 is left out), mean and min / max over seeds."""
-    seed0 = [record(0, "stage_start", 7.0, 0), record(10, "stage_end", 5.0, 0), record(10, "pre_growth", 5.0, 0),
-             record(10, "stage_start", 5.0), record(12, "dense", 4.75), record(14, "eval", 4.5), record(20, "stage_end", 4.5)]
-    seed1 = [record(0, "stage_start", 8.0, 0), record(10, "stage_start", 6.0), record(12, "dense", 5.5),
-             record(13, "dense", 5.25), record(14, "eval", 5.5), record(20, "stage_end", 5.0)]
+    seed0 = [
+        record(0, "stage_start", 7.0, 0),
+        record(10, "stage_end", 5.0, 0),
+        record(10, "pre_growth", 5.0, 0),
+        record(10, "stage_start", 5.0),
+        record(12, "dense", 4.75),
+        record(14, "eval", 4.5),
+        record(20, "stage_end", 4.5),
+    ]
+    seed1 = [
+        record(0, "stage_start", 8.0, 0),
+        record(10, "stage_start", 6.0),
+        record(12, "dense", 5.5),
+        record(13, "dense", 5.25),
+        record(14, "eval", 5.5),
+        record(20, "stage_end", 5.0),
+    ]
     curves = after_growth_curves([seed0, seed1])
     assert list(curves) == [1]  # one growth event: into stage 1
     c = curves[1]
@@ -169,18 +218,29 @@ def test_after_growth_curves_are_differences_from_the_event_over_seeds():
     assert c["mean"] == [0.0, -0.375, -0.5, -0.75]
     assert c["lo"] == [0.0, -0.5, -0.5, -1.0] and c["hi"] == [0.0, -0.25, -0.5, -0.5]
     # a run written before curve/… existed: its val/ce records (stage start and end only here)
-    old = [{"step": 10, "stage": 1, "event": "stage_start", "val/ce": 6.0},
-           {"step": 20, "stage": 1, "event": "stage_end", "val/ce": 5.5}]
-    assert after_growth_curves([old])[1] == {"key": "val/ce", "steps": [0, 10], "runs": 1, "mean": [0.0, -0.5],
-                                             "lo": [0.0, -0.5], "hi": [0.0, -0.5]}
+    old = [
+        {"step": 10, "stage": 1, "event": "stage_start", "val/ce": 6.0},
+        {"step": 20, "stage": 1, "event": "stage_end", "val/ce": 5.5},
+    ]
+    assert after_growth_curves([old])[1] == {
+        "key": "val/ce",
+        "steps": [0, 10],
+        "runs": 1,
+        "mean": [0.0, -0.5],
+        "lo": [0.0, -0.5],
+        "hi": [0.0, -0.5],
+    }
 
 
-@pytest.mark.parametrize("override,needle", [
-    ("data.curve_tokens=-1", "data.curve_tokens: must be in [0, data.val_tokens=2048]"),
-    ("data.curve_tokens=4096", "data.curve_tokens: must be in [0, data.val_tokens=2048]"),
-    ("train.dense_eval_steps=-1", "train.dense_eval_steps: must be non-negative"),
-    ("train.dense_eval_every=0", "train.dense_eval_every: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("data.curve_tokens=-1", "data.curve_tokens: must be in [0, data.val_tokens=2048]"),
+        ("data.curve_tokens=4096", "data.curve_tokens: must be in [0, data.val_tokens=2048]"),
+        ("train.dense_eval_steps=-1", "train.dense_eval_steps: must be non-negative"),
+        ("train.dense_eval_every=0", "train.dense_eval_every: must be at least 1"),
+    ],
+)
 def test_bad_curve_settings_are_one_line_errors_naming_the_field(override, needle):
     with pytest.raises(ConfigError) as e:
         load_config("tiny", [override])

@@ -42,17 +42,21 @@ def quiet(msg):
 
 def python_like(i):
     """A small function; the trailing spaces make a four-space token worth a merge."""
-    return (f"def function_{i}(alpha, beta):    \n"
-            f"    if alpha > beta:\n"
-            f"        return alpha + {i}    \n"
-            f"    values = [alpha, beta, {i}]\n"
-            f"    return sum(values)\n\n\n")
+    return (
+        f"def function_{i}(alpha, beta):    \n"
+        f"    if alpha > beta:\n"
+        f"        return alpha + {i}    \n"
+        f"    values = [alpha, beta, {i}]\n"
+        f"    return sum(values)\n\n\n"
+    )
 
 
 def write_code_corpus(root, n_files=20, funcs_per_file=10):
     root.mkdir()
     for i in range(n_files):
-        (root / f"mod_{i:02d}.py").write_text("".join(python_like(i * funcs_per_file + j) for j in range(funcs_per_file)))
+        (root / f"mod_{i:02d}.py").write_text(
+            "".join(python_like(i * funcs_per_file + j) for j in range(funcs_per_file))
+        )
     return root
 
 
@@ -108,7 +112,10 @@ def test_glob_corpus_names_documents_relative_to_its_base(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(f"text of {rel}\n")
     cfg = make_cfg(tmp_path / "cache", f"data.corpus={tmp_path}/data/*/*.txt")
-    assert list(iter_documents(cfg.data)) == [("x/one.txt", "text of data/x/one.txt\n"), ("y/two.txt", "text of data/y/two.txt\n")]
+    assert list(iter_documents(cfg.data)) == [
+        ("x/one.txt", "text of data/x/one.txt\n"),
+        ("y/two.txt", "text of data/y/two.txt\n"),
+    ]
 
 
 def test_jsonl_corpus_round_trips_and_names_bad_lines(tmp_path):
@@ -154,10 +161,12 @@ def test_saved_datasets_dir_round_trips(tmp_path):
     cfg = make_cfg(tmp_path / "cache", f"data.corpus={tmp_path / 'ds'}")
     assert [text for _, text in iter_documents(cfg.data)] == texts
 
-    datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"text": ["train doc"]}),
-        "validation": datasets.Dataset.from_dict({"text": texts}),
-    }).save_to_disk(str(tmp_path / "dsd"))
+    datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"text": ["train doc"]}),
+            "validation": datasets.Dataset.from_dict({"text": texts}),
+        }
+    ).save_to_disk(str(tmp_path / "dsd"))
     cfg = make_cfg(tmp_path / "cache", f"data.corpus={tmp_path / 'dsd'}", "data.dataset_split=validation")
     assert [text for _, text in iter_documents(cfg.data)] == texts
 
@@ -200,9 +209,16 @@ def test_split_is_deterministic_across_processes_and_roughly_sized():
     assert first == [is_val(i, 0.25) for i in ids]
     assert 70 <= sum(first) <= 130  # Binomial(400, 0.25): mean 100, sd 8.7
     # Another interpreter with a different str hash seed agrees, so the split does not use hash().
-    code = "from normgrow.data import is_val; print(''.join('1' if is_val(f'doc{i}', 0.25) else '0' for i in range(400)))"
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": "12345"},
-                         capture_output=True, text=True, check=True).stdout.strip()
+    code = (
+        "from normgrow.data import is_val; print(''.join('1' if is_val(f'doc{i}', 0.25) else '0' for i in range(400)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert out == "".join("1" if v else "0" for v in first)
 
 
@@ -241,9 +257,14 @@ def test_token_classes_of_known_tokens(tmp_path):
         return ids[0]
 
     expected = {
-        "\n": "whitespace", "    ": "whitespace", "\n   ": "whitespace",
-        "(": "punct", "):": "punct", ",": "punct",
-        "def": "content", " return": "content",
+        "\n": "whitespace",
+        "    ": "whitespace",
+        "\n   ": "whitespace",
+        "(": "punct",
+        "):": "punct",
+        ",": "punct",
+        "def": "content",
+        " return": "content",
     }
     for text, cls in expected.items():
         assert TOKEN_CLASSES[classes[single_id(text)]] == cls, text
@@ -503,7 +524,7 @@ def test_selection_set_is_disjoint_from_the_validation_set(tiny_cache):
     sel = select_sequences(prep, T, 2048, 1000)
     assert sel.shape == (32, T + 1)  # ceil(1000 / 32)
     start = int(prep.val_docs[prep.val_docs >= 64 * T + 1][0])  # the first document after the validation set
-    assert torch.equal(sel[0], torch.from_numpy(np.asarray(prep.val[start: start + T + 1], dtype=np.int64)))
+    assert torch.equal(sel[0], torch.from_numpy(np.asarray(prep.val[start : start + T + 1], dtype=np.int64)))
     assert sel[0, 0] == prep.bos_id and start > val.shape[0] * T
     with pytest.raises(DataError, match="data.select_tokens"):
         select_sequences(prep, T, 2048, 10**9)

@@ -17,8 +17,9 @@ QUIET = dict(log=lambda *_: None, progress=False)
 
 
 def model_and_probe(norm="pre", n_layer=3):
-    cfg = ModelConfig(norm=norm, n_layer=n_layer, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=40,
-                      init_std=0.2)
+    cfg = ModelConfig(
+        norm=norm, n_layer=n_layer, d_model=32, n_head=4, n_kv_head=2, d_ff=64, vocab_size=40, init_std=0.2
+    )
     model = Student(cfg).eval()
     g = torch.Generator().manual_seed(0)
     rows = torch.randint(2, 40, (3, 17), generator=g)
@@ -29,8 +30,7 @@ def model_and_probe(norm="pre", n_layer=3):
 
 
 def test_class_masks_select_exactly_the_right_positions():
-    rows = torch.tensor([[0, 5, 7, 12, 3, 0, 9, 9],
-                         [0, 12, 12, 2, 8, 6, 0, 4]])
+    rows = torch.tensor([[0, 5, 7, 12, 3, 0, 9, 9], [0, 12, 12, 2, 8, 6, 0, 4]])
     classes = np.zeros(16, dtype=np.int8)
     classes[0] = 1  # bos
     classes[[2, 3]] = 2  # whitespace
@@ -62,7 +62,9 @@ def test_collapse_known_answers():
     n, T = probe.x.shape
     same = torch.randn(32).expand(n, T, 32).clone()
     c = collapse(observe(same, probe))
-    assert c["collapse_share"][0] == pytest.approx(1.0, abs=1e-5) and c["collapse_cos"][0] == pytest.approx(1.0, abs=1e-5)
+    assert c["collapse_share"][0] == pytest.approx(1.0, abs=1e-5) and c["collapse_cos"][0] == pytest.approx(
+        1.0, abs=1e-5
+    )
     # N = n·(T−1) orthogonal unit vectors (position 0 excluded): share = 1/N, cosine 0
     k = n * (T - 1)
     stream = torch.zeros(n, T, n * T)
@@ -142,8 +144,11 @@ def test_attention_sink_scores():
 
 def test_diagnostics_do_not_change_training(tiny_cache, tmp_path):
     stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
-    on = run(tiny_cfg(tiny_cache, stages, "diagnostics.every_tokens=512", "train.dense_eval_steps=8"), tmp_path / "on",
-             **QUIET)
+    on = run(
+        tiny_cfg(tiny_cache, stages, "diagnostics.every_tokens=512", "train.dense_eval_steps=8"),
+        tmp_path / "on",
+        **QUIET,
+    )
     off = run(tiny_cfg(tiny_cache, stages, "diagnostics.enabled=false"), tmp_path / "off", **QUIET)
     assert on["final"] == off["final"]
     a = checkpoint.load(checkpoint.latest(tmp_path / "on" / "checkpoints"))[0]
@@ -165,11 +170,15 @@ def test_diagnose_command_reproduces_the_logged_values(tiny_cache, tmp_path):
     run(tiny_cfg(tiny_cache, stages, "model.norm=post"), tmp_path / "run", **QUIET)
     proc = cli("diagnose", tmp_path / "run")
     assert "largest difference from the logged values 0" in proc.stdout
-    recomputed = [json.loads(line) for line in (tmp_path / "run" / "diagnostics-recomputed.jsonl").read_text().splitlines()]
+    recomputed = [
+        json.loads(line) for line in (tmp_path / "run" / "diagnostics-recomputed.jsonl").read_text().splitlines()
+    ]
     assert [r["n_layer"] for r in recomputed] == [2, 3]  # both stage ends kept (protected from pruning)
-    logged = {json.loads(line)["step"]: json.loads(line)
-              for line in (tmp_path / "run" / "diagnostics.jsonl").read_text().splitlines()
-              if json.loads(line)["event"] == "stage_end"}
+    logged = {
+        json.loads(line)["step"]: json.loads(line)
+        for line in (tmp_path / "run" / "diagnostics.jsonl").read_text().splitlines()
+        if json.loads(line)["event"] == "stage_end"
+    }
     for r in recomputed:
         assert r["residual_rms"] == logged[r["step"]]["residual_rms"]
         assert r["skip_ce_delta"] == logged[r["step"]]["skip_ce_delta"]

@@ -40,8 +40,11 @@ class ParallelBlock(normgrow.Block):
         self.mlp_scale = torch.nn.Parameter(torch.ones(cfg.d_model))
 
     def forward(self, h, cos, sin):
-        return h + self.self_attn(self.input_layernorm(h), cos, sin)[0] + self.mlp_scale * self.mlp(
-            self.post_attention_layernorm(h))
+        return (
+            h
+            + self.self_attn(self.input_layernorm(h), cos, sin)[0]
+            + self.mlp_scale * self.mlp(self.post_attention_layernorm(h))
+        )
 
     def attention_input(self, h):
         return self.input_layernorm(h)
@@ -55,15 +58,24 @@ class Middle(normgrow.GrowthOperator):
 
 
 def embed_rms(obs):
-    return {"toy/embed_rms": obs.residuals[0].pow(2).mean().sqrt().item(),
-            "toy/block_rms": [r.pow(2).mean().sqrt().item() for r in obs.residuals]}  # per block: read by name below
+    return {
+        "toy/embed_rms": obs.residuals[0].pow(2).mean().sqrt().item(),
+        "toy/block_rms": [r.pow(2).mean().sqrt().item() for r in obs.residuals],
+    }  # per block: read by name below
 
 
 def top_rms_gap(r, m):
     """A claim of this file's own: the top residual's RMS differs between two arms it names by new roles."""
-    return sign_claim(f"top residual RMS, {r.toy_b} − {r.toy_a}",
-                      [b[-1] - a[-1] for a, b in zip(values(m, r.toy_a, "toy/block_rms").values(),
-                                                     values(m, r.toy_b, "toy/block_rms").values(), strict=False)], -1)
+    return sign_claim(
+        f"top residual RMS, {r.toy_b} − {r.toy_a}",
+        [
+            b[-1] - a[-1]
+            for a, b in zip(
+                values(m, r.toy_a, "toy/block_rms").values(), values(m, r.toy_b, "toy/block_rms").values(), strict=False
+            )
+        ],
+        -1,
+    )
 
 
 LAUNCHED = []
@@ -80,11 +92,17 @@ def extensions():
     normgrow.register_growth("middle", Middle())
     normgrow.register_diagnostic("toy", embed_rms)
     normgrow.register_launcher("recording", recording_launcher)
-    normgrow.register_claim("toy_rms", "The top residual is smaller in b.", top_rms_gap, roles=("toy_a", "toy_b"),
-                            reads=("toy/block_rms",))
+    normgrow.register_claim(
+        "toy_rms", "The top residual is smaller in b.", top_rms_gap, roles=("toy_a", "toy_b"), reads=("toy/block_rms",)
+    )
     yield
-    for registry, name in ((PLACEMENTS, "parallel"), (GROWTH, "middle"), (DIAGNOSTICS, "toy"),
-                           (LAUNCHERS, "recording"), (CLAIMS, "toy_rms")):
+    for registry, name in (
+        (PLACEMENTS, "parallel"),
+        (GROWTH, "middle"),
+        (DIAGNOSTICS, "toy"),
+        (LAUNCHERS, "recording"),
+        (CLAIMS, "toy_rms"),
+    ):
         registry.unregister(name)
 
 
@@ -106,9 +124,15 @@ def test_a_registered_placement_builds_counts_and_follows_its_equation(extension
 
 
 def test_a_registered_growth_operator_decides_positions_boundaries_and_freezing(extensions, tiny_cache, tmp_path):
-    stages = ("curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560, train: new}]")
-    cfg = tiny_cfg(tiny_cache, stages, "model.norm=parallel", "curriculum.growth=middle", "train.weight_decay=0.5",
-                   "train.checkpoint_every_tokens=2560")
+    stages = "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560, train: new}]"
+    cfg = tiny_cfg(
+        tiny_cache,
+        stages,
+        "model.norm=parallel",
+        "curriculum.growth=middle",
+        "train.weight_decay=0.5",
+        "train.checkpoint_every_tokens=2560",
+    )
     plans = plan_stages(cfg)
     assert plans[1].growth.new_blocks == (1,) and plans[1].growth.boundaries == (1,) and plans[1].train_blocks == (1,)
     summary = run(cfg, tmp_path / "run", **QUIET)
@@ -116,11 +140,15 @@ def test_a_registered_growth_operator_decides_positions_boundaries_and_freezing(
     assert growth["grow/operator"] == "middle" and growth["grow/new_blocks"] == [1] and growth["grow/boundaries"] == [1]
     # zero init: the parallel block's branches output 0, so inserting it mid-stack preserves the function
     assert growth["grow/logit_max_abs_diff"] == 0.0
-    (w1, _, _, _), (w2, _, _, _) = (checkpoint.load(c) for c in checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")[-2:])
+    (w1, _, _, _), (w2, _, _, _) = (
+        checkpoint.load(c) for c in checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")[-2:]
+    )
     # the old top block moved from index 1 to 2 unchanged (frozen), the new block 1 trained
     assert torch.equal(w1["layers.1.mlp.up_proj.weight"], w2["layers.2.mlp.up_proj.weight"])
     assert torch.equal(w1["layers.0.self_attn.q_proj.weight"], w2["layers.0.self_attn.q_proj.weight"])
-    assert not torch.equal(w2["layers.1.self_attn.o_proj.weight"], torch.zeros_like(w2["layers.1.self_attn.o_proj.weight"]))
+    assert not torch.equal(
+        w2["layers.1.self_attn.o_proj.weight"], torch.zeros_like(w2["layers.1.self_attn.o_proj.weight"])
+    )
     assert summary["boundaries"][0]["boundary"] == 1
     # compute accounting from the placement's own parameter count
     assert summary["compute"]["trainable_layer_tokens"] == 2560 * 2 + 2560 * 1
@@ -145,15 +173,23 @@ claims: {{roles: {{toy_a: pre, toy_b: parallel}}}}
     text = report.read_text()
     values = {}
     for arm in ("parallel", "pre"):
-        recs = [json.loads(line) for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl")
-                .read_text().splitlines()]
+        recs = [
+            json.loads(line)
+            for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl").read_text().splitlines()
+        ]
         assert all("toy/embed_rms" in r for r in recs)
         values[arm] = [r for r in recs if r["event"] == "stage_end"][-1]["toy/embed_rms"]
         assert math.isfinite(values[arm]) and values[arm] > 0
     assert f"| toy/embed_rms | {values['parallel']:.4f} | {values['pre']:.4f} |" in text
     # the registered claim read the per-block diagnostic by name, through the study's measures (one seed: undetermined)
-    tops = {arm: [json.loads(line) for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl")
-                  .read_text().splitlines() if '"stage_end"' in line][-1]["toy/block_rms"][-1] for arm in values}
+    tops = {
+        arm: [
+            json.loads(line)
+            for line in (tmp_path / "study" / "runs" / f"{arm}-s0" / "diagnostics.jsonl").read_text().splitlines()
+            if '"stage_end"' in line
+        ][-1]["toy/block_rms"][-1]
+        for arm in values
+    }
     assert f"| toy_rms | **undetermined** | undetermined | — | {tops['parallel'] - tops['pre']:+.4f} |" in text
     assert "The top residual is smaller in b." in text and "| grow_gap | **not tested** |" in text
 
@@ -176,16 +212,32 @@ normgrow.register_placement("halved", Halved)
     (dist / "entry_points.txt").write_text("[normgrow.extensions]\ntoy = toyext\n")
     env = {**__import__("os").environ, "PYTHONPATH": str(pkg)}
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "normgrow.cli", "run", "tiny", "-o", str(out),
-                           f"data.cache_dir={tiny_cache}", "model.norm=halved", "--no-progress", "--no-plots",
-                           "curriculum.stages=[{n_layer: 3, tokens: 2048}]"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normgrow.cli",
+            "run",
+            "tiny",
+            "-o",
+            str(out),
+            f"data.cache_dir={tiny_cache}",
+            "model.norm=halved",
+            "--no-progress",
+            "--no-plots",
+            "curriculum.stages=[{n_layer: 3, tokens: 2048}]",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((out / "summary.json").read_text())["val/ce"] > 0
     bare = cli("config", "tiny", "model.norm=halved", check=False)  # this process: the package is not on its path
     assert bare.returncode == 2 and "unknown placement 'halved'" in bare.stderr
-    fields = subprocess.run([sys.executable, "-m", "normgrow.cli", "config", "--fields"], capture_output=True,
-                            text=True, env=env).stdout  # the help names what the entry point registered
+    fields = subprocess.run(
+        [sys.executable, "-m", "normgrow.cli", "config", "--fields"], capture_output=True, text=True, env=env
+    ).stdout  # the help names what the entry point registered
     assert "halved]" in next(line for line in fields.splitlines() if line.startswith("model.norm "))
 
 
@@ -218,8 +270,13 @@ def generated():
 def test_a_registered_corpus_source_feeds_the_tokenizer_the_shards_and_a_run(generated, tmp_path):
     with pytest.raises(ConfigError, match="data.format: unknown corpus source 'nope'"):
         tiny_cfg(tmp_path / "cache", "data.format=nope")
-    cfg = tiny_cfg(tmp_path / "cache", "data.format=generated", "data.corpus=made-in-the-test", "teacher.path=none",
-                   "curriculum.stages=[{n_layer: 3, tokens: 2048}]")
+    cfg = tiny_cfg(
+        tmp_path / "cache",
+        "data.format=generated",
+        "data.corpus=made-in-the-test",
+        "teacher.path=none",
+        "curriculum.stages=[{n_layer: 3, tokens: 2048}]",
+    )
     prep = prepare(cfg, log=lambda *_: None)
     assert prep.meta["corpus"]["source"] == "generated"
     assert sum(prep.meta["n_documents"].values()) == 120
@@ -229,7 +286,7 @@ def test_a_registered_corpus_source_feeds_the_tokenizer_the_shards_and_a_run(gen
         tokens, starts = getattr(prep, split), getattr(prep, f"{split}_docs")
         for start, end in zip(starts, [*starts[1:], len(tokens)], strict=True):
             assert tokens[start] == prep.bos_id
-            decoded.add(prep.tokenizer.decode(tokens[start + 1:end].tolist()))
+            decoded.add(prep.tokenizer.decode(tokens[start + 1 : end].tolist()))
     assert decoded == {generated.text(i) for i in range(120)}
     assert "quokka" in prep.tokenizer.get_vocab()  # the BPE learnt the corpus's own word
     summary = run(cfg, tmp_path / "run", **QUIET)
@@ -241,7 +298,7 @@ def test_a_registered_corpus_source_feeds_the_tokenizer_the_shards_and_a_run(gen
     assert corpus_sha256(cfg.data) != sha
     again = prepare(cfg, log=lambda *_: None)
     assert again.dir != prep.dir and not again.cache_hit
-    assert again.tokenizer.decode(again.train[1:again.train_docs[1]].tolist()).startswith("quokka1 document")
+    assert again.tokenizer.decode(again.train[1 : again.train_docs[1]].tolist()).startswith("quokka1 document")
 
 
 class NewAndBelow(normgrow.GrowthOperator):
@@ -279,12 +336,16 @@ def newbelow(tmp_path, monkeypatch):
     normgrow.register_growth("newbelow", NewAndBelow())
     site = tmp_path / "site"
     (site / "newbelow_ext-0.1.dist-info").mkdir(parents=True)
-    (site / "newbelow_ext.py").write_text("import normgrow\nfrom test_extensions import NewAndBelow\n\n"
-                                          "normgrow.register_growth('newbelow', NewAndBelow())\n")
-    (site / "newbelow_ext-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: newbelow_ext\n"
-                                                                   "Version: 0.1\n")
-    (site / "newbelow_ext-0.1.dist-info" / "entry_points.txt").write_text("[normgrow.extensions]\n"
-                                                                           "newbelow = newbelow_ext\n")
+    (site / "newbelow_ext.py").write_text(
+        "import normgrow\nfrom test_extensions import NewAndBelow\n\n"
+        "normgrow.register_growth('newbelow', NewAndBelow())\n"
+    )
+    (site / "newbelow_ext-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: newbelow_ext\nVersion: 0.1\n"
+    )
+    (site / "newbelow_ext-0.1.dist-info" / "entry_points.txt").write_text(
+        "[normgrow.extensions]\nnewbelow = newbelow_ext\n"
+    )
     path = [str(site), str(Path(__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
     yield
@@ -292,10 +353,15 @@ def newbelow(tmp_path, monkeypatch):
 
 
 def test_a_growth_operator_brings_its_own_trainability_and_optimizer_policy(newbelow, tiny_cache, tmp_path):
-    overrides = [f"data.cache_dir={tiny_cache}", "model.n_layer=4", "curriculum.growth=newbelow",
-                 "train.weight_decay=0.5", "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}, "
-                 "{n_layer: 4, tokens: 20480}]",
-                 "train.checkpoint_every_tokens=100000", "train.threads=1"]
+    overrides = [
+        f"data.cache_dir={tiny_cache}",
+        "model.n_layer=4",
+        "curriculum.growth=newbelow",
+        "train.weight_decay=0.5",
+        "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}, {n_layer: 4, tokens: 20480}]",
+        "train.checkpoint_every_tokens=100000",
+        "train.threads=1",
+    ]
     plans = plan_stages(tiny_cfg(tiny_cache, *overrides))
     assert [p.train_blocks for p in plans] == [(0, 1), (1, 2), (2, 3)]  # the stages' `train: all` overridden
     # killed just after the second growth event: the resumed run replays the first with the policy's trainability

@@ -15,14 +15,20 @@ import pytest
 from conftest import assert_same_run, cli, events, kill_and_resume
 from normgrow import checkpoint
 
-ARGS = ["curriculum.stages=[{n_layer: 3, tokens: 16384}]", "train.checkpoint_every_tokens=4096",
-        "train.eval_every_tokens=8192", "train.threads=1", "--no-progress"]
+ARGS = [
+    "curriculum.stages=[{n_layer: 3, tokens: 16384}]",
+    "train.checkpoint_every_tokens=4096",
+    "train.eval_every_tokens=8192",
+    "train.threads=1",
+    "--no-progress",
+]
 
 
 def at_least_two_checkpoints_past(step):
     def ready(run_dir):
         ckpts = checkpoint.list_checkpoints(run_dir / "checkpoints")
         return len(ckpts) >= 2 and int(ckpts[-1].name.split("_")[1]) >= step
+
     return ready
 
 
@@ -82,8 +88,11 @@ launcher: {{kind: local, parallel: 1}}
 
 
 def start_study(spec, out):
-    return subprocess.Popen([sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def wait_for(cond, timeout=120):
@@ -134,10 +143,19 @@ def test_a_second_study_is_refused_and_killing_a_study_ends_its_runs(tiny_cache,
 
 def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
     out = tmp_path / "run"
-    args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "-o", str(out), "train.threads=1", "--no-progress",
-            "curriculum.stages=[{n_layer: 3, tokens: 12288}]"]
-    first = subprocess.Popen([sys.executable, "-m", "normgrow.cli", *args], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    args = [
+        "run",
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "-o",
+        str(out),
+        "train.threads=1",
+        "--no-progress",
+        "curriculum.stages=[{n_layer: 3, tokens: 12288}]",
+    ]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "normgrow.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wait_for(lambda: (out / "metrics.jsonl").is_file() and events(out, "train"))
     second = cli(*args, check=False)
     assert second.returncode == 2 and f"in use by another run process (pid {first.pid} on" in second.stderr
@@ -146,8 +164,16 @@ def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
 
 def test_a_cut_summary_is_rebuilt_and_cut_or_missing_event_logs_are_refused(tiny_cache, tmp_path):
     out = tmp_path / "run"
-    args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "-o", out, "--no-progress", "--no-plots",
-            "curriculum.stages=[{n_layer: 3, tokens: 4096}]"]
+    args = [
+        "run",
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "-o",
+        out,
+        "--no-progress",
+        "--no-plots",
+        "curriculum.stages=[{n_layer: 3, tokens: 4096}]",
+    ]
     cli(*args)
     whole = json.loads((out / "summary.json").read_text())
     (out / "summary.json").write_text((out / "summary.json").read_text()[:100])
@@ -173,8 +199,12 @@ def test_a_cut_summary_is_rebuilt_and_cut_or_missing_event_logs_are_refused(tiny
 
 def _small_disk(path: Path, size: str) -> bool:
     path.mkdir()
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_a_full_disk_is_one_line_naming_the_checkpoint_and_leaves_no_partial_one(tiny_cache, tmp_path):
@@ -184,8 +214,16 @@ def test_a_full_disk_is_one_line_naming_the_checkpoint_and_leaves_no_partial_one
     if not _small_disk(small, "512k"):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
-        proc = cli("run", "tiny", f"data.cache_dir={tiny_cache}", "-o", small / "run", "--no-progress", "--no-plots",
-                   check=False)
+        proc = cli(
+            "run",
+            "tiny",
+            f"data.cache_dir={tiny_cache}",
+            "-o",
+            small / "run",
+            "--no-progress",
+            "--no-plots",
+            check=False,
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert f"{small / 'run' / 'checkpoints'}/step_" in lines[0] and "no space left on the device" in lines[0]
@@ -210,8 +248,10 @@ launcher: {{kind: inline}}
     cli("study", spec, "-o", out, "--no-progress")
 
     def results():  # every column but the wall time (the rebuilt summary has the final checkpoint's)
-        return [{k: v for k, v in row.items() if k != "wall_time_s"}
-                for row in csv.DictReader((out / "results.csv").read_text().splitlines())]
+        return [
+            {k: v for k, v in row.items() if k != "wall_time_s"}
+            for row in csv.DictReader((out / "results.csv").read_text().splitlines())
+        ]
 
     ok = results()
     assert ok[0]["status"] == "ok"

@@ -105,8 +105,17 @@ def test_a_cached_verdict_is_what_every_run_of_the_shape_uses(tmp_path):
         pytest.skip("no native bfloat16 on this CPU: `auto` is float32 without a step probe")
     cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
     path = speed.dtype_record_path(cfg, cpu, tmp_path)
-    path.write_text(json.dumps({"student": "bfloat16", "teacher": "float32", "student_float32_s": 2.0,
-                                "student_bfloat16_s": 1.0, "rule": "by hand"}))
+    path.write_text(
+        json.dumps(
+            {
+                "student": "bfloat16",
+                "teacher": "float32",
+                "student_float32_s": 2.0,
+                "student_bfloat16_s": 1.0,
+                "rule": "by hand",
+            }
+        )
+    )
     speed._MEASURED.clear()
     out = resolve_dtypes(cfg, _on_cpu(), log=lambda *_: None)
     assert (out.train.dtype, out.teacher.dtype) == ("bfloat16", "float32")
@@ -126,8 +135,18 @@ def test_a_run_directory_keeps_the_dtypes_it_started_with(tmp_path):
 def test_a_finished_auto_run_is_recognised_when_run_again(tmp_path, tiny_cache):
     """`normgrow run` of a finished run whose config says `auto` reports it finished (it was refused as a different
     config: the saved config names the resolved dtype)."""
-    args = ["run", "tiny", "-o", tmp_path / "r", f"data.cache_dir={tiny_cache}", "train.dtype=auto",
-            "teacher.dtype=auto", "curriculum.stages.0.tokens=4096", "--no-progress", "--no-plots"]
+    args = [
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "r",
+        f"data.cache_dir={tiny_cache}",
+        "train.dtype=auto",
+        "teacher.dtype=auto",
+        "curriculum.stages.0.tokens=4096",
+        "--no-progress",
+        "--no-plots",
+    ]
     cli(*args)
     again = cli(*args)
     assert "already finished" in again.stdout + again.stderr
@@ -144,8 +163,13 @@ def test_normgrow_processes_wait_passively_unless_told_otherwise():
         env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
         if env_value:
             env["OMP_WAIT_POLICY"] = env_value
-        out = subprocess.run([sys.executable, "-c", code + "; import os; print(os.environ.get('OMP_WAIT_POLICY'))"],
-                             capture_output=True, text=True, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code + "; import os; print(os.environ.get('OMP_WAIT_POLICY'))"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
         return out.stdout.strip()
 
     assert policy("import normgrow") == "PASSIVE"
@@ -156,8 +180,9 @@ def test_normgrow_processes_wait_passively_unless_told_otherwise():
 def test_no_teacher_means_no_probe_for_the_teachers_dtype(tmp_path):
     """A run without a teacher (the default teacher's own run) takes the student's dtype for `teacher.dtype: auto`
     and measures nothing for it."""
-    cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "teacher.path=none", "train.dtype=bfloat16",
-                               "teacher.dtype=auto"])
+    cfg = load_config(
+        "tiny", [f"data.cache_dir={tmp_path}", "teacher.path=none", "train.dtype=bfloat16", "teacher.dtype=auto"]
+    )
     out, record = speed.resolve_auto(cfg, torch.device("cpu"), tmp_path)
     assert (out.train.dtype, out.teacher.dtype, record) == ("bfloat16", "bfloat16", None)
     assert not list(tmp_path.glob("hardware/dtype-*.json"))

@@ -91,15 +91,19 @@ def test_run_refuses_a_non_empty_folder_that_is_not_a_run(tiny_cache, tmp_path):
     mine.mkdir()
     (mine / "metrics.jsonl").write_text('{"my": "results"}\n')
     before = tree_hash(mine)
-    refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", "-o", mine, "--no-progress", check=False),
-            "not empty and not a normgrow run directory")
+    refused(
+        cli("run", "tiny", f"data.cache_dir={tiny_cache}", "-o", mine, "--no-progress", check=False),
+        "not empty and not a normgrow run directory",
+    )
     assert tree_hash(mine) == before
 
 
 def test_a_study_naming_an_arm_twice_is_refused(tmp_path):
     spec = tmp_path / "twice.yaml"
-    spec.write_text("name: twice\nbase: tiny\nseeds: [0]\narms:\n  a: {overrides: [model.norm=pre]}\n"
-                    "  a: {overrides: [model.norm=post]}\n")
+    spec.write_text(
+        "name: twice\nbase: tiny\nseeds: [0]\narms:\n  a: {overrides: [model.norm=pre]}\n"
+        "  a: {overrides: [model.norm=post]}\n"
+    )
     refused(cli("study", spec, "-o", tmp_path / "out", check=False), "key 'a' given twice")
     assert not (tmp_path / "out").exists()
 
@@ -121,16 +125,38 @@ def test_a_teacher_shorter_than_the_sequence_is_one_line(tiny_cache, tmp_path):
     cfg = json.loads((short / "config.json").read_text())
     cfg["max_position_embeddings"] = 16  # the tiny runs use sequences of 32
     (short / "config.json").write_text(json.dumps(cfg))
-    refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", f"teacher.path={short}", "-o", tmp_path / "out",
-                "--no-progress", check=False), "data.seq_len: 32 is longer than the teacher's max_position_embeddings 16")
+    refused(
+        cli(
+            "run",
+            "tiny",
+            f"data.cache_dir={tiny_cache}",
+            f"teacher.path={short}",
+            "-o",
+            tmp_path / "out",
+            "--no-progress",
+            check=False,
+        ),
+        "data.seq_len: 32 is longer than the teacher's max_position_embeddings 16",
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_a_cache_path_without_a_cache_is_one_line(tiny_cache, tmp_path):
     empty = tmp_path / "not-a-cache"
     empty.mkdir()
-    refused(cli("run", "tiny", f"data.cache_dir={tiny_cache}", f"teacher.cache_path={empty}", "-o", tmp_path / "out",
-                "--no-progress", check=False), f"teacher.cache_path: {empty} holds no teacher cache")
+    refused(
+        cli(
+            "run",
+            "tiny",
+            f"data.cache_dir={tiny_cache}",
+            f"teacher.cache_path={empty}",
+            "-o",
+            tmp_path / "out",
+            "--no-progress",
+            check=False,
+        ),
+        f"teacher.cache_path: {empty} holds no teacher cache",
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -172,8 +198,17 @@ def test_a_default_teacher_with_another_tokenizer_is_one_line(tiny_cache, tmp_pa
     assert target != tiny and not target.exists()
     shutil.copytree(tiny, target)
     try:
-        proc = cli("run", "tiny", f"data.cache_dir={tiny_cache}", "data.tokenizer=bpe", "data.vocab_size=600",
-                   "-o", tmp_path / "out", "--no-progress", check=False)
+        proc = cli(
+            "run",
+            "tiny",
+            f"data.cache_dir={tiny_cache}",
+            "data.tokenizer=bpe",
+            "data.vocab_size=600",
+            "-o",
+            tmp_path / "out",
+            "--no-progress",
+            check=False,
+        )
     finally:
         shutil.rmtree(target)
     refused(proc, f"was trained with tokenizer {recorded[:12]}, but this run's tokenizer is ")
@@ -213,8 +248,16 @@ def test_a_corpus_with_a_huge_word_prepares(tmp_path):
     (corpus / "blob.txt").write_text("ab" * 1_000_000)
     for i in range(12):
         (corpus / f"doc{i}.txt").write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
-    args = ["prepare", "tiny", f"data.corpus={corpus}", "data.tokenizer=bpe", "teacher.path=none",
-            "data.max_documents=null", "data.val_fraction=0.3", f"data.cache_dir={tmp_path / 'cache'}"]
+    args = [
+        "prepare",
+        "tiny",
+        f"data.corpus={corpus}",
+        "data.tokenizer=bpe",
+        "teacher.path=none",
+        "data.max_documents=null",
+        "data.val_fraction=0.3",
+        f"data.cache_dir={tmp_path / 'cache'}",
+    ]
     proc = subprocess.run([sys.executable, "-m", "normgrow.cli", *args], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "trained a byte-level BPE" in proc.stdout + proc.stderr
@@ -225,8 +268,16 @@ def test_a_corpus_with_a_huge_word_prepares(tmp_path):
 def test_a_student_too_large_for_the_machine_is_one_line(tiny_cache, tmp_path):
     """Before: an allocator traceback after 22 s. Now the weights and optimizer state are estimated from the
     config (a lower bound) and compared with the free memory before anything is allocated or written."""
-    proc = cli("run", "tiny", f"data.cache_dir={tiny_cache}", "model.d_model=1000000", "-o", tmp_path / "out",
-               "--no-progress", check=False)
+    proc = cli(
+        "run",
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "model.d_model=1000000",
+        "-o",
+        tmp_path / "out",
+        "--no-progress",
+        check=False,
+    )
     refused(proc, "model.d_model=1000000")
     assert "GiB for its weights, gradients and optimizer state" in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -247,6 +298,16 @@ def test_a_corpus_of_binary_files_says_so(tmp_path):
     for i in range(3):
         (corpus / f"blob{i}.bin").write_bytes(b"\x00\x01\x02" * 100)
     before = tree_hash(corpus)
-    refused(cli("prepare", "tiny", f"data.corpus={corpus}", "data.tokenizer=bpe", "teacher.path=none",
-                f"data.cache_dir={tmp_path / 'cache'}", check=False), "its 3 file(s) are binary, not text")
+    refused(
+        cli(
+            "prepare",
+            "tiny",
+            f"data.corpus={corpus}",
+            "data.tokenizer=bpe",
+            "teacher.path=none",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            check=False,
+        ),
+        "its 3 file(s) are binary, not text",
+    )
     assert tree_hash(corpus) == before

@@ -19,15 +19,18 @@ from normgrow.study.jobs import sweep_plan
 from normgrow.study.ladder import retention, retention_label
 
 
-@pytest.mark.parametrize("over,needle", [
-    (["budgets=[1]"], "at least two budget scales"),
-    (["budgets=[1, 1]"], "must differ"),
-    (["budgets=[-0.5, 1]"], "must be positive"),
-    (["budgets=[2, 1]"], "ascending order"),
-    (["budgets=[0.5, 2]"], "must contain the study's budget_scale (1)"),
-    (["budgets=[0.5, 1]", "budget_scale=0.25"], "must contain the study's budget_scale (0.25)"),
-    (["budgets=[0.5, 1]", "sweep.axes=[{key: model.d_model, values: [32, 64]}]"], "not both"),
-])
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        (["budgets=[1]"], "at least two budget scales"),
+        (["budgets=[1, 1]"], "must differ"),
+        (["budgets=[-0.5, 1]"], "must be positive"),
+        (["budgets=[2, 1]"], "ascending order"),
+        (["budgets=[0.5, 2]"], "must contain the study's budget_scale (1)"),
+        (["budgets=[0.5, 1]", "budget_scale=0.25"], "must contain the study's budget_scale (0.25)"),
+        (["budgets=[0.5, 1]", "sweep.axes=[{key: model.d_model, values: [32, 64]}]"], "not both"),
+    ],
+)
 def test_bad_ladders_are_one_line_naming_budgets(tmp_path, over, needle):
     path = tmp_path / "s.yaml"
     path.write_text("name: bad\nbase: tiny\narms: {a: {}}\n")
@@ -47,12 +50,16 @@ def test_a_ladder_plans_every_budget_as_a_sub_study_in_one_queue(tmp_path):
     path.write_text("name: lad\nbase: tiny\nseeds: [0, 1]\narms: {a: {}, b: {}}\n")
     plan = sweep_plan(load_study(str(path), ["budgets=[0.5, 1, 2]"]), tmp_path / "out")
     assert [(sub.budget_scale, sub.budgets, d.relative_to(tmp_path)) for sub, d, _ in plan] == [
-        (0.5, [], Path("out/budgets/b0.5")), (1.0, [], Path("out/budgets/b1")), (2.0, [], Path("out/budgets/b2"))]
+        (0.5, [], Path("out/budgets/b0.5")),
+        (1.0, [], Path("out/budgets/b1")),
+        (2.0, [], Path("out/budgets/b2")),
+    ]
     names = [j.name for _, _, jobs in plan for j in jobs]
     assert len(set(names)) == 12 and "b0.5/a-s0" in names and "b2/b-s1" in names
     # the tiny preset's one stage of 20000 tokens and its warmup of 2000, at each budget
-    assert [(j.cfg.curriculum.stages[0].tokens, j.cfg.train.warmup_tokens) for _, _, jobs in plan for j in jobs[:1]] == [
-        (10000, 1000), (20000, 2000), (40000, 4000)]
+    assert [
+        (j.cfg.curriculum.stages[0].tokens, j.cfg.train.warmup_tokens) for _, _, jobs in plan for j in jobs[:1]
+    ] == [(10000, 1000), (20000, 2000), (40000, 4000)]
 
 
 def test_the_claims_that_read_a_contrast_are_the_val_ce_claims_on_exactly_its_arms():
@@ -65,27 +72,34 @@ def test_the_claims_that_read_a_contrast_are_the_val_ce_claims_on_exactly_its_ar
     assert claims_reading(cfg, "pg", "pj") == []
 
 
-@pytest.mark.parametrize("lo,hi,label", [
-    (-0.5, -0.1, "reversing"),
-    (-0.5, -1e-9, "reversing"),
-    (-0.5, 0.0, "fading"),  # the upper bound at 0 exactly: not below it
-    (0.05, 0.40, "fading"),
-    (-0.3, 0.9, "fading"),  # contains 0 but not 1: it keeps less than all of itself
-    (0.2, 1.0 - 1e-9, "fading"),
-    (2 / 3, 1.0, "persistent"),  # the upper bound at 1 exactly: includes 1; the lower at the band's edge 1/(1+0.5)
-    (0.8, 1.3, "persistent"),
-    (1.0, 1.5, "persistent"),  # the lower bound at 1 exactly: includes 1, not above it; the upper at the band's edge
-    (0.66, 1.0, "undetermined"),  # includes 1, but reaches below 2/3: fading is as plausible
-    (1.0, 1.51, "undetermined"),  # includes 1, but reaches above 1.5: growing is as plausible
-    (0.18, 1.31, "undetermined"),  # the default study's grow gap in session 8, once called persistent
-    (1e-9, 1.5, "undetermined"),
-    (1.0 + 1e-9, 2.0, "growing"),
-    (1.9, 2.3, "growing"),
-    (0.0, 1.5, "undetermined"),  # the lower bound at 0 exactly: not above it
-    (-0.2, 1.5, "undetermined"),
-    (None, None, "undetermined"),
-    (0.3, None, "undetermined"),
-])
+@pytest.mark.parametrize(
+    "lo,hi,label",
+    [
+        (-0.5, -0.1, "reversing"),
+        (-0.5, -1e-9, "reversing"),
+        (-0.5, 0.0, "fading"),  # the upper bound at 0 exactly: not below it
+        (0.05, 0.40, "fading"),
+        (-0.3, 0.9, "fading"),  # contains 0 but not 1: it keeps less than all of itself
+        (0.2, 1.0 - 1e-9, "fading"),
+        (2 / 3, 1.0, "persistent"),  # the upper bound at 1 exactly: includes 1; the lower at the band's edge 1/(1+0.5)
+        (0.8, 1.3, "persistent"),
+        (
+            1.0,
+            1.5,
+            "persistent",
+        ),  # the lower bound at 1 exactly: includes 1, not above it; the upper at the band's edge
+        (0.66, 1.0, "undetermined"),  # includes 1, but reaches below 2/3: fading is as plausible
+        (1.0, 1.51, "undetermined"),  # includes 1, but reaches above 1.5: growing is as plausible
+        (0.18, 1.31, "undetermined"),  # the default study's grow gap in session 8, once called persistent
+        (1e-9, 1.5, "undetermined"),
+        (1.0 + 1e-9, 2.0, "growing"),
+        (1.9, 2.3, "growing"),
+        (0.0, 1.5, "undetermined"),  # the lower bound at 0 exactly: not above it
+        (-0.2, 1.5, "undetermined"),
+        (None, None, "undetermined"),
+        (0.3, None, "undetermined"),
+    ],
+)
 def test_retention_label_every_branch_and_boundary(lo, hi, label):
     assert retention_label(lo, hi) == label
 
@@ -103,13 +117,16 @@ def t_stat(x, y, r):
     return m / (sd / math.sqrt(n))
 
 
-@pytest.mark.parametrize("x,ratio,label", [
-    ([-0.02, -0.025, -0.015], 0.02 / 0.09, "fading"),
-    ([0.02, 0.025, 0.03], -0.025 / 0.09, "reversing"),
-    ([-0.09, -0.095, -0.085], 1.0, "persistent"),
-    ([-0.2, -0.19, -0.17], 0.56 / 0.27, "growing"),
-    ([-0.05, -0.15, 0.05], 0.05 / 0.09, "undetermined"),
-])
+@pytest.mark.parametrize(
+    "x,ratio,label",
+    [
+        ([-0.02, -0.025, -0.015], 0.02 / 0.09, "fading"),
+        ([0.02, 0.025, 0.03], -0.025 / 0.09, "reversing"),
+        ([-0.09, -0.095, -0.085], 1.0, "persistent"),
+        ([-0.2, -0.19, -0.17], 0.56 / 0.27, "growing"),
+        ([-0.05, -0.15, 0.05], 0.05 / 0.09, "undetermined"),
+    ],
+)
 def test_retention_ratio_is_fieller_over_the_seeds_both_budgets_have(x, ratio, label):
     y = [-0.10, -0.09, -0.08]  # Δ at the smaller budget, seeds 0, 1, 2: mean −0.09
     r = retention(rec([0, 1, 2], y), rec([0, 1, 2], x))
@@ -141,14 +158,19 @@ def rung_contrast(rows, budget):
 
 
 def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
-                       launcher="inline", extra="contrasts: {gap: [pre, post]}\nclaims: {pre_joint: pre, post_joint: post}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        launcher="inline",
+        extra="contrasts: {gap: [pre, post]}\nclaims: {pre_joint: pre, post_joint: post}\n",
+    )
     out = tmp_path / "ladder"
     proc = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")
     rows = results(out)
     assert sorted((r["point"], r["budget_scale"], r["arm"], r["seed"]) for r in rows) == sorted(
-        (f"b{b:g}", str(b), a, s) for b in (0.5, 1.0) for a in ("pre", "post") for s in ("0", "1"))
+        (f"b{b:g}", str(b), a, s) for b in (0.5, 1.0) for a in ("pre", "post") for s in ("0", "1")
+    )
     assert all(r["status"] == "ok" for r in rows)
     for label, scale in (("b0.5", 0.5), ("b1", 1.0)):  # every budget is a plain study of its own
         sub = load_study(str(out / "budgets" / label / "study.yaml"))
@@ -165,8 +187,10 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
         tokens = sum(float(r["tokens"]) for r in at if r["arm"] == "pre") / 2
         sub = (out / "budgets" / label / "report.md").read_text()
         verdict = next(line for line in sub.splitlines() if line.startswith("| joint_gap |")).split("**")[1]
-        assert (f"| {float(budget):g} | {md:+.4f} ± {hd:.4f} | 2 | joint_gap **{verdict}** | {kl:.4f} | "
-                f"{md / kl:+.1%} | {tokens / n_params:.3g} |") in report
+        assert (
+            f"| {float(budget):g} | {md:+.4f} ± {hd:.4f} | 2 | joint_gap **{verdict}** | {kl:.4f} | "
+            f"{md / kl:+.1%} | {tokens / n_params:.3g} |"
+        ) in report
     d0, m0, _ = rung_contrast(rows, "0.5")
     d1, m1, _ = rung_contrast(rows, "1.0")
     row = next(line for line in report.splitlines() if line.startswith("| 0.5 → 1 |"))
@@ -178,8 +202,11 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
     assert "## Claims by budget" in report and "| joint_gap |" in report.split("## Claims by budget")[1]
     # the reference budget's claims section, as its own report prints it
     assert "## The reference budget's claims (budget 1: [budgets/b1/report.md](budgets/b1/report.md))" in report
-    ref_table = [line for line in (out / "budgets" / "b1" / "report.md").read_text().splitlines()
-                 if line.startswith("| joint_gap |") or line.startswith("- **joint_gap**")]
+    ref_table = [
+        line
+        for line in (out / "budgets" / "b1" / "report.md").read_text().splitlines()
+        if line.startswith("| joint_gap |") or line.startswith("- **joint_gap**")
+    ]
     assert ref_table and all(line in report for line in ref_table)
 
     # rebuilt from disk: the ladder and one of its budgets
@@ -205,26 +232,42 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
 
 
 def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_the_chosen_rates(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
-                       seeds=(0,), launcher="inline",
-                       extra="contrasts: {gap: [pre, post]}\nlr_pilot: {lrs: [1.0e-4, 3.0e-3], budget_scale: 0.5}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        seeds=(0,),
+        launcher="inline",
+        extra="contrasts: {gap: [pre, post]}\nlr_pilot: {lrs: [1.0e-4, 3.0e-3], budget_scale: 0.5}\n",
+    )
     out = tmp_path / "ladder"
     cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")
     pilot = results(out / "pilot")
-    assert sorted((r["arm"], float(r["lr"])) for r in pilot) == [("post", 1e-4), ("post", 3e-3), ("pre", 1e-4), ("pre", 3e-3)]
+    assert sorted((r["arm"], float(r["lr"])) for r in pilot) == [
+        ("post", 1e-4),
+        ("post", 3e-3),
+        ("pre", 1e-4),
+        ("pre", 3e-3),
+    ]
     # the pilot runs once, at the reference budget (1) × 0.5: stages of 1,280 tokens
     cfg = load_config(str(out / "pilot" / "configs" / "pre-lr0.0001-s0.yaml"))
     assert [s.tokens for s in cfg.curriculum.stages] == [1280, 1280]
     choice = json.loads((out / "lr_choice.json").read_text())
     for arm in ("pre", "post"):  # the lowest select/ce of the pilot's runs, read from their summaries
-        scores = {float(r["lr"]): json.loads((out / "pilot" / r["run_dir"] / "summary.json").read_text())["select"]["select/ce"]
-                  for r in pilot if r["arm"] == arm}
+        scores = {
+            float(r["lr"]): json.loads((out / "pilot" / r["run_dir"] / "summary.json").read_text())["select"][
+                "select/ce"
+            ]
+            for r in pilot
+            if r["arm"] == arm
+        }
         best = min(scores, key=scores.get)
         assert choice["arms"][arm]["chosen"] == best
         for label in ("b0.5", "b1"):  # every budget trains at it
             assert load_config(str(out / "budgets" / label / "configs" / f"{arm}-s0.yaml")).train.lr == best
     assert load_study(str(out / "study.yaml")).lr_pilot.lrs == [1e-4, 3e-3]  # the study as written
     again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]").stdout
-    assert again.count("4 of 4 runs already finished: skipped") == 2  # the pilot's and the ladder's (2 budgets × 2 arms)
+    assert (
+        again.count("4 of 4 runs already finished: skipped") == 2
+    )  # the pilot's and the ladder's (2 budgets × 2 arms)
     assert cli("report", out).returncode == 0

@@ -66,7 +66,7 @@ def sublayers_by_hand(block, h, cos, sin):
         q, k = rms(q, a.q_norm.weight, 1e-6), rms(k, a.k_norm.weight, 1e-6)
 
         def rot(t):
-            t1, t2 = t[..., : hd // 2], t[..., hd // 2:]
+            t1, t2 = t[..., : hd // 2], t[..., hd // 2 :]
             return t * cos + torch.cat((-t2, t1), -1) * sin
 
         q, k = rot(q), rot(k)

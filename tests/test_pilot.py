@@ -12,23 +12,33 @@ from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig, twin_of
 from normgrow.study.pilot import beyond_edges, choose_rates, extension_study, pilot_study, round_dir, with_rates
 
 
-@pytest.mark.parametrize("over,needle", [
-    (["lr_pilot.lrs=[0.001]"], "lr_pilot.lrs: a pilot of one rate (0.001) chooses nothing"),
-    (["lr_pilot.lrs=[0.001,0.001]"], "lr_pilot.lrs: need distinct positive learning rates"),
-    (["lr_pilot.lrs=[0.001,-0.002]"], "lr_pilot.lrs: need distinct positive learning rates"),
-    (["lr_pilot.budget_scale=0"], "lr_pilot.budget_scale: must be in (0, 1]"),
-    (["lr_pilot.budget_scale=1.5"], "lr_pilot.budget_scale: must be in (0, 1]"),
-    (["lr_pilot.seeds=[]"], "lr_pilot.seeds: need distinct seeds"),
-    (["lr_pilot.seeds=[1,1]"], "lr_pilot.seeds: need distinct seeds"),
-    (["lr_pilot.overrides=[seeds=3]"], "lr_pilot.overrides: expected run-config overrides key=value"),
-    (["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.extend=-1"], "lr_pilot.extend: must be between 0 and 8 rounds, got -1"),
-    (["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.extend=9"], "lr_pilot.extend: must be between 0 and 8 rounds, got 9"),
-    (["lr_pilot.lrs=[0.001,0.002]", "arms.pre-grow.lrs=[0.001,0.002]"],
-     "lr_pilot.lrs: arm pre-grow sweeps its own rates (arms.pre-grow.lrs) and a pilot would choose another: use "
-     "either arms.pre-grow.lrs"),
-    (["lr_pilot.lrs=[0.001,0.002]", "sweep.axes=[{key: model.d_model, values: [32, 64]}]"],
-     "lr_pilot.lrs: a sweep study cannot run a learning-rate pilot yet"),
-])
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        (["lr_pilot.lrs=[0.001]"], "lr_pilot.lrs: a pilot of one rate (0.001) chooses nothing"),
+        (["lr_pilot.lrs=[0.001,0.001]"], "lr_pilot.lrs: need distinct positive learning rates"),
+        (["lr_pilot.lrs=[0.001,-0.002]"], "lr_pilot.lrs: need distinct positive learning rates"),
+        (["lr_pilot.budget_scale=0"], "lr_pilot.budget_scale: must be in (0, 1]"),
+        (["lr_pilot.budget_scale=1.5"], "lr_pilot.budget_scale: must be in (0, 1]"),
+        (["lr_pilot.seeds=[]"], "lr_pilot.seeds: need distinct seeds"),
+        (["lr_pilot.seeds=[1,1]"], "lr_pilot.seeds: need distinct seeds"),
+        (["lr_pilot.overrides=[seeds=3]"], "lr_pilot.overrides: expected run-config overrides key=value"),
+        (
+            ["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.extend=-1"],
+            "lr_pilot.extend: must be between 0 and 8 rounds, got -1",
+        ),
+        (["lr_pilot.lrs=[0.001,0.002]", "lr_pilot.extend=9"], "lr_pilot.extend: must be between 0 and 8 rounds, got 9"),
+        (
+            ["lr_pilot.lrs=[0.001,0.002]", "arms.pre-grow.lrs=[0.001,0.002]"],
+            "lr_pilot.lrs: arm pre-grow sweeps its own rates (arms.pre-grow.lrs) and a pilot would choose another: use "
+            "either arms.pre-grow.lrs",
+        ),
+        (
+            ["lr_pilot.lrs=[0.001,0.002]", "sweep.axes=[{key: model.d_model, values: [32, 64]}]"],
+            "lr_pilot.lrs: a sweep study cannot run a learning-rate pilot yet",
+        ),
+    ],
+)
 def test_bad_pilot_input_is_one_line_naming_the_field(tmp_path, over, needle):
     proc = cli("study", "default", "-o", tmp_path / "s", *over, check=False)
     err = proc.stderr.strip().splitlines()
@@ -39,23 +49,38 @@ def test_bad_pilot_input_is_one_line_naming_the_field(tmp_path, over, needle):
 
 def hand_study(**pilot) -> StudyConfig:
     """joint/grow arms of both placements on the tiny preset, two matched arms with a twin, one without."""
-    arms = {"pj": ArmConfig(preset="joint", overrides=["model.norm=pre"]),
-            "pg": ArmConfig(preset="grow", overrides=["model.norm=post"]),
-            "pg-m": ArmConfig(preset="grow", overrides=["model.norm=post"], match="pj"),  # twin: pg
-            "pj-m": ArmConfig(preset="joint", overrides=["model.norm=pre"], match="pg"),  # twin: pj
-            "base": ArmConfig(overrides=["model.norm=post"]),  # the base preset, named by omission
-            "base-m": ArmConfig(preset="tiny", overrides=["model.norm=post"], match="pj"),  # twin: base (same preset)
-            "lonely": ArmConfig(preset="grow", overrides=["model.norm=pre"], match="pj")}  # no unmatched twin
-    return StudyConfig(base="tiny", budget_scale=0.5, seeds=[0, 1, 2], arms=arms, contrasts={"g": ["pj", "pg"]},
-                       overrides=["train.lr=0.003"],
-                       lr_pilot=LrPilotConfig(**pilot))
+    arms = {
+        "pj": ArmConfig(preset="joint", overrides=["model.norm=pre"]),
+        "pg": ArmConfig(preset="grow", overrides=["model.norm=post"]),
+        "pg-m": ArmConfig(preset="grow", overrides=["model.norm=post"], match="pj"),  # twin: pg
+        "pj-m": ArmConfig(preset="joint", overrides=["model.norm=pre"], match="pg"),  # twin: pj
+        "base": ArmConfig(overrides=["model.norm=post"]),  # the base preset, named by omission
+        "base-m": ArmConfig(preset="tiny", overrides=["model.norm=post"], match="pj"),  # twin: base (same preset)
+        "lonely": ArmConfig(preset="grow", overrides=["model.norm=pre"], match="pj"),
+    }  # no unmatched twin
+    return StudyConfig(
+        base="tiny",
+        budget_scale=0.5,
+        seeds=[0, 1, 2],
+        arms=arms,
+        contrasts={"g": ["pj", "pg"]},
+        overrides=["train.lr=0.003"],
+        lr_pilot=LrPilotConfig(**pilot),
+    )
 
 
 def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_piloted_unmatched():
     s = hand_study(lrs=[0.001, 0.004], budget_scale=0.25, seeds=[7], overrides=["diagnostics.enabled=false"])
     validate_study(s)
-    assert {a: twin_of(s, a) for a in s.arms} == {"pj": None, "pg": None, "pg-m": "pg", "pj-m": "pj", "base": None,
-                                                 "base-m": "base", "lonely": None}
+    assert {a: twin_of(s, a) for a in s.arms} == {
+        "pj": None,
+        "pg": None,
+        "pg-m": "pg",
+        "pj-m": "pj",
+        "base": None,
+        "base-m": "base",
+        "lonely": None,
+    }
     p = pilot_study(s)
     assert list(p.arms) == ["pj", "pg", "base", "lonely"]
     assert all(a.lrs == [0.001, 0.004] and a.match is None for a in p.arms.values())
@@ -65,9 +90,20 @@ def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_
     assert with_rates(s, {"arms": {a: {"chosen": None} for a in s.arms}}).overrides == ["train.lr=0.003"]
     assert not p.contrasts and not p.lr_pilot.lrs  # the pilot compares no arms and pilots nothing itself
     validate_study(p)
-    choice = {"arms": {a: {"chosen": r} for a, r in
-                       {"pj": 0.004, "pg": 0.001, "pg-m": 0.001, "pj-m": 0.004, "base": 0.004, "base-m": 0.004,
-                        "lonely": None}.items()}}
+    choice = {
+        "arms": {
+            a: {"chosen": r}
+            for a, r in {
+                "pj": 0.004,
+                "pg": 0.001,
+                "pg-m": 0.001,
+                "pj-m": 0.004,
+                "base": 0.004,
+                "base-m": 0.004,
+                "lonely": None,
+            }.items()
+        }
+    }
     rated = with_rates(s, choice)
     assert rated.arms["pg-m"].overrides == ["model.norm=post", "train.lr=0.001"] and rated.arms["pg-m"].match == "pj"
     assert rated.arms["pj"].overrides == ["model.norm=pre", "train.lr=0.004"]
@@ -76,8 +112,15 @@ def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_
 
 
 def row(arm, lr, seed, ce, status="ok"):
-    return {"arm": arm, "lr": str(lr), "seed": str(seed), "status": status, "select_ce": "" if ce is None else str(ce),
-            "error": "" if status == "ok" else "TrainingDiverged: non-finite train/loss", "selected": ""}
+    return {
+        "arm": arm,
+        "lr": str(lr),
+        "seed": str(seed),
+        "status": status,
+        "select_ce": "" if ce is None else str(ce),
+        "error": "" if status == "ok" else "TrainingDiverged: non-finite train/loss",
+        "selected": "",
+    }
 
 
 def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_shared_rates_regret():
@@ -85,15 +128,24 @@ def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_sha
     surviving seed is the lowest number); 0.004 → 3.0, 3.0 (mean 3.0, chosen). `pg` at 0.001 → 2.5 (chosen), 0.003 →
     2.7, so its regret at the shared rate 0.003 (the study sets train.lr=0.003) is 2.7 − 2.5 = 0.2."""
     s = hand_study(lrs=[0.001, 0.003, 0.004], seeds=[0, 1])
-    rows = [row("pj", 0.001, 0, 3.0), row("pj", 0.001, 1, 3.2), row("pj", 0.003, 0, 2.9), row("pj", 0.003, 1, None, "failed"),
-            row("pj", 0.004, 0, 3.0), row("pj", 0.004, 1, 3.0)]
+    rows = [
+        row("pj", 0.001, 0, 3.0),
+        row("pj", 0.001, 1, 3.2),
+        row("pj", 0.003, 0, 2.9),
+        row("pj", 0.003, 1, None, "failed"),
+        row("pj", 0.004, 0, 3.0),
+        row("pj", 0.004, 1, 3.0),
+    ]
     rows += [row("pg", lr, sd, ce) for lr, ce in ((0.001, 2.5), (0.003, 2.7), (0.004, 2.6)) for sd in (0, 1)]
     rows += [row("base", lr, sd, None, "failed") for lr in (0.001, 0.003, 0.004) for sd in (0, 1)]  # every run failed
     rows += [row("lonely", lr, sd, 4.0 - lr) for lr in (0.001, 0.003, 0.004) for sd in (0, 1)]
     c = choose_rates(s, rows)["arms"]
     assert c["pj"]["chosen"] == 0.004 and c["pj"]["from"] == "pilot"
     assert [(r["lr"], r["select_ce"], r["seeds"]) for r in c["pj"]["rates"]] == [
-        (0.001, pytest.approx(3.1), 2), (0.003, None, 1), (0.004, 3.0, 2)]
+        (0.001, pytest.approx(3.1), 2),
+        (0.003, None, 1),
+        (0.004, 3.0, 2),
+    ]
     assert [(f["lr"], f["seed"]) for f in c["pj"]["failed"]] == [(0.003, 1)]
     assert c["pg"]["chosen"] == 0.001 and c["pg-m"]["chosen"] == 0.001 and c["pg-m"]["from"] == "twin"
     assert c["pg-m"]["piloted_as"] == "pg"
@@ -104,10 +156,12 @@ def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_sha
     assert c["pg-m"]["regret"] == pytest.approx(0.2)  # the twin's numbers
     assert c["pj"]["regret"] is None and "0.003 has no pilot score" in c["pj"]["regret_note"]  # it failed a seed
     assert c["base"]["regret"] is None and c["base"]["shared"] == 0.003
-    off = choose_rates(hand_study(lrs=[0.001, 0.004], seeds=[0, 1]),
-                       [r for r in rows if r["lr"] != "0.003"])["arms"]["pg"]
-    assert off["regret"] is None and off["regret_note"] == ("the shared rate 0.003 is not among the pilot's rates: its "
-                                                            "regret is not measured")
+    off = choose_rates(hand_study(lrs=[0.001, 0.004], seeds=[0, 1]), [r for r in rows if r["lr"] != "0.003"])["arms"][
+        "pg"
+    ]
+    assert off["regret"] is None and off["regret_note"] == (
+        "the shared rate 0.003 is not among the pilot's rates: its regret is not measured"
+    )
 
 
 def test_an_extending_pilot_adds_one_grid_step_beyond_each_edge_choice_and_stops_when_interior():
@@ -121,7 +175,9 @@ def test_an_extending_pilot_adds_one_grid_step_beyond_each_edge_choice_and_stops
     first = beyond_edges(s, choose_rates(s, rows))
     assert first == pytest.approx({"pj": 0.008, "pg": 0.0005})
     sub = extension_study(s, 1, {arm: [lr] for arm, lr in first.items()})
-    assert {a: arm.lrs for a, arm in sub.arms.items()} == {"pj": [0.008], "pg": [0.0005]} and round_dir(1) == "pilot/extend-1"
+    assert {a: arm.lrs for a, arm in sub.arms.items()} == {"pj": [0.008], "pg": [0.0005]} and round_dir(
+        1
+    ) == "pilot/extend-1"
     rows += [row("pj", 0.008, 0, 3.15), row("pg", 0.0005, 0, 2.4)]
     c = choose_rates(s, rows, {"pj": [0.008], "pg": [0.0005]})
     assert c["arms"]["pj"]["chosen"] == 0.004 and c["arms"]["pj"]["edge"] is None
@@ -142,7 +198,7 @@ def summaries(study_dir, arm):
     out = {}
     for d in sorted((study_dir / "runs").glob(f"{arm}-lr*-s*")):
         s = json.loads((d / "summary.json").read_text())
-        lr, seed = d.name[len(arm) + 3:].rsplit("-s", 1)
+        lr, seed = d.name[len(arm) + 3 :].rsplit("-s", 1)
         out[(float(lr), int(seed))] = s["select"]["select/ce"]
     return out
 
@@ -150,17 +206,28 @@ def summaries(study_dir, arm):
 def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp_path):
     """Pilot: pre and post at 1e-4 and 3e-3, seed 0, half the study's budget; the study's shared rate is 1e-4. Main:
     pre, post and post-m (post matched to pre: it takes post's rate), two seeds each."""
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}",
-                        "post-m": "{overrides: [model.norm=post], match: pre}"},
-                       launcher="inline", extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n"
-                       "lr_pilot: {lrs: [0.0001, 0.003], seeds: [0], budget_scale: 0.5}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {
+            "pre": "{overrides: [model.norm=pre]}",
+            "post": "{overrides: [model.norm=post]}",
+            "post-m": "{overrides: [model.norm=post], match: pre}",
+        },
+        launcher="inline",
+        extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n"
+        "lr_pilot: {lrs: [0.0001, 0.003], seeds: [0], budget_scale: 0.5}\n",
+    )
     spec.write_text(spec.read_text().replace("model.n_layer=2]", "model.n_layer=2, train.lr=0.0001]"))
     out = tmp_path / "study"
     cli("study", spec, "-o", out, "--no-progress")
     pilot = results(out / "pilot")
     assert sorted((r["arm"], float(r["lr"]), r["seed"]) for r in pilot) == [
-        ("post", 0.0001, "0"), ("post", 0.003, "0"), ("pre", 0.0001, "0"), ("pre", 0.003, "0")]  # no pilot of post-m
+        ("post", 0.0001, "0"),
+        ("post", 0.003, "0"),
+        ("pre", 0.0001, "0"),
+        ("pre", 0.003, "0"),
+    ]  # no pilot of post-m
     for r in pilot:  # half the study's budget: 2 stages of 1280 tokens
         assert r["status"] == "ok" and int(r["tokens"]) == 2560
     choice = json.loads((out / "lr_choice.json").read_text())
@@ -169,7 +236,9 @@ def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp
         best = min((0.0001, 0.003), key=lambda lr: sel[(lr, 0)])
         c = choice["arms"][arm]
         assert c["chosen"] == best and c["piloted_as"] == src and c["from"] == ("pilot" if arm == src else "twin")
-        assert [(x["lr"], x["select_ce"]) for x in c["rates"]] == [(lr, pytest.approx(sel[(lr, 0)])) for lr in (0.0001, 0.003)]
+        assert [(x["lr"], x["select_ce"]) for x in c["rates"]] == [
+            (lr, pytest.approx(sel[(lr, 0)])) for lr in (0.0001, 0.003)
+        ]
         assert c["shared"] == 0.0001 and c["regret"] == pytest.approx(sel[(0.0001, 0)] - sel[(best, 0)])
         for seed in (0, 1):  # the main runs trained at it
             cfg = (out / "runs" / f"{arm}-s{seed}" / "config.yaml").read_text()
@@ -178,13 +247,19 @@ def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp
     assert sorted((r["arm"], r["seed"]) for r in rows) == [(a, s) for a in ("post", "post-m", "pre") for s in "01"]
     assert all(r["status"] == "ok" and float(r["lr"]) == choice["arms"][r["arm"]]["chosen"] for r in rows)
     report = (out / "report.md").read_text()
-    assert "## Learning rates" in report and "by a pilot (`pilot/`) at budget scale 0.5 (0.5 × this study's) on 1 seed" in report
+    assert (
+        "## Learning rates" in report
+        and "by a pilot (`pilot/`) at budget scale 0.5 (0.5 × this study's) on 1 seed" in report
+    )
     post = choice["arms"]["post"]
-    cells = " | ".join(f"**{x['select_ce']:.4f}** ✓" if x["lr"] == post["chosen"] else f"{x['select_ce']:.4f}"
-                       for x in post["rates"])
+    cells = " | ".join(
+        f"**{x['select_ce']:.4f}** ✓" if x["lr"] == post["chosen"] else f"{x['select_ce']:.4f}" for x in post["rates"]
+    )
     assert f"| post-m | twin post | {cells} | {post['chosen']:g} | 0.0001 | {post['regret']:+.4f} |" in report
     edge = "highest" if post["chosen"] == 0.003 else "lowest"  # two rates: the chosen one is always an edge
-    assert f"- `post-m`: its rate {post['chosen']:g} is the pilot's {edge}: a better one may lie beyond the grid" in report
+    assert (
+        f"- `post-m`: its rate {post['chosen']:g} is the pilot's {edge}: a better one may lie beyond the grid" in report
+    )
     cli("report", out / "pilot")  # the pilot is a study of its own
     assert "## Learning-rate selection" in (out / "pilot" / "report.md").read_text()
 
@@ -200,19 +275,32 @@ def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rat
     one more rate per round. Checked against the runs' own summaries: each round ran exactly the arms at an edge after
     the rounds before (at the next grid step), the final choice is the lowest select/ce over every rate the arm tried,
     the main runs train at it, and a rerun and `normgrow report` re-derive the same choice."""
-    spec = write_study(tmp_path / "s.yaml", tiny_cache, {"pre": "{overrides: [model.norm=pre]}",
-                                                          "post": "{overrides: [model.norm=post]}"},
-                       launcher="inline", extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n"
-                       "lr_pilot: {lrs: [0.0001, 0.0003], seeds: [0], budget_scale: 0.5, extend: 2}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        launcher="inline",
+        extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n"
+        "lr_pilot: {lrs: [0.0001, 0.0003], seeds: [0], budget_scale: 0.5, extend: 2}\n",
+    )
     out = tmp_path / "study"
     cli("study", spec, "-o", out, "--no-progress")
     choice = json.loads((out / "lr_choice.json").read_text())
-    tried = {arm: {0.0001: summaries(out / "pilot", arm)[(0.0001, 0)], 0.0003: summaries(out / "pilot", arm)[(0.0003, 0)]}
-             for arm in ("pre", "post")}
+    tried = {
+        arm: {0.0001: summaries(out / "pilot", arm)[(0.0001, 0)], 0.0003: summaries(out / "pilot", arm)[(0.0003, 0)]}
+        for arm in ("pre", "post")
+    }
     for k in (1, 2):
-        edge = {arm: float(f"{max(t) * 3:.6g}") if min(t, key=t.get) == max(t) else float(f"{min(t) / 3:.6g}")
-                for arm, t in tried.items() if min(t, key=t.get) in (max(t), min(t))}
-        ran = {r["arm"]: float(r["lr"]) for r in results(out / f"pilot/extend-{k}")} if (out / f"pilot/extend-{k}").is_dir() else {}
+        edge = {
+            arm: float(f"{max(t) * 3:.6g}") if min(t, key=t.get) == max(t) else float(f"{min(t) / 3:.6g}")
+            for arm, t in tried.items()
+            if min(t, key=t.get) in (max(t), min(t))
+        }
+        ran = (
+            {r["arm"]: float(r["lr"]) for r in results(out / f"pilot/extend-{k}")}
+            if (out / f"pilot/extend-{k}").is_dir()
+            else {}
+        )
         assert ran == pytest.approx(edge)
         for arm, lr in ran.items():
             tried[arm][lr] = summaries(out / f"pilot/extend-{k}", arm)[(lr, 0)]
@@ -232,12 +320,17 @@ def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(ti
     """`good` diverges at lr 1e4 (no clipping, no warmup) and trains at 3e-3; `bad` (a loss temperature of 1e-38:
     logits scaled by 1e38 overflow float32) diverges at both, so no rate is chosen for it and its main run is not launched;
     the study then exits 1, naming it."""
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"good": "{overrides: [model.norm=pre]}",
-                        "bad": "{overrides: [model.norm=pre, distill.temperature=1e-38]}"},
-                       seeds=(0,), launcher="inline", extra="select_tokens: 1024\n"
-                       "lr_pilot: {lrs: [10000, 0.003], seeds: [0]}\n")
-    spec.write_text(spec.read_text().replace("model.n_layer=2]", "model.n_layer=2, train.grad_clip=0, train.warmup_tokens=0]"))
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"good": "{overrides: [model.norm=pre]}", "bad": "{overrides: [model.norm=pre, distill.temperature=1e-38]}"},
+        seeds=(0,),
+        launcher="inline",
+        extra="select_tokens: 1024\nlr_pilot: {lrs: [10000, 0.003], seeds: [0]}\n",
+    )
+    spec.write_text(
+        spec.read_text().replace("model.n_layer=2]", "model.n_layer=2, train.grad_clip=0, train.warmup_tokens=0]")
+    )
     out = tmp_path / "study"
     proc = cli("study", spec, "-o", out, "--no-progress", check=False)
     assert proc.returncode == 1 and "1 run of the study did not finish: bad-s0" in proc.stderr
@@ -248,7 +341,9 @@ def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(ti
     assert choice["bad"]["chosen"] is None and sorted(f["lr"] for f in choice["bad"]["failed"]) == [0.003, 10000.0]
     rows = {r["arm"]: r for r in results(out)}
     assert rows["good"]["status"] == "ok" and float(rows["good"]["lr"]) == 0.003
-    assert rows["bad"]["status"] == "failed" and rows["bad"]["error"].startswith("not launched: the learning-rate pilot of bad")
+    assert rows["bad"]["status"] == "failed" and rows["bad"]["error"].startswith(
+        "not launched: the learning-rate pilot of bad"
+    )
     assert not (out / "runs" / "bad-s0").exists()
     report = (out / "report.md").read_text()
     assert "| good | pilot | excluded | **" in report and "| bad | pre | 1-2 | — (no pilot rate) | — |" in report
@@ -262,9 +357,15 @@ def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(ti
 def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
     """`normgrow plan`: 3 arms × 2 seeds of 2 × 2,560 tokens, plus the pilot's 2 arms (post-m takes post's rate) × 2
     rates × 1 seed at half that budget: 10 runs, 6 × 5,120 + 4 × 2,560 = 40,960 tokens."""
-    spec = write_study(tmp_path / "s.yaml", tmp_path / "cache",
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}",
-                        "post-m": "{overrides: [model.norm=post], match: pre}"},
-                       extra="lr_pilot: {lrs: [0.0001, 0.003], seeds: [0]}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tmp_path / "cache",
+        {
+            "pre": "{overrides: [model.norm=pre]}",
+            "post": "{overrides: [model.norm=post]}",
+            "post-m": "{overrides: [model.norm=post], match: pre}",
+        },
+        extra="lr_pilot: {lrs: [0.0001, 0.003], seeds: [0]}\n",
+    )
     out = cli("plan", spec, "--no-measure").stdout
     assert "10 run(s), 40,960 training tokens in all" in out

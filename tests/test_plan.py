@@ -30,7 +30,9 @@ def test_memory_terms_of_a_tiny_run_by_hand():
     assert ckpt["activations (8 × 32 tokens)"] == tokens * (3 * 32 + per_token_block) * 4
     sharded = job_memory(cfg, world=4, fsdp=True)
     assert sharded["AdamW moments (fp32)"] == 8 * n / 4
-    both = job_memory(load_config("tiny", ["model.vocab_size=512", "train.sharding=fsdp", "teacher.sharding=fsdp"]), world=4)
+    both = job_memory(
+        load_config("tiny", ["model.vocab_size=512", "train.sharding=fsdp", "teacher.sharding=fsdp"]), world=4
+    )
     assert both["AdamW moments (fp32)"] == 8 * n / 4  # the config's sharding counts as --fsdp does
     assert mem["teacher weights"] > 0 and both["teacher weights"] == mem["teacher weights"] / 4
     assert mem["loss chunk"] == 6 * 256 * 512 * 4  # chunk_tokens 256 ≤ the micro-batch's 256 tokens
@@ -40,7 +42,11 @@ def test_the_micro_batch_that_fits_a_device_and_its_accumulation_steps(tmp_path)
     cfg = load_config("tiny", ["model.vocab_size=512", "train.batch_size=16"])
 
     def total(micro):
-        return sum(job_memory(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch_size=micro)), 1).values())
+        return sum(
+            job_memory(
+                dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch_size=micro)), 1
+            ).values()
+        )
 
     assert total(8) > total(4) > total(2)  # activations grow with the micro-batch
     assert fit_micro_batch(cfg, 1, False, total(4)) == 4  # exactly enough for 4 sequences, not for 8
@@ -48,8 +54,15 @@ def test_the_micro_batch_that_fits_a_device_and_its_accumulation_steps(tmp_path)
     assert fit_micro_batch(cfg, 1, False, total(1) - 1) is None
     assert fit_micro_batch(cfg, 2, False, 1e15) == 8  # two ranks hold 8 sequences each
     tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"
-    out = cli("plan", "--no-measure", tiny_yaml, "model.vocab_size=512", "train.tokens_per_step=512",
-              "--device-memory", str(total(4) / 2**30)).stdout
+    out = cli(
+        "plan",
+        "--no-measure",
+        tiny_yaml,
+        "model.vocab_size=512",
+        "train.tokens_per_step=512",
+        "--device-memory",
+        str(total(4) / 2**30),
+    ).stdout
     assert "4 sequence(s) of 32 tokens per rank" in out and "4 accumulation step(s)" in out
     assert "train.micro_batch_size=4" in out
 
@@ -103,15 +116,20 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
 
     pilot = tmp_path / "pilot"
     pilot.mkdir()
-    (pilot / "study.yaml").write_text("name: pilot\nbase: tiny\nseeds: [0, 1, 2]\narms:\n  pre-joint: {}\n  post-joint: {}\n"
-                                      "contrasts:\n  joint_gap: [pre-joint, post-joint]\n")
-    rows = [dict.fromkeys(FIELDS, "") | {"arm": arm, "seed": s, "status": "ok", "val_ce": 5.0 + (0.01 + 0.02 * s) * k}
-            for s in range(3) for arm, k in (("pre-joint", 0), ("post-joint", 1))]
+    (pilot / "study.yaml").write_text(
+        "name: pilot\nbase: tiny\nseeds: [0, 1, 2]\narms:\n  pre-joint: {}\n  post-joint: {}\n"
+        "contrasts:\n  joint_gap: [pre-joint, post-joint]\n"
+    )
+    rows = [
+        dict.fromkeys(FIELDS, "") | {"arm": arm, "seed": s, "status": "ok", "val_ce": 5.0 + (0.01 + 0.02 * s) * k}
+        for s in range(3)
+        for arm, k in (("pre-joint", 0), ("post-joint", 1))
+    ]
     write_results(rows, pilot / "results.csv")
     out = cli("plan", "default", "--no-measure", "--pilot", pilot).stdout
     line = next(x for x in out.splitlines() if x.startswith("| joint_gap"))
     assert "+0.0300 (3)" in line and "| 0.0200 [" in line
-    assert f"| {4.302653 * 0.02 / 3 ** 0.5:.4f} |" in line
+    assert f"| {4.302653 * 0.02 / 3**0.5:.4f} |" in line
     assert "grow_gap | — (0)" in out  # the pilot has no grow arms
     # seeds for δ = 0.01 at sd 0.02 (effect size 0.5): 34 by the noncentral t (the textbook table's 34)
     assert "| 34 (" in line
@@ -138,9 +156,16 @@ def test_the_evaluation_schedule_is_the_one_a_run_logs(tiny_cache, tmp_path):
     from normgrow.pipeline import run
     from normgrow.speed import evaluation_schedule
 
-    cfg = tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 2, tokens: 2048}, {n_layer: 3, tokens: 2560}]",
-                   "train.eval_every_tokens=768", "train.dense_eval_steps=4", "train.dense_eval_every=2",
-                   "diagnostics.every_tokens=1024", "data.select_tokens=256", "data.curve_tokens=512")
+    cfg = tiny_cfg(
+        tiny_cache,
+        "curriculum.stages=[{n_layer: 2, tokens: 2048}, {n_layer: 3, tokens: 2560}]",
+        "train.eval_every_tokens=768",
+        "train.dense_eval_steps=4",
+        "train.dense_eval_every=2",
+        "diagnostics.every_tokens=1024",
+        "data.select_tokens=256",
+        "data.curve_tokens=512",
+    )
     run(cfg, tmp_path / "r", log=lambda *_: None, progress=False)
     plans = plan_stages(cfg)
     counted = evaluation_schedule(cfg, plans)

@@ -31,9 +31,9 @@ def section(text: str, heading: str) -> str:
     except StopIteration:
         raise AssertionError(f"README.md has no '{heading}' section") from None
     out = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         hashes = len(line) - len(line.lstrip("#"))
-        if 0 < hashes <= level and line[hashes:hashes + 1] == " ":
+        if 0 < hashes <= level and line[hashes : hashes + 1] == " ":
             break
         out.append(line)
     return "\n".join(out)
@@ -72,7 +72,7 @@ def cli_arguments(command: str) -> list[str]:
     words = shlex.split(command, comments=True)
     if words[0] == "normgrow":
         return words[1:]
-    return words[words.index("normgrow.cli") + 1:]
+    return words[words.index("normgrow.cli") + 1 :]
 
 
 def test_the_code_tour_names_every_module_and_nothing_else():
@@ -83,7 +83,8 @@ def test_the_code_tour_names_every_module_and_nothing_else():
         f"README.md '{TOUR_HEADING}' is out of date: "
         + (f"missing {', '.join(missing)}" if missing else "")
         + ("; " if missing and extra else "")
-        + (f"names modules that do not exist: {', '.join(extra)}" if extra else ""))
+        + (f"names modules that do not exist: {', '.join(extra)}" if extra else "")
+    )
 
 
 COMMANDS = shown_commands(readme_text())
@@ -106,8 +107,9 @@ def test_every_command_shown_parses(command):
 
 def test_the_readme_stays_short():
     size = len(README.read_bytes())
-    assert size <= MAX_BYTES, (f"README.md is {size:,} bytes, over {MAX_BYTES:,}: move measurements to docs/results.md "
-                               "and details to docs/")
+    assert size <= MAX_BYTES, (
+        f"README.md is {size:,} bytes, over {MAX_BYTES:,}: move measurements to docs/results.md and details to docs/"
+    )
 
 
 def test_every_relative_link_resolves():

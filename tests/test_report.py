@@ -21,40 +21,139 @@ def write_run(run_dir, arm, seed, ce, norm, dtype="float32", rms=None):
     """A finished tiny run of two stages (1 → 2 blocks) written by hand; `rms`: its boundary stream's RMS at the
     growth event (and at the end of the next stage) in summary.json's boundary record."""
     run_dir.mkdir(parents=True)
-    save_config(load_config("tiny", [f"model.norm={norm}", f"seed={seed}", f"name={arm}", "model.vocab_size=512",
-                                     f"train.dtype={dtype}"]), run_dir / "config.yaml")
-    stages = [{"index": 0, "n_layer": 1, "steps": 4, "tokens": 1024, "start": {"val/ce": 8.0}, "end": {"val/ce": ce + 0.5}},
-              {"index": 1, "n_layer": 2, "steps": 4, "tokens": 1024,
-               "growth": {"grow/from": 1, "grow/to": 2, "grow/init": "zero", "grow/boundaries": [1],
-                          "grow/logit_max_abs_diff": 0.0, "grow/val_ce_jump": 0.0},
-               "start": {"val/ce": ce + 0.5}, "end": {"val/ce": ce}}]
-    summary = {"val/ce": ce, "val/kl": ce - 2, "val/nll": ce + 1, "val/teacher_entropy": 2.0, "wall_time_s": 1.0,
-               "compute": {"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "trainable_layer_tokens": 3072,
-                           "flops": 1.5e9}, "stages": stages, "train_teacher": "online teacher, full vocabulary"}
+    save_config(
+        load_config(
+            "tiny",
+            [f"model.norm={norm}", f"seed={seed}", f"name={arm}", "model.vocab_size=512", f"train.dtype={dtype}"],
+        ),
+        run_dir / "config.yaml",
+    )
+    stages = [
+        {"index": 0, "n_layer": 1, "steps": 4, "tokens": 1024, "start": {"val/ce": 8.0}, "end": {"val/ce": ce + 0.5}},
+        {
+            "index": 1,
+            "n_layer": 2,
+            "steps": 4,
+            "tokens": 1024,
+            "growth": {
+                "grow/from": 1,
+                "grow/to": 2,
+                "grow/init": "zero",
+                "grow/boundaries": [1],
+                "grow/logit_max_abs_diff": 0.0,
+                "grow/val_ce_jump": 0.0,
+            },
+            "start": {"val/ce": ce + 0.5},
+            "end": {"val/ce": ce},
+        },
+    ]
+    summary = {
+        "val/ce": ce,
+        "val/kl": ce - 2,
+        "val/nll": ce + 1,
+        "val/teacher_entropy": 2.0,
+        "wall_time_s": 1.0,
+        "compute": {
+            "step": 8,
+            "tokens": 2048,
+            "active_layer_tokens": 3072,
+            "trainable_layer_tokens": 3072,
+            "flops": 1.5e9,
+        },
+        "stages": stages,
+        "train_teacher": "online teacher, full vocabulary",
+    }
     if rms is not None:
-        summary["boundaries"] = [{"stage": 1, "boundary": 1, "rms_at_growth": {"all": rms, "structural": rms},
-                                  "rms_end_of_next_stage": {"all": rms, "structural": rms}}]
+        summary["boundaries"] = [
+            {
+                "stage": 1,
+                "boundary": 1,
+                "rms_at_growth": {"all": rms, "structural": rms},
+                "rms_end_of_next_stage": {"all": rms, "structural": rms},
+            }
+        ]
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    events = [{"step": 0, "tokens": 0, "active_layer_tokens": 0, "n_layer": 1, "stage": 0, "event": "stage_start",
-               "val/ce": 8.0},
-              {"step": 4, "tokens": 1024, "active_layer_tokens": 1024, "n_layer": 1, "stage": 0, "event": "stage_end",
-               "val/ce": ce + 0.5},
-              {"step": 4, "tokens": 1024, "active_layer_tokens": 1024, "n_layer": 2, "stage": 1, "event": "growth",
-               "grow/from": 1, "grow/to": 2, "grow/boundaries": [1]},
-              {"step": 4, "tokens": 1024, "active_layer_tokens": 1024, "n_layer": 2, "stage": 1, "event": "stage_start",
-               "val/ce": ce + 0.5, "curve/ce": ce + 0.6},
-              {"step": 6, "tokens": 1536, "active_layer_tokens": 2048, "n_layer": 2, "stage": 1, "event": "dense",
-               "curve/ce": ce + 0.3},
-              {"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "n_layer": 2, "stage": 1, "event": "stage_end",
-               "val/ce": ce, "curve/ce": ce + 0.1}]
+    events = [
+        {
+            "step": 0,
+            "tokens": 0,
+            "active_layer_tokens": 0,
+            "n_layer": 1,
+            "stage": 0,
+            "event": "stage_start",
+            "val/ce": 8.0,
+        },
+        {
+            "step": 4,
+            "tokens": 1024,
+            "active_layer_tokens": 1024,
+            "n_layer": 1,
+            "stage": 0,
+            "event": "stage_end",
+            "val/ce": ce + 0.5,
+        },
+        {
+            "step": 4,
+            "tokens": 1024,
+            "active_layer_tokens": 1024,
+            "n_layer": 2,
+            "stage": 1,
+            "event": "growth",
+            "grow/from": 1,
+            "grow/to": 2,
+            "grow/boundaries": [1],
+        },
+        {
+            "step": 4,
+            "tokens": 1024,
+            "active_layer_tokens": 1024,
+            "n_layer": 2,
+            "stage": 1,
+            "event": "stage_start",
+            "val/ce": ce + 0.5,
+            "curve/ce": ce + 0.6,
+        },
+        {
+            "step": 6,
+            "tokens": 1536,
+            "active_layer_tokens": 2048,
+            "n_layer": 2,
+            "stage": 1,
+            "event": "dense",
+            "curve/ce": ce + 0.3,
+        },
+        {
+            "step": 8,
+            "tokens": 2048,
+            "active_layer_tokens": 3072,
+            "n_layer": 2,
+            "stage": 1,
+            "event": "stage_end",
+            "val/ce": ce,
+            "curve/ce": ce + 0.1,
+        },
+    ]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     rms = {c: 1.0 for c in ("all", "structural", "content", "bos", "first", "whitespace", "punct")}
-    diag = [{"step": 8, "tokens": 2048, "active_layer_tokens": 3072, "n_layer": 2, "stage": 1, "event": "stage_end",
-             "residual_rms": [rms, rms, rms], "struct_content_ratio": [1.0, 1.0, 1.0], "rel_update": [0.5, 0.1],
-             "cos": [0.9, 0.99], "sink_share": 0.25 if norm == "pre" else 0.75, "probe_ce": ce,
-             # pre ends collapsed at its last block (worst share 0.9 > 0.5), post does not (worst 0.3)
-             "collapse_share": [0.01, 0.3, 0.9] if norm == "pre" else [0.01, 0.2, 0.3],
-             "collapse_cos": [0.01, 0.3, 0.92] if norm == "pre" else [0.01, 0.2, 0.3]}]
+    diag = [
+        {
+            "step": 8,
+            "tokens": 2048,
+            "active_layer_tokens": 3072,
+            "n_layer": 2,
+            "stage": 1,
+            "event": "stage_end",
+            "residual_rms": [rms, rms, rms],
+            "struct_content_ratio": [1.0, 1.0, 1.0],
+            "rel_update": [0.5, 0.1],
+            "cos": [0.9, 0.99],
+            "sink_share": 0.25 if norm == "pre" else 0.75,
+            "probe_ce": ce,
+            # pre ends collapsed at its last block (worst share 0.9 > 0.5), post does not (worst 0.3)
+            "collapse_share": [0.01, 0.3, 0.9] if norm == "pre" else [0.01, 0.2, 0.3],
+            "collapse_cos": [0.01, 0.3, 0.92] if norm == "pre" else [0.01, 0.2, 0.3],
+        }
+    ]
     (run_dir / "diagnostics.jsonl").write_text("".join(json.dumps(d) + "\n" for d in diag))
 
 
@@ -113,11 +212,15 @@ claims: {pre_grow: pre, post_grow: post}
     assert (out / "report.md").read_text() == again  # deterministic
     # one run recomputed on a machine where `auto` chose bfloat16: the report says the study mixes precisions
     run = out / "runs" / "post-s1"
-    save_config(load_config("tiny", ["model.norm=post", "seed=1", "name=post", "model.vocab_size=512",
-                                     "train.dtype=bfloat16"]), run / "config.yaml")
+    save_config(
+        load_config("tiny", ["model.norm=post", "seed=1", "name=post", "model.vocab_size=512", "train.dtype=bfloat16"]),
+        run / "config.yaml",
+    )
     cli("report", out)
-    assert "**Caution: the runs used different compute dtypes** (bfloat16/float32, float32/float32" in \
-        (out / "report.md").read_text()
+    assert (
+        "**Caution: the runs used different compute dtypes** (bfloat16/float32, float32/float32"
+        in (out / "report.md").read_text()
+    )
 
 
 # ----------------------------------------------------------------------------- the dose–response figure
@@ -125,8 +228,10 @@ claims: {pre_grow: pre, post_grow: post}
 
 def dose_run(ce, *rms):
     """A grow run's measures: final val/ce and its boundary stream's RMS at each growth event (stages 1, 2, …)."""
-    return RunMeasures(val_ce=ce, events=[BoundaryEvent(k + 1, 3 * (k + 1), 3 * k + 2, None, None, rms_at=r)
-                                          for k, r in enumerate(rms)])
+    return RunMeasures(
+        val_ce=ce,
+        events=[BoundaryEvent(k + 1, 3 * (k + 1), 3 * k + 2, None, None, rms_at=r) for k, r in enumerate(rms)],
+    )
 
 
 def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
@@ -143,8 +248,10 @@ def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
             m["pg"][s] = dose_run(5.04 + 0.01 * s + shift + 0.003 * s * s, 3.0 + s, 6.0)
             # pgr's is post's at event 1 and (1 + s/10)× at event 2: x = log(1 + s/10) / 2
             m["pgr"][s] = dose_run(5.005 + 0.01 * s + shift / 4 - 0.002 * s, 1.0, 2.0 * (1 + s / 10))
-            expected += [("pg", s, b, (math.log(3 + s) + math.log(3)) / 2, 0.04 + shift + 0.003 * s * s),
-                         ("pgr", s, b, math.log(1 + s / 10) / 2, 0.005 + shift / 4 - 0.002 * s)]
+            expected += [
+                ("pg", s, b, (math.log(3 + s) + math.log(3)) / 2, 0.04 + shift + 0.003 * s * s),
+                ("pgr", s, b, math.log(1 + s / 10) / 2, 0.005 + shift / 4 - 0.002 * s),
+            ]
         budgets.append((b, m))
     points = dose_points(claims, budgets)
     assert sorted((p.arm, p.seed, p.budget) for p in points) == sorted((a, s, b) for a, s, b, _, _ in expected)
@@ -157,10 +264,14 @@ def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
     half = student_t.ppf(0.975, 10) * fit.stderr
     sentence = dose_sentence(points, "qg")
     assert sentence.startswith("Dose–response over n = 12 points (pg, pgr against qg; 3 seeds × 2 budgets)")
-    assert (f"OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% interval [{fit.slope - half:+.4f}, "
-            f"{fit.slope + half:+.4f}] (t with 10 df); Spearman's rank correlation {rho:+.2f}.") in sentence
-    assert ("The points are not independent (those of one seed at different budgets share the seed and a seed's "
-            "arms share its qg run)") in sentence
+    assert (
+        f"OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% interval [{fit.slope - half:+.4f}, "
+        f"{fit.slope + half:+.4f}] (t with 10 df); Spearman's rank correlation {rho:+.2f}."
+    ) in sentence
+    assert (
+        "The points are not independent (those of one seed at different budgets share the seed and a seed's "
+        "arms share its qg run)"
+    ) in sentence
     one = dose_sentence([p for p in points if p.budget == 1.0 and p.arm == "pg"], "qg")
     assert "3 seeds × 1 budget" in one and "(t with 1 df)" in one and "not independent" not in one
     assert "too few points" in dose_sentence(points[:2], "qg")
@@ -198,21 +309,32 @@ claims: {pre_grow: pre, post_grow: post, pre_grow_renorm: renorm}
         for arm in ce:
             for seed in (0, 1):
                 c, r = ce[arm] + 0.01 * seed - 0.02 * b * (arm != "post"), rms[arm] * (1 + 0.1 * seed + 0.2 * b)
-                write_run(out / "budgets" / label / "runs" / f"{arm}-s{seed}", arm, seed, c, "post" if arm == "post" else "pre",
-                          rms=r)
+                write_run(
+                    out / "budgets" / label / "runs" / f"{arm}-s{seed}",
+                    arm,
+                    seed,
+                    c,
+                    "post" if arm == "post" else "pre",
+                    rms=r,
+                )
                 points[(label, arm, seed)] = (r, c)
     cli("report", out)
 
     def xy(labels):
         keys = [(lab, arm, s) for lab in labels for arm in ("pre", "renorm") for s in (0, 1)]
-        return ([math.log(points[k][0] / points[(k[0], "post", k[2])][0]) for k in keys],
-                [points[k][1] - points[(k[0], "post", k[2])][1] for k in keys])
+        return (
+            [math.log(points[k][0] / points[(k[0], "post", k[2])][0]) for k in keys],
+            [points[k][1] - points[(k[0], "post", k[2])][1] for k in keys],
+        )
 
     for where, labels in ((out, ("b0.5", "b1")), (out / "budgets" / "b1", ("b1",))):
         report = (where / "report.md").read_text()
         section = report.split("## Dose–response: boundary scale at growth against the grow gap")[1].split("\n## ")[0]
         slope = linregress(*xy(labels)).slope
-        assert f"over n = {4 * len(labels)} points (pre, renorm against post; 2 seeds × {len(labels)} budget{'s' if len(labels) > 1 else ''})" in section
+        assert (
+            f"over n = {4 * len(labels)} points (pre, renorm against post; 2 seeds × {len(labels)} budget{'s' if len(labels) > 1 else ''})"
+            in section
+        )
         assert f"OLS slope {slope:+.4f} nats/token per unit log ratio" in section
         assert "![dose_response](plots/dose_response.png)" in section
         assert (where / "plots" / "dose_response.png").stat().st_size > 5_000

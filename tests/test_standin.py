@@ -28,11 +28,28 @@ def test_standin_is_shaped_like_qwen3_8b(standin):
     hf = json.loads((standin / "teacher" / "config.json").read_text())
     hf["rope_theta"] = hf.get("rope_parameters", hf)["rope_theta"]  # transformers ≥ 5 nests it
     # Qwen3-8B's published config.json, less its sizes
-    assert {k: hf[k] for k in ("model_type", "architectures", "tie_word_embeddings", "rope_theta", "rms_norm_eps",
-                               "max_position_embeddings", "hidden_act", "attention_bias")} == {
-        "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "tie_word_embeddings": False,
-        "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "max_position_embeddings": 40960, "hidden_act": "silu",
-        "attention_bias": False}
+    assert {
+        k: hf[k]
+        for k in (
+            "model_type",
+            "architectures",
+            "tie_word_embeddings",
+            "rope_theta",
+            "rms_norm_eps",
+            "max_position_embeddings",
+            "hidden_act",
+            "attention_bias",
+        )
+    } == {
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "tie_word_embeddings": False,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 40960,
+        "hidden_act": "silu",
+        "attention_bias": False,
+    }
     assert hf["num_key_value_heads"] < hf["num_attention_heads"]  # grouped-query attention, as Qwen3-8B's 32 / 8
     tok = AutoTokenizer.from_pretrained(str(standin / "teacher"))
     # as Qwen's: special tokens after the base vocabulary (len > vocab_size), no BOS, <|im_end|> as EOS
@@ -63,7 +80,9 @@ def test_a_tokenizer_larger_than_the_head_is_refused(standin, tmp_path):
     tok.add_tokens([f"<extra_{i}>" for i in range(120)])  # 533 tokens, 512 head rows
     tok.save_pretrained(tmp_path / "big")
     with pytest.raises(TeacherError, match="512 LM-head rows but the tokenizer has 533 tokens"):
-        load_teacher(str(standin / "teacher"), "float32", torch.device("cpu"), tokenizer_size=len(tok), student_vocab=len(tok))
+        load_teacher(
+            str(standin / "teacher"), "float32", torch.device("cpu"), tokenizer_size=len(tok), student_vocab=len(tok)
+        )
 
 
 def test_paper_preset_reads_the_hf_layout_and_reconciles_the_tokenizer(standin, tmp_path):
@@ -82,15 +101,21 @@ def test_paper_preset_reads_the_hf_layout_and_reconciles_the_tokenizer(standin, 
     assert int((prep.train == sep).sum()) == len(train_docs)
     # each one the teacher tokenizer's own encoding of its text, after the separator
     ids = tok(train_docs[0], add_special_tokens=False).input_ids
-    assert prep.train[0] == sep and prep.train[1: 1 + len(ids)].tolist() == ids
+    assert prep.train[0] == sep and prep.train[1 : 1 + len(ids)].tolist() == ids
 
 
 def test_a_missing_dataset_configuration_is_one_line(standin, tmp_path):
     cfg = paper_cfg(standin, tmp_path / "cache", "data.dataset_config=sample-350BT")
     with pytest.raises(DataError, match="data.corpus: hf:.*cannot load the dataset"):
         list(iter_documents(cfg.data))
-    proc = cli("prepare", "paper", f"data.cache_dir={tmp_path / 'c'}", *paper_cfg_args(standin),
-               "data.dataset_config=sample-350BT", check=False)
+    proc = cli(
+        "prepare",
+        "paper",
+        f"data.cache_dir={tmp_path / 'c'}",
+        *paper_cfg_args(standin),
+        "data.dataset_config=sample-350BT",
+        check=False,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "sample-350BT" in proc.stderr
 
 
@@ -99,8 +124,16 @@ def test_paper_path_runs_on_the_cpu_stand_in(standin, tmp_path):
     """`normgrow study paper` with the stand-in's paths and sizes: submitit's local executor, two torchrun ranks
     per run, bf16 autocast and torch.compile as the preset sets them; every arm ends and the report is written."""
     out = tmp_path / "study"
-    proc = cli_process("study", "paper", "-o", out, "--no-progress", f"data.cache_dir={tmp_path / 'cache'}",
-                       *study_overrides(standin), timeout=3600)
+    proc = cli_process(
+        "study",
+        "paper",
+        "-o",
+        out,
+        "--no-progress",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        *study_overrides(standin),
+        timeout=3600,
+    )
     assert f"report: {out / 'report.md'}" in proc.stdout
     rows = (out / "results.csv").read_text().splitlines()
     assert len(rows) == 13 and all(",ok," in r for r in rows[1:]), rows
@@ -128,13 +161,15 @@ def test_two_local_hf_directories_of_the_same_name_are_read_each_as_itself(tmp_p
     write_dataset(b, ["beta one", "beta two", "beta three"], shards=1)
 
     def texts(root):
-        d = DataConfig(corpus=f"hf:{root}", dataset_config="sample-10BT", dataset_split="train",
-                       cache_dir=str(tmp_path / "cache"))
+        d = DataConfig(
+            corpus=f"hf:{root}", dataset_config="sample-10BT", dataset_split="train", cache_dir=str(tmp_path / "cache")
+        )
         return [t for _, t in iter_documents(d)]
 
     assert texts(a) == ["alpha one", "alpha two"]
     assert texts(b) == ["beta one", "beta two", "beta three"]
     import shutil
+
     shutil.rmtree(a)
     write_dataset(a, ["alpha, rewritten"], shards=1)
     assert texts(a) == ["alpha, rewritten"]

@@ -15,8 +15,14 @@ T_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # 4.3027…
 def row(arm, seed, ce, status="ok", **compute):
     base = {"tokens": 100, "active_layer_tokens": 900, "trainable_layer_tokens": 900, "flops": 1e9}
     base.update(compute)
-    return {"arm": arm, "seed": str(seed), "status": status, "val_ce": "" if status != "ok" else str(ce),
-            "val_nll": "" if status != "ok" else str(ce + 1), **{k: str(v) for k, v in base.items()}}
+    return {
+        "arm": arm,
+        "seed": str(seed),
+        "status": status,
+        "val_ce": "" if status != "ok" else str(ce),
+        "val_nll": "" if status != "ok" else str(ce + 1),
+        **{k: str(v) for k, v in base.items()},
+    }
 
 
 def test_mean_ci_by_hand():
@@ -32,12 +38,26 @@ def test_mean_ci_by_hand():
 
 
 def test_aggregate_arms_contrasts_ratio_and_failures():
-    rows = [row("pre", 0, 5.0), row("pre", 1, 5.2), row("pre", 2, 5.4),
-            row("post", 0, 4.9), row("post", 1, 5.0), row("post", 2, 0.0, status="failed"),
-            row("pre-g", 0, 6.0, tokens=300), row("pre-g", 1, 6.1, tokens=500),
-            row("post-g", 0, 5.5), row("post-g", 1, 5.7)]
-    agg = aggregate(["pre", "post", "pre-g", "post-g"], {"joint": ["pre", "post"], "grow": ["pre-g", "post-g"]},
-                    ["grow", "joint"], [], rows, {})
+    rows = [
+        row("pre", 0, 5.0),
+        row("pre", 1, 5.2),
+        row("pre", 2, 5.4),
+        row("post", 0, 4.9),
+        row("post", 1, 5.0),
+        row("post", 2, 0.0, status="failed"),
+        row("pre-g", 0, 6.0, tokens=300),
+        row("pre-g", 1, 6.1, tokens=500),
+        row("post-g", 0, 5.5),
+        row("post-g", 1, 5.7),
+    ]
+    agg = aggregate(
+        ["pre", "post", "pre-g", "post-g"],
+        {"joint": ["pre", "post"], "grow": ["pre-g", "post-g"]},
+        ["grow", "joint"],
+        [],
+        rows,
+        {},
+    )
     pre = agg["arms"]["pre"]["val_ce"]
     assert pre["n"] == 3 and pre["mean"] == pytest.approx(5.2) and pre["sd"] == pytest.approx(0.2)
     assert agg["arms"]["post"]["failed"] == [2] and agg["arms"]["post"]["val_ce"]["n"] == 2
@@ -71,9 +91,12 @@ def test_fieller_interval_is_the_set_the_definition_gives():
     vxx = sum((a - mx) ** 2 for a in x) / (n - 1) / n
     vyy = sum((b - my) ** 2 for b in y) / (n - 1) / n
     vxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / (n - 1) / n
-    t2 = 3.182446305284263 ** 2  # t(0.975, 3)
-    inside = [k / 10000 for k in range(-60000, 0) if (mx - k / 10000 * my) ** 2
-              <= t2 * (vxx - 2 * k / 10000 * vxy + (k / 10000) ** 2 * vyy)]
+    t2 = 3.182446305284263**2  # t(0.975, 3)
+    inside = [
+        k / 10000
+        for k in range(-60000, 0)
+        if (mx - k / 10000 * my) ** 2 <= t2 * (vxx - 2 * k / 10000 * vxy + (k / 10000) ** 2 * vyy)
+    ]
     assert r["ratio"] == pytest.approx(mx / my)
     assert r["lo"] == pytest.approx(inside[0], abs=2e-4) and r["hi"] == pytest.approx(inside[-1], abs=2e-4)
     assert r["lo"] < r["ratio"] < r["hi"]
@@ -89,8 +112,12 @@ def stages(*pairs):
 
 def test_phase_table_rows_and_crossover():
     rows = [row("a", 0, 3.0), row("b", 0, 3.0), row("a", 1, 3.0), row("b", 1, 3.0)]
-    recs = {("a", 0): stages((1, 9, 5.0), (2, 5.0, 4.0)), ("b", 0): stages((1, 9, 5.2), (2, 5.1, 3.8)),
-            ("a", 1): stages((1, 9, 5.0), (2, 5.0, 4.0)), ("b", 1): stages((1, 9, 5.4), (2, 5.3, 3.6))}
+    recs = {
+        ("a", 0): stages((1, 9, 5.0), (2, 5.0, 4.0)),
+        ("b", 0): stages((1, 9, 5.2), (2, 5.1, 3.8)),
+        ("a", 1): stages((1, 9, 5.0), (2, 5.0, 4.0)),
+        ("b", 1): stages((1, 9, 5.4), (2, 5.3, 3.6)),
+    }
     ph = phase_table("a", "b", rows, recs)
     assert [(r["stage"], r["point"]) for r in ph["rows"]] == [(0, "stage end"), (1, "after growth"), (1, "stage end")]
     end0, after, end1 = ph["rows"]
@@ -127,4 +154,6 @@ def test_paired_t_power_against_known_values_and_a_simulation():
     assert t_power(2.0, 1.0, 3) == pytest.approx(simulated, abs=0.01)
     # chi-square interval of an sd from 3 values by hand: sd·sqrt(2 / χ²₀.₉₇₅,₂), sd·sqrt(2 / χ²₀.₀₂₅,₂)
     lo, hi = sd_interval(1.0, 3)
-    assert lo == pytest.approx(math.sqrt(2 / 7.377759), rel=1e-5) and hi == pytest.approx(math.sqrt(2 / 0.0506356), rel=1e-5)
+    assert lo == pytest.approx(math.sqrt(2 / 7.377759), rel=1e-5) and hi == pytest.approx(
+        math.sqrt(2 / 0.0506356), rel=1e-5
+    )

@@ -88,8 +88,11 @@ def test_no_import_cycle_between_modules():
 
 def test_nothing_below_the_study_layer_imports_it():
     graph = import_graph()
-    up = {name: sorted(d for d in deps if d == "normgrow.study" or d.startswith("normgrow.study."))
-          for name, deps in graph.items() if not name.startswith("normgrow.study") and name not in STUDY_USERS}
+    up = {
+        name: sorted(d for d in deps if d == "normgrow.study" or d.startswith("normgrow.study."))
+        for name, deps in graph.items()
+        if not name.startswith("normgrow.study") and name not in STUDY_USERS
+    }
     assert not {k: v for k, v in up.items() if v}, "core modules import the study layer"
 
 
@@ -100,12 +103,21 @@ def functions(tree: ast.Module):
 
 
 def test_no_normgrow_import_inside_a_function():
-    hidden = [f"{name}.{fn.name}" for name, tree in modules_cache.items() for fn in functions(tree)
-              for node in ast.walk(fn) if normgrow_imports(node)]
+    hidden = [
+        f"{name}.{fn.name}"
+        for name, tree in modules_cache.items()
+        for fn in functions(tree)
+        for node in ast.walk(fn)
+        if normgrow_imports(node)
+    ]
     assert not hidden, hidden
 
 
 def test_functions_stay_short():
-    long = [f"{name}.{fn.name}: {fn.end_lineno - fn.lineno + 1} lines" for name, tree in modules_cache.items()
-            for fn in functions(tree) if fn.end_lineno - fn.lineno + 1 > MAX_LINES]
+    long = [
+        f"{name}.{fn.name}: {fn.end_lineno - fn.lineno + 1} lines"
+        for name, tree in modules_cache.items()
+        for fn in functions(tree)
+        if fn.end_lineno - fn.lineno + 1 > MAX_LINES
+    ]
     assert not long, long

@@ -40,11 +40,17 @@ def results(study_dir):
 
 
 def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
-                       extra="contrasts: {gap: [pre, post]}\nphase: [pre, post]\n", parallel=2)
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        extra="contrasts: {gap: [pre, post]}\nphase: [pre, post]\n",
+        parallel=2,
+    )
     out = tmp_path / "study"
-    proc = cli_process("study", spec, "-o", out)  # two runs at a time, one thread each  # the console script, end to end, progress into a pipe
+    proc = cli_process(
+        "study", spec, "-o", out
+    )  # two runs at a time, one thread each  # the console script, end to end, progress into a pipe
     assert f"report: {out / 'report.md'}" in proc.stdout
     # not a terminal: the study's bar is written once per finished run (and at start), not a few times a second
     assert 2 <= proc.stderr.count("study:") <= 10, proc.stderr[-500:]  # 4 runs; polled every 0.5 s for ~20 s
@@ -86,10 +92,17 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
 
 
 def test_one_seed_says_no_interval_and_matched_arms_get_their_budget(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"grow": "{overrides: [model.norm=post]}",
-                        "matched": "{overrides: [model.norm=post, 'curriculum.stages=[{n_layer: 2, tokens: 256}]'], match: grow}"},
-                       seeds=(0,), launcher="inline", extra="contrasts: {m: [matched, grow]}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {
+            "grow": "{overrides: [model.norm=post]}",
+            "matched": "{overrides: [model.norm=post, 'curriculum.stages=[{n_layer: 2, tokens: 256}]'], match: grow}",
+        },
+        seeds=(0,),
+        launcher="inline",
+        extra="contrasts: {m: [matched, grow]}\n",
+    )
     out = tmp_path / "study"
     cli("study", spec, "-o", out, "--no-progress")
     report = (out / "report.md").read_text()
@@ -101,10 +114,16 @@ def test_one_seed_says_no_interval_and_matched_arms_get_their_budget(tiny_cache,
 
 
 def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"good": "{overrides: [model.norm=pre]}",
-                        "bad": "{overrides: [train.lr=1e4, train.grad_clip=0, train.warmup_tokens=0]}"},
-                       seeds=(0,), parallel=2)
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {
+            "good": "{overrides: [model.norm=pre]}",
+            "bad": "{overrides: [train.lr=1e4, train.grad_clip=0, train.warmup_tokens=0]}",
+        },
+        seeds=(0,),
+        parallel=2,
+    )
     out = tmp_path / "study"
     proc = cli("study", spec, "-o", out, "--no-progress", check=False)
     rows = {r["arm"]: r for r in results(out)}
@@ -113,30 +132,44 @@ def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
     assert "run bad-s0 failed" in proc.stdout + proc.stderr
     # the study exits 1 (not 0, not a usage error's 2), naming the run that did not finish, after its report
     assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1] == f"report: {out / 'report.md'}"
-    assert proc.stderr.strip().splitlines()[-1].startswith("normgrow: error: 1 run of the study did not finish: bad-s0 (")
+    assert (
+        proc.stderr.strip().splitlines()[-1].startswith("normgrow: error: 1 run of the study did not finish: bad-s0 (")
+    )
     report = (out / "report.md").read_text()
     assert "Runs that did not finish" in report and "`bad` seed 0: failed" in report
 
 
 def test_boundary_update_in_the_report_is_read_from_the_runs_diagnostics(tiny_cache, tmp_path):
     joint = "'curriculum.stages=[{n_layer: 2, tokens: 5120}]'"
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pg": "{overrides: [model.norm=pre]}", "qg": "{overrides: [model.norm=post]}",
-                        "pj": f"{{overrides: [model.norm=pre, {joint}]}}", "qj": f"{{overrides: [model.norm=post, {joint}]}}"},
-                       seeds=(0,), launcher="inline",
-                       extra="claims: {pre_grow: pg, post_grow: qg, pre_joint: pj, post_joint: qj}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {
+            "pg": "{overrides: [model.norm=pre]}",
+            "qg": "{overrides: [model.norm=post]}",
+            "pj": f"{{overrides: [model.norm=pre, {joint}]}}",
+            "qj": f"{{overrides: [model.norm=post, {joint}]}}",
+        },
+        seeds=(0,),
+        launcher="inline",
+        extra="claims: {pre_grow: pg, post_grow: qg, pre_joint: pj, post_joint: qj}\n",
+    )
     out = tmp_path / "study"
     # the joint runs snapshot their diagnostics every 2,560 tokens: at the grow runs' event (2,560) and stage end (5,120)
     cli("study", spec, "-o", out, "--no-progress", "diagnostics.every_tokens=2560")
     rows = {r["arm"]: r for r in results(out)}
 
     def records(arm):
-        return [json.loads(line) for line in (out / rows[arm]["run_dir"] / "diagnostics.jsonl").read_text().splitlines()]
+        return [
+            json.loads(line) for line in (out / rows[arm]["run_dir"] / "diagnostics.jsonl").read_text().splitlines()
+        ]
 
     # one growth event, 1 → 2 blocks: boundary b = 1, the first appended block is block 1; its ‖F(h)‖/‖h‖ at the end
     # of its stage (5,120 tokens) in each grow run, and block 1's in each joint run at the same tokens
-    u = {arm: next(r for r in records(arm) if r["tokens"] == 5120 and r["event"] == "stage_end")["branch_update"][1]
-         for arm in ("pg", "qg", "pj", "qj")}
+    u = {
+        arm: next(r for r in records(arm) if r["tokens"] == 5120 and r["event"] == "stage_end")["branch_update"][1]
+        for arm in ("pg", "qg", "pj", "qj")
+    }
     d = (math.log(u["qg"]) - math.log(u["pg"])) - (math.log(u["qj"]) - math.log(u["pj"]))
     report = (out / "report.md").read_text()
     assert f"| boundary_update | **undetermined** | undetermined | — | {d:+.4f} |" in report
@@ -153,14 +186,25 @@ def test_boundary_update_in_the_report_is_read_from_the_runs_diagnostics(tiny_ca
 
 @pytest.mark.slow  # the default run covers this in test_faults.py (the study killed, its run resumed)
 def test_a_killed_study_resumes_its_runs(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache, {"long": "{overrides: [model.norm=post]}"}, seeds=(0,),
-                       extra="")
-    text = spec.read_text().replace("tokens: 2560}]", "tokens: 30000}]").replace(
-        "overrides: [data.cache_dir", "overrides: [train.checkpoint_every_tokens=2048, train.threads=1, data.cache_dir")
+    spec = write_study(
+        tmp_path / "s.yaml", tiny_cache, {"long": "{overrides: [model.norm=post]}"}, seeds=(0,), extra=""
+    )
+    text = (
+        spec.read_text()
+        .replace("tokens: 2560}]", "tokens: 30000}]")
+        .replace(
+            "overrides: [data.cache_dir",
+            "overrides: [train.checkpoint_every_tokens=2048, train.threads=1, data.cache_dir",
+        )
+    )
     spec.write_text(text)
     out = tmp_path / "study"
-    proc = subprocess.Popen([sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     ckpts = out / "runs" / "long-s0" / "checkpoints"
     deadline = time.time() + 120
     while time.time() < deadline and not (ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir())):
@@ -176,10 +220,13 @@ def test_a_killed_study_resumes_its_runs(tiny_cache, tmp_path):
 
 @pytest.mark.slow  # 26 s; the local launcher runs every other study test
 def test_submitit_local_executor_runs_a_study(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache, {"pre": "{overrides: [model.norm=pre]}"}, seeds=(0,),
-                       launcher="submitit")
-    text = spec.read_text().replace("launcher: {kind: submitit, parallel: 1}",
-                                    "launcher: {kind: submitit, cluster: local, parameters: {timeout_min: 10}}")
+    spec = write_study(
+        tmp_path / "s.yaml", tiny_cache, {"pre": "{overrides: [model.norm=pre]}"}, seeds=(0,), launcher="submitit"
+    )
+    text = spec.read_text().replace(
+        "launcher: {kind: submitit, parallel: 1}",
+        "launcher: {kind: submitit, cluster: local, parameters: {timeout_min: 10}}",
+    )
     spec.write_text(text)
     out = tmp_path / "study"
     cli("study", spec, "-o", out, "--no-progress")
@@ -196,7 +243,9 @@ def test_every_study_preset_loads_and_validates(tmp_path):
         assert s.arms
         # every arm's run config resolves and validates, at every sweep point (one seed; nothing is written)
         s = dataclasses.replace(s, seeds=s.seeds[:1])
-        jobs = [j for _, _, js in sweep_plan(s, tmp_path / name) for j in js] if s.sweep.axes else plan_jobs(s, tmp_path)
+        jobs = (
+            [j for _, _, js in sweep_plan(s, tmp_path / name) for j in js] if s.sweep.axes else plan_jobs(s, tmp_path)
+        )
         assert len(jobs) >= len(s.arms) and not (tmp_path / name).exists()
     default = load_study("default")
     claims_arms = {"pre-joint", "post-joint", "pre-grow", "post-grow", "post-grow-matched", "post-joint-matched"}
@@ -206,8 +255,12 @@ def test_every_study_preset_loads_and_validates(tmp_path):
     gap = load_study("gap")
     renorm = {"pre-renorm-grow", "pre-renorm-joint"}
     gap_controls = {"pre-single", "post-single", "pre-freeze", "post-freeze", "pre-shallow", "post-shallow"}
-    assert set(gap.arms) == claims_arms | renorm | gap_controls and gap.seeds == [0, 1, 2] and gap.budgets == [0.5, 1, 2]
-    assert all(gap.arms[a].budgets == [1] for a in gap_controls) and not any(gap.arms[a].budgets for a in claims_arms | renorm)
+    assert (
+        set(gap.arms) == claims_arms | renorm | gap_controls and gap.seeds == [0, 1, 2] and gap.budgets == [0.5, 1, 2]
+    )
+    assert all(gap.arms[a].budgets == [1] for a in gap_controls) and not any(
+        gap.arms[a].budgets for a in claims_arms | renorm
+    )
     assert gap.regime.max_collapse == 0.5 and gap.regime.min_kl == 0.5 and gap.regime.scale_factor == 2.0
     assert gap.claims.pre_grow_renorm == "pre-renorm-grow" and gap.claims.pre_joint_renorm == "pre-renorm-joint"
     assert set(load_study("paper").arms) == upward | controls | {"pre-shallow", "post-shallow"}
@@ -225,21 +278,30 @@ def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
     joint, grow = s.claims.matched
     assert s.arms[grow].match == joint and s.arms[joint].match is None
     base = s.arms[grow].preset
-    assert len(load_config(base).curriculum.stages) > 1 and len(load_config(s.arms[joint].preset).curriculum.stages) == 1
-    for role in ("pre_joint", "post_joint", "pre_grow", "post_grow") + (("pre_freeze", "post_freeze")
-                                                                        if name != "default" else ()):
+    assert (
+        len(load_config(base).curriculum.stages) > 1 and len(load_config(s.arms[joint].preset).curriculum.stages) == 1
+    )
+    for role in ("pre_joint", "post_joint", "pre_grow", "post_grow") + (
+        ("pre_freeze", "post_freeze") if name != "default" else ()
+    ):
         assert getattr(s.claims, role) in s.arms
     if name != "default":
         assert load_config(s.arms[s.claims.post_single].preset).curriculum.stages[1].n_layer == 4
 
 
-@pytest.mark.parametrize("over,needle", [(["seeds=[]"], "seeds"), (["launcher.parallel=0"], "launcher.parallel"),
-                                         (["arms.post-grow-matched.match=nobody"], "arms.post-grow-matched.match"),
-                                         (["model.norm=diagonal"], "model.norm"),
-                                         (["model.norm=post"], "every arm of the study sets model.norm"),
-                                         (["claims.roles={nope: pre-joint}"], "claims.roles.nope: no registered claim"),
-                                         (["claims.roles={post_grow: nobody}"], "claims.roles.post_grow: no arm"),
-                                         (["claims.magnitude=0.5"], "claims.magnitude: must be at least 1")])
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        (["seeds=[]"], "seeds"),
+        (["launcher.parallel=0"], "launcher.parallel"),
+        (["arms.post-grow-matched.match=nobody"], "arms.post-grow-matched.match"),
+        (["model.norm=diagonal"], "model.norm"),
+        (["model.norm=post"], "every arm of the study sets model.norm"),
+        (["claims.roles={nope: pre-joint}"], "claims.roles.nope: no registered claim"),
+        (["claims.roles={post_grow: nobody}"], "claims.roles.post_grow: no arm"),
+        (["claims.magnitude=0.5"], "claims.magnitude: must be at least 1"),
+    ],
+)
 def test_bad_study_input_is_one_line(tmp_path, over, needle):
     proc = cli("study", "default", "-o", tmp_path / "s", *over, check=False)
     assert proc.returncode == 2
@@ -252,9 +314,14 @@ def test_a_study_over_a_pool_is_refused_before_anything_runs_when_a_matched_arm_
     """A pool of 16 = 2 batches of 8 an epoch. joint: 2560 tokens = 10 steps → 5 epochs. grow (1 → 2 blocks, 2560
     tokens each) matched to joint's 5,120 active-layer tokens: stage 1 round(2560 · 2/3 / 256) = 7 steps (1,792),
     stage 2 round((5120 − 1792) / 512) = round(6.5) = 6 steps: 13 steps → ceil(13 / 2) = 7 epochs (unmatched: 10)."""
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"joint": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 2560}]"]}', "grow": "{match: joint}"},
-                       seeds=(0,), launcher="inline", more=("data.train_pool_sequences=16", "data.max_pool_repeats=6"))
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"joint": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 2560}]"]}', "grow": "{match: joint}"},
+        seeds=(0,),
+        launcher="inline",
+        more=("data.train_pool_sequences=16", "data.max_pool_repeats=6"),
+    )
     proc = cli("study", spec, "-o", tmp_path / "s", check=False)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(err) == 1, proc.stderr
@@ -264,10 +331,16 @@ def test_a_study_over_a_pool_is_refused_before_anything_runs_when_a_matched_arm_
 
 def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
     # k = 6: no other test builds this cache, so this study must build it
-    small = "data.max_documents=12, data.val_fraction=0.2, data.probe_sequences=2, teacher.cache=true, teacher.cache_k=6"
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"}, seeds=(0,),
-                       launcher="inline")
+    small = (
+        "data.max_documents=12, data.val_fraction=0.2, data.probe_sequences=2, teacher.cache=true, teacher.cache_k=6"
+    )
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        seeds=(0,),
+        launcher="inline",
+    )
     spec.write_text(spec.read_text().replace("overrides: [data.cache_dir", f"overrides: [{small}, data.cache_dir"))
     out = tmp_path / "study"
     proc = cli("study", spec, "-o", out, "--no-progress")
@@ -314,8 +387,10 @@ def test_progress_weighs_each_step_by_its_student_and_teacher_flops(tmp_path):
         counts = count_parameters(Student(dataclasses.replace(tm, vocab_size=cfg.data.vocab_size)))
     T = cfg.data.seq_len
     teacher = 2 * (counts["total"] - counts["embedding"]) + tm.n_layer * 2 * T * tm.n_head * (tm.d_model // tm.n_head)
-    student = step_cost(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=cfg.data.vocab_size)),
-                        plan_stages(cfg)[0])["flops"]
+    student = step_cost(
+        dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=cfg.data.vocab_size)),
+        plan_stages(cfg)[0],
+    )["flops"]
     assert grow[0][1] - student == pytest.approx(teacher * tokens_per_step(cfg), rel=1e-3)
     # progress after k steps sums the stages' steps at their own cost
     n0 = grow[0][0]
@@ -328,18 +403,24 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
     from scipy.stats import t as student_t
 
     ce = {  # (budget scale, arm) → val/ce of seeds 0, 1, 2
-        (0.5, "pre"): [5.0, 5.1, 5.2], (0.5, "post"): [4.90, 5.02, 5.08], (0.5, "big"): [4.5, 4.6, 4.7],
-        (1.0, "pre"): [4.0, 4.1, 4.2], (1.0, "post"): [3.93, 4.05, 4.07], (1.0, "big"): [4.5, 4.6, 4.7],
+        (0.5, "pre"): [5.0, 5.1, 5.2],
+        (0.5, "post"): [4.90, 5.02, 5.08],
+        (0.5, "big"): [4.5, 4.6, 4.7],
+        (1.0, "pre"): [4.0, 4.1, 4.2],
+        (1.0, "post"): [3.93, 4.05, 4.07],
+        (1.0, "big"): [4.5, 4.6, 4.7],
     }
     dirs = {}
     for scale in (0.5, 1.0):
         d = tmp_path / f"s{scale}"
         d.mkdir()
-        (d / "study.yaml").write_text(f"name: conv\nbase: tiny\nbudget_scale: {scale}\nseeds: [0, 1, 2]\narms:\n"
-                                      "  pre: {overrides: [model.norm=pre]}\n  post: {overrides: [model.norm=post]}\n"
-                                      "  big: {overrides: [model.norm=post]}\n"
-                                      "contrasts: {gap: [pre, post], far: [pre, big]}\n"
-                                      "claims: {pre_joint: pre, post_joint: post}\n")
+        (d / "study.yaml").write_text(
+            f"name: conv\nbase: tiny\nbudget_scale: {scale}\nseeds: [0, 1, 2]\narms:\n"
+            "  pre: {overrides: [model.norm=pre]}\n  post: {overrides: [model.norm=post]}\n"
+            "  big: {overrides: [model.norm=post]}\n"
+            "contrasts: {gap: [pre, post], far: [pre, big]}\n"
+            "claims: {pre_joint: pre, post_joint: post}\n"
+        )
         with open(d / "results.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["arm", "seed", "status", "val_ce", "selected"])
             w.writeheader()
@@ -373,13 +454,17 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
 
     rho, lo, hi = fieller("post")
     assert lo < 0 < 1 < hi  # the gap's retention interval contains both 0 and 1: undetermined
-    assert f"| gap | {ga:+.4f} ± {ha:.4f} | {gb:+.4f} ± {hb:.4f} | {gb - ga:+.4f} | {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] | " \
-           "undetermined |" in out
+    assert (
+        f"| gap | {ga:+.4f} ± {ha:.4f} | {gb:+.4f} ± {hb:.4f} | {gb - ga:+.4f} | {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] | "
+        "undetermined |" in out
+    )
     (fa, _), (fb, _) = contrast(0.5, "big"), contrast(1.0, "big")
     rho, lo, hi = fieller("big")  # the same per-seed difference at every seed: a zero-width interval at −1
     assert rho == pytest.approx(-1) and hi < 0
-    assert f"| far | {fa:+.4f} ± 0.0000 | {fb:+.4f} ± 0.0000 | {fb - fa:+.4f} | {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] | " \
-           "reversing |" in out
+    assert (
+        f"| far | {fa:+.4f} ± 0.0000 | {fb:+.4f} ± 0.0000 | {fb - fa:+.4f} | {rho:+.2f} [{lo:+.2f}, {hi:+.2f}] | "
+        "reversing |" in out
+    )
 
     def sign(m, h):  # the interval below 0, above it, or containing it
         return "−" if m + h < 0 else "+" if m - h > 0 else "?"
@@ -388,9 +473,11 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
     assert "| undetermined | − → ? |" in out
     assert "| reversing | − → + |" in out  # `far` changed sign
     assert abs(gb - ga) > 0.01  # the gap moved by more than the claims' default margin
-    assert "Retention from budget scale 0.5 to 1.0: 1 reversing, 1 undetermined of 2 contrasts; 0 of 2 moved by no " \
-           "more than the claims' margin of 0.01 nats (their 'about zero'). Signs: 0 of 2 unchanged. " \
-           "Claims: 0 of 1 verdicts unchanged." in out
+    assert (
+        "Retention from budget scale 0.5 to 1.0: 1 reversing, 1 undetermined of 2 contrasts; 0 of 2 moved by no "
+        "more than the claims' margin of 0.01 nats (their 'about zero'). Signs: 0 of 2 unchanged. "
+        "Claims: 0 of 1 verdicts unchanged." in out
+    )
     # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it
     assert "| joint_gap | contradicted | undetermined | **no** |" in out
     bad = cli("report", dirs[1.0], "--against", tmp_path / "nowhere", check=False)
@@ -398,14 +485,23 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
 
 
 def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_path):
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre], lrs: [0.0001, 0.003]}", "post": "{overrides: [model.norm=post]}"},
-                       launcher="inline", extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre], lrs: [0.0001, 0.003]}", "post": "{overrides: [model.norm=post]}"},
+        launcher="inline",
+        extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n",
+    )
     out = tmp_path / "study"
     cli("study", spec, "-o", out, "--no-progress")
     rows = results(out)
     sweep = [r for r in rows if r["arm"] == "pre"]
-    assert sorted((float(r["lr"]), r["seed"]) for r in sweep) == [(0.0001, "0"), (0.0001, "1"), (0.003, "0"), (0.003, "1")]
+    assert sorted((float(r["lr"]), r["seed"]) for r in sweep) == [
+        (0.0001, "0"),
+        (0.0001, "1"),
+        (0.003, "0"),
+        (0.003, "1"),
+    ]
     assert all(r["select_ce"] != "" for r in sweep) and all(r["select_ce"] == "" for r in rows if r["arm"] == "post")
     mean_sel = {lr: sum(float(r["select_ce"]) for r in sweep if float(r["lr"]) == lr) / 2 for lr in (0.0001, 0.003)}
     best = min(mean_sel, key=mean_sel.get)
@@ -413,7 +509,9 @@ def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_p
     # selection used the selection set, not the validation set it reports
     for r in sweep:
         s = json.loads((out / r["run_dir"] / "summary.json").read_text())
-        assert s["select"]["select/ce"] == pytest.approx(float(r["select_ce"])) and s["select"]["select/ce"] != s["val/ce"]
+        assert (
+            s["select"]["select/ce"] == pytest.approx(float(r["select_ce"])) and s["select"]["select/ce"] != s["val/ce"]
+        )
     report = (out / "report.md").read_text()
     kept = [float(r["val_ce"]) for r in sweep if r["selected"] == "yes"]
     assert f"| pre | pre | 1-2 | {best:g} (selected) | {sum(kept) / 2:.4f} ±" in report
@@ -427,8 +525,17 @@ def test_an_lr_sweep_selects_a_rate_only_on_every_seed():
     """select_lrs: a rate whose second seed failed is not chosen on the one seed it survived (the old rule averaged
     the finished seeds, so 0.01's 2.0 beat 0.001's 3.0)."""
     s = StudyConfig(arms={"a": ArmConfig(lrs=[0.01, 0.001])}, seeds=[0, 1])
-    rows = [{"arm": "a", "lr": str(lr), "seed": str(seed), "status": "ok" if ce else "failed", "select_ce": str(ce or ""),
-             "selected": ""} for lr, seed, ce in ((0.01, 0, 2.0), (0.01, 1, None), (0.001, 0, 3.0), (0.001, 1, 3.0))]
+    rows = [
+        {
+            "arm": "a",
+            "lr": str(lr),
+            "seed": str(seed),
+            "status": "ok" if ce else "failed",
+            "select_ce": str(ce or ""),
+            "selected": "",
+        }
+        for lr, seed, ce in ((0.01, 0, 2.0), (0.01, 1, None), (0.001, 0, 3.0), (0.001, 1, 3.0))
+    ]
     sel = select_lrs(s, rows)["a"]
     assert sel["chosen"] == 0.001 and sel["lrs"][0.01] == {"mean": None, "n": 1} and sel["lrs"][0.001]["mean"] == 3.0
     assert [r["selected"] for r in rows] == ["no", "no", "yes", "yes"]
@@ -438,9 +545,14 @@ def test_report_rebuilt_from_disk_keeps_a_failed_lr_sweep_run_failed(tiny_cache,
     """`normgrow report` on a learning-rate-sweep study: a run that failed stays `failed` with its error (it was
     listed as "missing … not run": the rebuild looked failures up under `<arm>-s<seed>`, while a sweep's jobs are
     `<arm>-lr<lr>-s<seed>`)."""
-    spec = write_study(tmp_path / "s.yaml", tiny_cache,
-                       {"pre": "{overrides: [model.norm=pre, train.grad_clip=0, train.warmup_tokens=0], lrs: [10000, 0.003]}"},
-                       seeds=(0,), launcher="inline", extra="select_tokens: 1024\n")
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre, train.grad_clip=0, train.warmup_tokens=0], lrs: [10000, 0.003]}"},
+        seeds=(0,),
+        launcher="inline",
+        extra="select_tokens: 1024\n",
+    )
     out = tmp_path / "study"
     cli("study", spec, "-o", out, "--no-progress")
     before = {float(r["lr"]): r for r in results(out)}

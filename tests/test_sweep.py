@@ -15,8 +15,12 @@ from normgrow.study.sweep import SweepAxis, SweepConfig, points, sign_sentence
 
 
 def test_points_form_the_grid_with_the_keys_that_move_along():
-    s = SweepConfig(axes=[SweepAxis("model.d_model", [32, 64], {"model.d_ff": [96, 192]}),
-                          SweepAxis("curriculum.growth", ["append", "interleave"])])
+    s = SweepConfig(
+        axes=[
+            SweepAxis("model.d_model", [32, 64], {"model.d_ff": [96, 192]}),
+            SweepAxis("curriculum.growth", ["append", "interleave"]),
+        ]
+    )
     got = [(p.label, p.overrides) for p in points(s)]
     assert got == [
         ("d_model@32+growth@append", ("model.d_model=32", "model.d_ff=96", "curriculum.growth=append")),
@@ -27,23 +31,31 @@ def test_points_form_the_grid_with_the_keys_that_move_along():
 
 
 def test_sign_sentences_say_where_the_sign_is_resolved_and_where_it_changes():
-    series = [(32, {"mean": -0.20, "ci95": 0.10}), (64, {"mean": -0.05, "ci95": 0.20}),
-              (128, {"mean": 0.30, "ci95": 0.10}), (256, {"mean": 0.40, "ci95": None})]
+    series = [
+        (32, {"mean": -0.20, "ci95": 0.10}),
+        (64, {"mean": -0.05, "ci95": 0.20}),
+        (128, {"mean": 0.30, "ci95": 0.10}),
+        (256, {"mean": 0.40, "ci95": None}),
+    ]
     assert sign_sentence("grow_gap", "pre-grow", "post-grow", "d_model", series) == (
         "grow_gap (post-grow − pre-grow): negative (post-grow better) at d_model 32; positive (pre-grow better) at "
-        "d_model 128; undetermined at 64, 256. The sign changes between d_model 32 and 128 (both intervals exclude 0).")
+        "d_model 128; undetermined at 64, 256. The sign changes between d_model 32 and 128 (both intervals exclude 0)."
+    )
     flat = [(32, {"mean": -0.2, "ci95": 0.1}), (64, {"mean": -0.3, "ci95": 0.1})]
     assert sign_sentence("g", "a", "b", "d_model", flat).endswith("No sign change is resolved along the axis.")
     none = [(32, {"mean": 0.1, "ci95": 0.2})]
     assert "undetermined at every d_model" in sign_sentence("g", "a", "b", "d_model", none)
 
 
-@pytest.mark.parametrize("sweep,needle", [
-    ("{axes: [{key: seeds, values: [1]}]}", "sweep.axes.0.key"),
-    ("{axes: [{key: model.d_model, values: [32, 32]}]}", "sweep.axes.0.values"),
-    ("{axes: [{key: model.d_model, values: [32, 64], also: {model.d_ff: [64]}}]}", "sweep.axes.0.also.model.d_ff"),
-    ("{axes: [{key: model.d_model, values: [32]}], budget_rule: flops}", "sweep.budget_rule"),
-])
+@pytest.mark.parametrize(
+    "sweep,needle",
+    [
+        ("{axes: [{key: seeds, values: [1]}]}", "sweep.axes.0.key"),
+        ("{axes: [{key: model.d_model, values: [32, 32]}]}", "sweep.axes.0.values"),
+        ("{axes: [{key: model.d_model, values: [32, 64], also: {model.d_ff: [64]}}]}", "sweep.axes.0.also.model.d_ff"),
+        ("{axes: [{key: model.d_model, values: [32]}], budget_rule: flops}", "sweep.budget_rule"),
+    ],
+)
 def test_bad_sweeps_name_their_field(tmp_path, sweep, needle):
     path = tmp_path / "s.yaml"
     path.write_text(f"name: bad\nbase: tiny\narms: {{a: {{}}}}\nsweep: {sweep}\n")
@@ -76,11 +88,14 @@ launcher: {{kind: inline}}
     proc = cli("study", spec, "-o", out, "--no-progress")
     rows = results(out)
     assert sorted((r["point"], r["arm"], r["seed"]) for r in rows) == sorted(
-        (p, a, s) for p in ("d_model@32", "d_model@48") for a in ("pre", "post") for s in ("0", "1"))
+        (p, a, s) for p in ("d_model@32", "d_model@48") for a in ("pre", "post") for s in ("0", "1")
+    )
     assert all(r["status"] == "ok" for r in rows)
     # the budget rule: tokens ∝ non-embedding parameters, the first point keeps the study's budget
-    tokens = {p: load_config(str(out / "points" / p / "configs" / "pre-s0.yaml")).curriculum.stages[0].tokens
-              for p in ("d_model@32", "d_model@48")}
+    tokens = {
+        p: load_config(str(out / "points" / p / "configs" / "pre-s0.yaml")).curriculum.stages[0].tokens
+        for p in ("d_model@32", "d_model@48")
+    }
     assert tokens["d_model@32"] == 2560
     assert tokens["d_model@48"] == round(2560 * block_params(48) / block_params(32))
     report = (out / "report.md").read_text()
@@ -115,7 +130,9 @@ def test_the_width_sweep_keeps_the_capacity_ratio_and_its_report_says_so(tmp_pat
     assert all(1.76 < c["ratio"] < 1.79 for c in caps)
     assert "is the same at every point" in "\n".join(capacity_lines(cfgs))
     # one teacher for every width (the sweep before session 9): 7.08 × at d32, 0.44 × at d128 — the report says so
-    same = [(label, dataclasses.replace(c, teacher=dataclasses.replace(c.teacher, default_preset="teacher-small")))
-            for label, c in cfgs]
+    same = [
+        (label, dataclasses.replace(c, teacher=dataclasses.replace(c.teacher, default_preset="teacher-small")))
+        for label, c in cfgs
+    ]
     text = "\n".join(capacity_lines(same))
     assert "moves from 7.08× to 0.44×" in text and "capacity effect" in text

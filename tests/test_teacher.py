@@ -41,11 +41,11 @@ def test_pre_norm_export_loads_in_stock_transformers_and_generates(tiny_cache, t
     script = f"""
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-m = AutoModelForCausalLM.from_pretrained({str(tmp_path / 'hf')!r}).eval()
-tok = AutoTokenizer.from_pretrained({str(tmp_path / 'hf')!r})
-idx = torch.load({str(tmp_path / 'idx.pt')!r}, weights_only=True)
+m = AutoModelForCausalLM.from_pretrained({str(tmp_path / "hf")!r}).eval()
+tok = AutoTokenizer.from_pretrained({str(tmp_path / "hf")!r})
+idx = torch.load({str(tmp_path / "idx.pt")!r}, weights_only=True)
 with torch.no_grad():
-    torch.save(m(input_ids=idx).logits, {str(tmp_path / 'logits.pt')!r})
+    torch.save(m(input_ids=idx).logits, {str(tmp_path / "logits.pt")!r})
 prompt = tok("def main(", return_tensors="pt")
 out = m.generate(**prompt, max_new_tokens=12, do_sample=False)
 print(type(m).__name__, repr(tok.decode(out[0])))
@@ -58,10 +58,16 @@ print(type(m).__name__, repr(tok.decode(out[0])))
     torch.testing.assert_close(torch.load(tmp_path / "logits.pt", weights_only=True), ours, atol=1e-5, rtol=1e-5)
 
 
-NON_QWEN3 = {"post": ["model.norm=post"], "sandwich": ["model.norm=sandwich"],
-             "deepnorm": ["model.norm=deepnorm", "curriculum.growth=interleave",
-                          "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 3, tokens: 2560}]"],
-             "mixln": ["model.norm=mixln", "model.mixln_ratio=0.34"]}
+NON_QWEN3 = {
+    "post": ["model.norm=post"],
+    "sandwich": ["model.norm=sandwich"],
+    "deepnorm": [
+        "model.norm=deepnorm",
+        "curriculum.growth=interleave",
+        "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 3, tokens: 2560}]",
+    ],
+    "mixln": ["model.norm=mixln", "model.mixln_ratio=0.34"],
+}
 
 LOAD_ALL = """
 import sys, torch
@@ -85,23 +91,31 @@ def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without
     torch.save(idx, tmp_path / "idx.pt")
     expected = {}
     for name, overrides in NON_QWEN3.items():
-        run(tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", *overrides),
-            tmp_path / f"run-{name}", **QUIET)
+        run(
+            tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", *overrides),
+            tmp_path / f"run-{name}",
+            **QUIET,
+        )
         cli("export", tmp_path / f"run-{name}", "-o", tmp_path / f"hf-{name}")
         config = json.loads((tmp_path / f"hf-{name}" / "config.json").read_text())
         assert config["model_type"] == "normgrow" and "AutoModelForCausalLM" in config["auto_map"]
         assert (tmp_path / f"hf-{name}" / "modeling_normgrow.py").is_file()
         with torch.no_grad():
             expected[name] = trained_student(tmp_path / f"run-{name}")(idx)
-    assert json.loads((tmp_path / "hf-mixln" / "normgrow_export.json").read_text())["placements"] == ["post", "pre", "pre"]
+    assert json.loads((tmp_path / "hf-mixln" / "normgrow_export.json").read_text())["placements"] == [
+        "post",
+        "pre",
+        "pre",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    for prelude, kwargs, module in (("import normgrow", "", "normgrow.export"),
-                                    ("sys.modules['normgrow'] = None  # as if not installed", "trust_remote_code=True",
-                                     "transformers_modules")):
-        script = LOAD_ALL.format(prelude=prelude, idx=str(tmp_path / "idx.pt"), names=list(NON_QWEN3),
-                                 root=str(tmp_path), kwargs=kwargs)
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                              cwd=tmp_path)
+    for prelude, kwargs, module in (
+        ("import normgrow", "", "normgrow.export"),
+        ("sys.modules['normgrow'] = None  # as if not installed", "trust_remote_code=True", "transformers_modules"),
+    ):
+        script = LOAD_ALL.format(
+            prelude=prelude, idx=str(tmp_path / "idx.pt"), names=list(NON_QWEN3), root=str(tmp_path), kwargs=kwargs
+        )
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert all(line.split()[1].startswith(module) for line in proc.stdout.strip().splitlines()), proc.stdout
         for name in NON_QWEN3:
@@ -149,8 +163,14 @@ def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str) -> 
     `generate` with the KV cache on and off, `pipeline("text-generation")` and a save-and-reload all give the
     student's own greedy decoding, token for token."""
     script = USE_EXPORT.format(prelude=prelude, names=names, root=str(tmp_path), kwargs=kwargs)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in names:
@@ -161,11 +181,15 @@ def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str) -> 
 
 
 def test_a_post_norm_export_works_in_generate_pipeline_and_save_reload_without_normgrow(tiny_cache, tmp_path):
-    run(tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", "model.norm=post"),
-        tmp_path / "run-post", **QUIET)
+    run(
+        tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", "model.norm=post"),
+        tmp_path / "run-post",
+        **QUIET,
+    )
     cli("export", tmp_path / "run-post", "-o", tmp_path / "hf-post")
-    check_users_calls(tmp_path, ["post"], "sys.modules['normgrow'] = None  # as if not installed",
-                      "trust_remote_code=True")
+    check_users_calls(
+        tmp_path, ["post"], "sys.modules['normgrow'] = None  # as if not installed", "trust_remote_code=True"
+    )
 
 
 def test_export_errors_are_one_line(tmp_path):
@@ -198,21 +222,33 @@ def padded_teacher(tiny_cache, tmp_path, extra_rows):
 def test_padded_teacher_head_is_trimmed_and_reported(tiny_cache, tmp_path):
     plain = run(tiny_cfg(tiny_cache, "data.val_tokens=512"), tmp_path / "plain", **QUIET)
     padded_dir = padded_teacher(tiny_cache, tmp_path, 16)
-    padded = run(tiny_cfg(tiny_cache, "data.val_tokens=512", f"teacher.path={padded_dir}", "data.tokenizer=teacher"),
-                 tmp_path / "padded", **QUIET)
+    padded = run(
+        tiny_cfg(tiny_cache, "data.val_tokens=512", f"teacher.path={padded_dir}", "data.tokenizer=teacher"),
+        tmp_path / "padded",
+        **QUIET,
+    )
     rep = padded["teacher"]
     assert (rep["head_rows"], rep["tokenizer_size"], rep["trimmed_rows"]) == (528, 512, 16)
     # the teacher's distribution over real tokens is unchanged by the padding: same entropy as the plain teacher
     assert padded["stages"][0]["start"]["val/teacher_entropy"] == pytest.approx(
-        plain["stages"][0]["start"]["val/teacher_entropy"], rel=1e-6)
+        plain["stages"][0]["start"]["val/teacher_entropy"], rel=1e-6
+    )
 
 
 def test_teacher_with_fewer_head_rows_than_the_tokenizer_is_refused(tiny_cache, tmp_path):
     short = padded_teacher(tiny_cache, tmp_path, -12)
     with pytest.raises(TeacherError, match="LM-head rows"):
         load_teacher(str(short), "float32", torch.device("cpu"), tokenizer_size=512, student_vocab=512)
-    proc = cli("run", "tiny", "-o", tmp_path / "r", f"data.cache_dir={tiny_cache}", f"teacher.path={short}",
-               "data.tokenizer=teacher", check=False)
+    proc = cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "r",
+        f"data.cache_dir={tiny_cache}",
+        f"teacher.path={short}",
+        "data.tokenizer=teacher",
+        check=False,
+    )
     assert proc.returncode == 2 and "500 LM-head rows" in proc.stderr and not (tmp_path / "r").exists()
 
 
@@ -226,20 +262,34 @@ def test_default_teacher_beats_the_unigram_baseline(tiny_cache):
 
 def test_student_embeddings_copied_from_the_teacher(tiny_cache, tmp_path):
     teacher = AutoModelForCausalLM.from_pretrained(str(default_teacher_dir(tiny_cfg(tiny_cache))))
-    cfg = tiny_cfg(tiny_cache, "model.d_model=48", "model.init_embeddings=teacher",
-                   "curriculum.stages=[{n_layer: 3, tokens: 256}]", "train.lr=1e-12")
+    cfg = tiny_cfg(
+        tiny_cache,
+        "model.d_model=48",
+        "model.init_embeddings=teacher",
+        "curriculum.stages=[{n_layer: 3, tokens: 256}]",
+        "train.lr=1e-12",
+    )
     run(cfg, tmp_path / "run", **QUIET)
     student = trained_student(tmp_path / "run")
     torch.testing.assert_close(student.embed_tokens.weight, teacher.get_input_embeddings().weight, atol=1e-9, rtol=1e-6)
     torch.testing.assert_close(student.lm_head.weight, teacher.get_output_embeddings().weight, atol=1e-9, rtol=1e-6)
-    proc = cli("run", "tiny", "-o", tmp_path / "bad", f"data.cache_dir={tiny_cache}", "model.init_embeddings=teacher",
-               check=False)  # d_model 32 vs the teacher's 48
+    proc = cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "bad",
+        f"data.cache_dir={tiny_cache}",
+        "model.init_embeddings=teacher",
+        check=False,
+    )  # d_model 32 vs the teacher's 48
     assert proc.returncode == 2 and "model.init_embeddings" in proc.stderr and not (tmp_path / "bad").exists()
 
 
-KEY_FIX = ("normgrow/config.py declares what enters the key, with each field: setting(..., key=False) for a field "
-           "that cannot change the teacher's weights, before=<the behaviour from before it existed> for a new field, "
-           "old_default=<the old default> for a changed default (see config.Meaning)")
+KEY_FIX = (
+    "normgrow/config.py declares what enters the key, with each field: setting(..., key=False) for a field "
+    "that cannot change the teacher's weights, before=<the behaviour from before it existed> for a new field, "
+    "old_default=<the old default> for a changed default (see config.Meaning)"
+)
 
 
 def test_default_teacher_key_covers_its_recipe_only(tmp_path):
@@ -256,17 +306,34 @@ def test_default_teacher_key_covers_its_recipe_only(tmp_path):
 
     base = key()
     # the student's own settings and the teacher run's bookkeeping
-    for free in (["data.cache_dir=/elsewhere"], ["distill.chunk_tokens=64"], ["data.val_tokens=4096"],
-                 ["diagnostics.enabled=false"], ["model.d_model=64"], ["train.lr=1e-2"], ["seed=3"],
-                 ["data.train_pool_sequences=16"], ["data.max_pool_repeats=1"]):  # the teacher trains on the whole split
+    for free in (
+        ["data.cache_dir=/elsewhere"],
+        ["distill.chunk_tokens=64"],
+        ["data.val_tokens=4096"],
+        ["diagnostics.enabled=false"],
+        ["model.d_model=64"],
+        ["train.lr=1e-2"],
+        ["seed=3"],
+        ["data.train_pool_sequences=16"],
+        ["data.max_pool_repeats=1"],
+    ):  # the teacher trains on the whole split
         assert key(*free) == base, f"{free} changed the default teacher's key; {KEY_FIX}"
-    for free in ("train: {eval_every_tokens: 777, log_every_steps: 3, checkpoint_every_tokens: 999}",
-                 "distill: {chunk_tokens: 32}", "diagnostics: {enabled: false}", "name: renamed"):
+    for free in (
+        "train: {eval_every_tokens: 777, log_every_steps: 3, checkpoint_every_tokens: 999}",
+        "distill: {chunk_tokens: 32}",
+        "diagnostics: {enabled: false}",
+        "name: renamed",
+    ):
         assert key(teacher_yaml=free) == base, f"{free} changed the default teacher's key; {KEY_FIX}"
     # the data it trains on and its own recipe
     for bound in (["data.seq_len=64"], ["data.vocab_size=1024"], ["data.max_documents=100"], ["data.val_fraction=0.1"]):
         assert key(*bound) != base, f"{bound} left the default teacher's key unchanged; {KEY_FIX}"
-    for bound in ("train: {lr: 1.0e-2}", "model: {d_model: 64}", "seed: 5", "curriculum: {stages: [{n_layer: 2, tokens: 9000}]}"):
+    for bound in (
+        "train: {lr: 1.0e-2}",
+        "model: {d_model: 64}",
+        "seed: 5",
+        "curriculum: {stages: [{n_layer: 2, tokens: 9000}]}",
+    ):
         assert key(teacher_yaml=bound) != base, f"{bound} left the default teacher's key unchanged; {KEY_FIX}"
 
 
@@ -283,15 +350,27 @@ def test_cached_default_teachers_keep_their_keys():
         pinned["default"] = "1c59d1c739189016"
     for preset, want in pinned.items():
         got = default_teacher_key(load_config(preset))
-        assert got == want, (f"a config field changed the default teacher's key of the {preset} preset ({got}, pinned "
-                             f"{want}), which would retrain every cached default teacher; {KEY_FIX}")
+        assert got == want, (
+            f"a config field changed the default teacher's key of the {preset} preset ({got}, pinned "
+            f"{want}), which would retrain every cached default teacher; {KEY_FIX}"
+        )
 
 
 def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_path):
     """Why those fields can stay out of the default teacher's key."""
     a = run(tiny_cfg(tiny_cache, "teacher.path=none"), tmp_path / "a", **QUIET)
-    b = run(tiny_cfg(tiny_cache, "teacher.path=none", "train.eval_every_tokens=3000", "train.log_every_steps=1",
-                     "train.checkpoint_every_tokens=4000", "data.curve_tokens=512"), tmp_path / "b", **QUIET)
+    b = run(
+        tiny_cfg(
+            tiny_cache,
+            "teacher.path=none",
+            "train.eval_every_tokens=3000",
+            "train.log_every_steps=1",
+            "train.checkpoint_every_tokens=4000",
+            "data.curve_tokens=512",
+        ),
+        tmp_path / "b",
+        **QUIET,
+    )
     assert "val/nll" in a["final"] and a["final"] == b["final"]
     wa = checkpoint.load(checkpoint.latest(tmp_path / "a" / "checkpoints"))[0]
     wb = checkpoint.load(checkpoint.latest(tmp_path / "b" / "checkpoints"))[0]

@@ -21,7 +21,9 @@ from normgrow.train import lr_at
 
 def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     out = tmp_path / "run"
-    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress")  # the console script: test_study
+    proc = cli(
+        "run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "--no-progress"
+    )  # the console script: test_study
     assert "val/ce" in proc.stdout
     for name in ("config.yaml", "metrics.jsonl", "diagnostics.jsonl", "summary.json", "checkpoints"):
         assert (out / name).exists(), name
@@ -59,8 +61,16 @@ def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     assert sum(t.values()) == pytest.approx(summary["wall_time_s"], abs=0.05)
     # --no-plots (what a study's runs use) leaves the figures out
     bare = tmp_path / "bare"
-    cli("run", "tiny", "-o", bare, f"data.cache_dir={tiny_cache}", "--no-progress", "--no-plots",
-        "curriculum.stages=[{n_layer: 3, tokens: 512}]")
+    cli(
+        "run",
+        "tiny",
+        "-o",
+        bare,
+        f"data.cache_dir={tiny_cache}",
+        "--no-progress",
+        "--no-plots",
+        "curriculum.stages=[{n_layer: 3, tokens: 512}]",
+    )
     assert (bare / "summary.json").is_file() and not (bare / "plots").exists()
 
 
@@ -88,17 +98,32 @@ def test_lr_schedule_warmup_cosine_wsd():
     assert lr_at(25600 - per_step, cfg, 0, 25600) == pytest.approx(0.1)  # cosine ends at min
     mid = 2560 + (25600 - 2560) / 2 - per_step
     assert lr_at(int(mid), cfg, 0, 25600) == pytest.approx(0.55, abs=1e-3)
-    wsd = load_config("tiny", ["train.lr=1.0", "train.schedule=wsd", "train.decay_fraction=0.5", "train.warmup_tokens=0",
-                               "train.min_lr_ratio=0"])
+    wsd = load_config(
+        "tiny",
+        [
+            "train.lr=1.0",
+            "train.schedule=wsd",
+            "train.decay_fraction=0.5",
+            "train.warmup_tokens=0",
+            "train.min_lr_ratio=0",
+        ],
+    )
     assert lr_at(10000, wsd, 0, 25600) == 1.0
     assert lr_at(25600 - per_step, wsd, 0, 25600) == pytest.approx(0.0)
 
 
 def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
     """SIGKILL a real `normgrow run` after its first checkpoints; rerunning it ends exactly as an uninterrupted run."""
-    args = ["tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 24576}]",
-            "train.checkpoint_every_tokens=4096", "train.eval_every_tokens=8192", "train.threads=1", "--no-progress",
-            "train.loggers=[tensorboard]"]
+    args = [
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "curriculum.stages=[{n_layer: 3, tokens: 24576}]",
+        "train.checkpoint_every_tokens=4096",
+        "train.eval_every_tokens=8192",
+        "train.threads=1",
+        "--no-progress",
+        "train.loggers=[tensorboard]",
+    ]
 
     def past_step_32(run_dir):
         ckpts = checkpoint.list_checkpoints(run_dir / "checkpoints")
@@ -137,16 +162,33 @@ def tensorboard_scalars(logdir) -> dict:
 
 def run_ranks(nproc, *args) -> str:
     """`normgrow *args` under torchrun with nproc gloo ranks of one thread each; its stdout."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "normgrow.cli", *map(str, args)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "normgrow.cli",
+        *map(str, args),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
 
 def one_step(tiny_cache, out, *extra, nproc=1):
-    args = ["run", "tiny", "-o", str(out), f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 3, tokens: 256}]",
-            "train.log_every_steps=1", "--no-progress", *extra]
+    args = [
+        "run",
+        "tiny",
+        "-o",
+        str(out),
+        f"data.cache_dir={tiny_cache}",
+        "curriculum.stages=[{n_layer: 3, tokens: 256}]",
+        "train.log_every_steps=1",
+        "--no-progress",
+        *extra,
+    ]
     if nproc == 1:
         cli(*args)
     else:
@@ -181,9 +223,18 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
     2 × 2 micro-batches, the teacher's layers sharded too: the growth event then happens sharded (the appended block starts fresh, the others keep
     their AdamW moments and step counts) and the run ends with the weights, moments and step counts of the
     uninterrupted one-process run, writing the same ordinary checkpoints."""
-    args = ["run", "tiny", f"data.cache_dir={tiny_cache}", "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
-            "train.checkpoint_every_tokens=512", "data.val_tokens=160", "train.dense_eval_steps=2",
-            "train.dense_eval_every=2", "--no-progress", "--no-plots"]
+    args = [
+        "run",
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
+        "train.checkpoint_every_tokens=512",
+        "data.val_tokens=160",
+        "train.dense_eval_steps=2",
+        "train.dense_eval_every=2",
+        "--no-progress",
+        "--no-plots",
+    ]
     # 5 validation rows: 3 and 2 per rank, 2 and 1 micro-batches (each forward gathers weights collectively); the
     # dense evaluation at step 6 is a curve-only pass over all 5 (data.curve_tokens = 0), as many forwards per rank
     one, cut = tmp_path / "one", tmp_path / "cut"
@@ -212,7 +263,9 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
     end = [e["val/ce"] for e in events(one, "stage_end")]
     assert [e["val/ce"] for e in events(cut, "stage_end")] == pytest.approx(end, rel=1e-5)
     (dense,), (dense_cut,) = events(one, "dense"), events(cut, "dense")
-    assert dense["step"] == dense_cut["step"] == 6 and dense_cut["curve/ce"] == pytest.approx(dense["curve/ce"], rel=1e-5)
+    assert dense["step"] == dense_cut["step"] == 6 and dense_cut["curve/ce"] == pytest.approx(
+        dense["curve/ce"], rel=1e-5
+    )
     (grew,), (grown,) = events(one, "growth"), events(cut, "growth")
     assert grown["grow/new_blocks"] == grew["grow/new_blocks"] == [2]
     assert grown["grow/logit_rms"] == pytest.approx(grew["grow/logit_rms"], rel=1e-5)
@@ -220,8 +273,14 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
 
 def test_distillation_from_a_same_shape_teacher_drives_kl_down(tiny_cache, tmp_path):
     """Student shaped like the tiny teacher (2 blocks, d_model 48): val/kl falls by more than half."""
-    cfg = tiny_cfg(tiny_cache, "model.n_layer=2", "model.d_model=48", "model.d_ff=96",
-                   "curriculum.stages=[{n_layer: 2, tokens: 60000}]", "train.lr=5e-3")
+    cfg = tiny_cfg(
+        tiny_cache,
+        "model.n_layer=2",
+        "model.d_model=48",
+        "model.d_ff=96",
+        "curriculum.stages=[{n_layer: 2, tokens: 60000}]",
+        "train.lr=5e-3",
+    )
     summary = run(cfg, tmp_path / "run", log=lambda *_: None, progress=False)
     start, end = summary["stages"][0]["start"]["val/kl"], summary["stages"][0]["end"]["val/kl"]
     assert end < 0.5 * start, (start, end)
@@ -229,8 +288,19 @@ def test_distillation_from_a_same_shape_teacher_drives_kl_down(tiny_cache, tmp_p
 
 def test_non_finite_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tiny_cache, tmp_path):
     out = tmp_path / "nan"
-    proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", "train.lr=1e4", "train.grad_clip=0",
-                    "train.warmup_tokens=0", "train.checkpoint_every_tokens=256", "--no-progress", check=False)
+    proc = cli(
+        "run",
+        "tiny",
+        "-o",
+        out,
+        f"data.cache_dir={tiny_cache}",
+        "train.lr=1e4",
+        "train.grad_clip=0",
+        "train.warmup_tokens=0",
+        "train.checkpoint_every_tokens=256",
+        "--no-progress",
+        check=False,
+    )
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("normgrow: error: non-finite") and "at step" in line
@@ -240,12 +310,15 @@ def test_non_finite_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tiny_
     assert all(torch.isfinite(w).all() for w in weights.values())
 
 
-@pytest.mark.parametrize("overrides,needle", [
-    (["teacher.path=/no/such/teacher"], "teacher.path"),
-    (["model.vocab_size=999"], "model.vocab_size"),
-    (["teacher.path=none", "data.tokenizer=teacher"], "data.tokenizer"),
-    (["data.train_pool_sequences=1000000"], "data.train_pool_sequences"),  # more than the split holds
-])
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (["teacher.path=/no/such/teacher"], "teacher.path"),
+        (["model.vocab_size=999"], "model.vocab_size"),
+        (["teacher.path=none", "data.tokenizer=teacher"], "data.tokenizer"),
+        (["data.train_pool_sequences=1000000"], "data.train_pool_sequences"),  # more than the split holds
+    ],
+)
 def test_bad_input_is_one_line_and_leaves_nothing(tiny_cache, tmp_path, overrides, needle):
     out = tmp_path / "run"
     proc = cli("run", "tiny", "-o", out, f"data.cache_dir={tiny_cache}", *overrides, check=False)
@@ -320,7 +393,10 @@ def test_kept_teacher_log_probs_give_the_same_evaluation_bit_for_bit(tiny_cache)
     first_calls = len(calls)
     assert kept and first_calls == 2 * len(kept)
     rows = val[:2].clone()
-    probe, fresh = make_probe(rows, inputs.prep.token_classes, teacher), make_probe(rows, inputs.prep.token_classes, teacher)
+    probe, fresh = (
+        make_probe(rows, inputs.prep.token_classes, teacher),
+        make_probe(rows, inputs.prep.token_classes, teacher),
+    )
     fresh.teacher.keep = False
     diagnose(model, probe, cfg.diagnostics)  # the first diagnosis fills the probe's store
     with torch.no_grad():  # the student moves (as in training); the teacher's part must not be stale
@@ -355,15 +431,19 @@ def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path, monkeypa
     from torch._dynamo.utils import counters
 
     counters.clear()
-    comp = run(tiny_cfg(tiny_cache, stages, "train.compile=true"), tmp_path / "comp", log=lambda *_: None, progress=False)
+    comp = run(
+        tiny_cfg(tiny_cache, stages, "train.compile=true"), tmp_path / "comp", log=lambda *_: None, progress=False
+    )
     assert [s["n_layer"] for s in comp["stages"]] == [2, 3]
     assert counters["stats"]["unique_graphs"] >= 1, dict(counters["stats"])  # it compiled
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str((tiny_cache / "compile").resolve())
     assert any((tiny_cache / "compile").rglob("*.py")), "no generated code under <cache>/compile"
     for se, sc in zip(eager["stages"], comp["stages"], strict=True):
         assert sc["end"]["val/ce"] == pytest.approx(se["end"]["val/ce"], abs=2e-3)
-    losses = [(e["train/loss"], c["train/loss"]) for e, c in zip(events(tmp_path / "eager", "train"),
-                                                                  events(tmp_path / "comp", "train"), strict=True)]
+    losses = [
+        (e["train/loss"], c["train/loss"])
+        for e, c in zip(events(tmp_path / "eager", "train"), events(tmp_path / "comp", "train"), strict=True)
+    ]
     assert len(losses) > 3 and all(c == pytest.approx(e, abs=2e-3) for e, c in losses)
 
 
@@ -410,8 +490,16 @@ def test_a_missing_logger_package_is_a_one_line_error_before_the_run_dir_exists(
 
     if importlib.util.find_spec("wandb") is not None:
         pytest.skip("wandb is installed here")
-    proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", "train.loggers=[wandb]",
-               "--no-progress", check=False)
+    proc = cli(
+        "run",
+        "tiny",
+        "-o",
+        tmp_path / "run",
+        f"data.cache_dir={tiny_cache}",
+        "train.loggers=[wandb]",
+        "--no-progress",
+        check=False,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("normgrow: error: train.loggers: 'wandb' needs the wandb")
     assert not (tmp_path / "run").exists()

@@ -55,8 +55,13 @@ def test_deepnorm_init_scales_value_output_and_mlp_by_beta_of_the_full_depth():
     model = Student(cfg, depth=1)
     beta = (8 * n_layer) ** -0.25  # DeepNet, decoder-only: β = (8N)^(-1/4)
     block = model.layers[0]
-    for name in ("self_attn.v_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight",
-                 "mlp.up_proj.weight", "mlp.down_proj.weight"):
+    for name in (
+        "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+    ):
         got = dict(block.named_parameters())[name].std().item()
         assert abs(got - beta * std) < 0.05 * beta * std, name
     for name in ("self_attn.q_proj.weight", "self_attn.k_proj.weight"):
@@ -76,7 +81,9 @@ def test_mixln_is_post_norm_below_the_split_and_pre_norm_above(ratio, n_post):
     assert kinds == [PostNormBlock] * n_post + [PreNormBlock] * (9 - n_post)
     # the same student as the explicit per-block list (same draws, same function)
     torch.manual_seed(0)
-    listed = Student(dataclasses.replace(cfg, norm="pre", block_norms=["post"] * n_post + ["pre"] * (9 - n_post))).eval()
+    listed = Student(
+        dataclasses.replace(cfg, norm="pre", block_norms=["post"] * n_post + ["pre"] * (9 - n_post))
+    ).eval()
     idx = torch.randint(0, cfg.vocab_size, (2, 7))
     with torch.no_grad():
         assert torch.equal(mixed(idx), listed(idx))
@@ -88,28 +95,41 @@ def test_a_per_block_list_builds_each_block_of_its_placement():
     assert [type(b) for b in model.layers] == [DeepNormBlock, PostNormBlock, SandwichBlock, PreNormBlock]
 
 
-@pytest.mark.parametrize("override,field", [
-    ("model.mixln_ratio=1.5", "model.mixln_ratio"),
-    ("model.block_norms=[pre, mixln, pre]", "model.block_norms.1"),
-    ("curriculum.growth=stack", "curriculum.growth_init"),  # the grow preset's init is zero: stack only copies
-])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ("model.mixln_ratio=1.5", "model.mixln_ratio"),
+        ("model.block_norms=[pre, mixln, pre]", "model.block_norms.1"),
+        ("curriculum.growth=stack", "curriculum.growth_init"),  # the grow preset's init is zero: stack only copies
+    ],
+)
 def test_bad_variant_settings_name_their_field(override, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
-        load_config("grow", [override, "model.n_layer=3", "curriculum.stages=[{n_layer: 1, tokens: 10}, "
-                             "{n_layer: 3, tokens: 10}]"])
+        load_config(
+            "grow",
+            [override, "model.n_layer=3", "curriculum.stages=[{n_layer: 1, tokens: 10}, {n_layer: 3, tokens: 10}]"],
+        )
 
 
 def test_copy_growth_between_placements_of_different_parameters_is_refused_when_planned(tiny_cache, tmp_path):
     """A sandwich block (four norms) cannot copy a pre-norm one (two): `normgrow plan` says so and a run stops
     before its run directory exists, not at the growth event after the prefix has trained."""
-    over = ["model.n_layer=3", "model.block_norms=[pre, pre, sandwich]", "curriculum.growth_init=copy",
-            "curriculum.stages=[{n_layer: 2, tokens: 256}, {n_layer: 3, tokens: 256}]"]
-    with pytest.raises(ConfigError, match=r"curriculum\.growth_init: copy: the new sandwich block at 2 cannot copy "
-                                          r"block 1 \(pre\)"):
+    over = [
+        "model.n_layer=3",
+        "model.block_norms=[pre, pre, sandwich]",
+        "curriculum.growth_init=copy",
+        "curriculum.stages=[{n_layer: 2, tokens: 256}, {n_layer: 3, tokens: 256}]",
+    ]
+    with pytest.raises(
+        ConfigError,
+        match=r"curriculum\.growth_init: copy: the new sandwich block at 2 cannot copy "
+        r"block 1 \(pre\)",
+    ):
         plan_stages(load_config("tiny", over))
     plan_stages(load_config("tiny", [over[0], "model.block_norms=[pre, pre, pre]", *over[2:]]))  # alike: fine
-    proc = cli("run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *over, "--no-progress",
-               check=False)
+    proc = cli(
+        "run", "tiny", "-o", tmp_path / "run", f"data.cache_dir={tiny_cache}", *over, "--no-progress", check=False
+    )
     assert proc.returncode == 2 and "cannot copy block 1 (pre)" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "run").exists()
 
@@ -117,24 +137,30 @@ def test_copy_growth_between_placements_of_different_parameters_is_refused_when_
 # ----------------------------------------------------------------------------- growth operators
 
 
-@pytest.mark.parametrize("operator,prefix,depth,new,boundaries", [
-    ("append", 3, 6, (3, 4, 5), (3,)),
-    ("stack", 3, 6, (3, 4, 5), (3,)),
-    ("interleave", 3, 6, (1, 3, 5), (1, 3, 5)),
-    ("interleave", 6, 9, (2, 5, 8), (2, 5, 8)),  # after old blocks 1, 3, 5
-    ("interleave", 1, 3, (1, 2), (1,)),  # two new blocks after the one old block: one boundary
-    ("interleave", 4, 6, (2, 5), (2, 5)),  # after old blocks 1 and 3
-])
+@pytest.mark.parametrize(
+    "operator,prefix,depth,new,boundaries",
+    [
+        ("append", 3, 6, (3, 4, 5), (3,)),
+        ("stack", 3, 6, (3, 4, 5), (3,)),
+        ("interleave", 3, 6, (1, 3, 5), (1, 3, 5)),
+        ("interleave", 6, 9, (2, 5, 8), (2, 5, 8)),  # after old blocks 1, 3, 5
+        ("interleave", 1, 3, (1, 2), (1,)),  # two new blocks after the one old block: one boundary
+        ("interleave", 4, 6, (2, 5), (2, 5)),  # after old blocks 1 and 3
+    ],
+)
 def test_operators_insert_where_they_say_with_their_boundaries(operator, prefix, depth, new, boundaries):
     ev = GROWTH[operator].event(prefix, depth)
     assert ev.new_blocks == new and ev.boundaries == boundaries
 
 
-@pytest.mark.parametrize("operator,sources", [
-    ("stack", {3: 0, 4: 1, 5: 2}),  # the prefix repeated, bottom first
-    ("interleave", {1: 0, 3: 1, 5: 2}),  # each new block copies the block just below it
-    ("append", {3: 2, 4: 2, 5: 2}),  # copies the last prefix block
-])
+@pytest.mark.parametrize(
+    "operator,sources",
+    [
+        ("stack", {3: 0, 4: 1, 5: 2}),  # the prefix repeated, bottom first
+        ("interleave", {1: 0, 3: 1, 5: 2}),  # each new block copies the block just below it
+        ("append", {3: 2, 4: 2, 5: 2}),  # copies the last prefix block
+    ],
+)
 def test_copy_growth_copies_the_operators_source_blocks_and_counts_parameters(operator, sources):
     cfg = tiny(n_layer=6)
     model = Student(cfg, depth=3)
@@ -152,15 +178,22 @@ def test_copy_growth_copies_the_operators_source_blocks_and_counts_parameters(op
         assert model.layers[p] is not model.layers[old_positions[src]]  # a copy, not shared weights
 
 
-@pytest.mark.parametrize("norm,operator,preserved", [
-    ("pre", "append", "exact"), ("pre", "interleave", "exact"),
-    ("sandwich", "append", "exact"), ("sandwich", "interleave", "exact"),
-    ("mixln", "append", "exact"),  # the appended blocks are above the split: pre-norm
-    # a zero-output post-style block still normalizes its input: on top, the final norm undoes that
-    # per-token rescale; in the middle of the stack the next block sees it, so the function moves
-    ("post", "append", "up to eps"), ("deepnorm", "append", "up to eps"),
-    ("post", "interleave", "moves"), ("deepnorm", "interleave", "moves"),
-])
+@pytest.mark.parametrize(
+    "norm,operator,preserved",
+    [
+        ("pre", "append", "exact"),
+        ("pre", "interleave", "exact"),
+        ("sandwich", "append", "exact"),
+        ("sandwich", "interleave", "exact"),
+        ("mixln", "append", "exact"),  # the appended blocks are above the split: pre-norm
+        # a zero-output post-style block still normalizes its input: on top, the final norm undoes that
+        # per-token rescale; in the middle of the stack the next block sees it, so the function moves
+        ("post", "append", "up to eps"),
+        ("deepnorm", "append", "up to eps"),
+        ("post", "interleave", "moves"),
+        ("deepnorm", "interleave", "moves"),
+    ],
+)
 def test_zero_growth_preserves_the_function_where_the_placement_allows(norm, operator, preserved):
     cfg = tiny(norm=norm, n_layer=6, mixln_ratio=0.34)
     torch.manual_seed(0)
@@ -180,8 +213,9 @@ def test_zero_growth_preserves_the_function_where_the_placement_allows(norm, ope
 
 
 def test_placements_follow_each_block_to_its_final_position_under_interleave():
-    cfg = load_config("grow", ["model.norm=mixln", "model.mixln_ratio=0.34", "curriculum.growth=interleave",
-                               "model.vocab_size=64"])
+    cfg = load_config(
+        "grow", ["model.norm=mixln", "model.mixln_ratio=0.34", "curriculum.growth=interleave", "model.vocab_size=64"]
+    )
     plans = plan_stages(cfg)  # 3 → 6 → 9; floor(0.34 · 9) = 3 post-norm blocks at the bottom of the final model
     assert plans[-1].placements == ("post",) * 3 + ("pre",) * 6
     # the three initial blocks end at 0, 3 and 6 of the final model: only the first is below the split
@@ -189,20 +223,37 @@ def test_placements_follow_each_block_to_its_final_position_under_interleave():
     assert plans[1].placements == ("post", "post", "pre", "pre", "pre", "pre")  # 0, a | 1, b, 2, c (a → final 1)
     assert plans[1].growth.new_blocks == (1, 3, 5) and plans[2].growth.new_blocks == (2, 5, 8)
     assert [p.train_blocks for p in plans] == [(0, 1, 2), tuple(range(6)), tuple(range(9))]
-    frozen = load_config("grow", ["curriculum.growth=interleave", "model.vocab_size=64",
-                                  "curriculum.stages=[{n_layer: 3, tokens: 10}, {n_layer: 6, tokens: 10, train: new}]"])
+    frozen = load_config(
+        "grow",
+        [
+            "curriculum.growth=interleave",
+            "model.vocab_size=64",
+            "curriculum.stages=[{n_layer: 3, tokens: 10}, {n_layer: 6, tokens: 10, train: new}]",
+        ],
+    )
     assert plan_stages(frozen)[1].train_blocks == (1, 3, 5)
 
 
-@pytest.mark.parametrize("operator,extra", [
-    pytest.param("stack", ["curriculum.growth_init=copy", "model.norm=deepnorm"],
-                 marks=pytest.mark.slow),  # 28 s each; append's stays in the default suite (test_curriculum.py)
-    pytest.param("interleave", ["model.norm=mixln", "model.mixln_ratio=0.34"], marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "operator,extra",
+    [
+        pytest.param(
+            "stack", ["curriculum.growth_init=copy", "model.norm=deepnorm"], marks=pytest.mark.slow
+        ),  # 28 s each; append's stays in the default suite (test_curriculum.py)
+        pytest.param("interleave", ["model.norm=mixln", "model.mixln_ratio=0.34"], marks=pytest.mark.slow),
+    ],
+)
 def test_kill_just_after_a_growth_event_resumes_bitwise(tiny_cache, tmp_path, operator, extra):
-    args = ["tiny", f"data.cache_dir={tiny_cache}", f"curriculum.growth={operator}", *extra,
-            "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000, train: new}]",
-            "train.checkpoint_every_tokens=100000", "train.threads=1", "--no-progress"]
+    args = [
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        f"curriculum.growth={operator}",
+        *extra,
+        "curriculum.stages=[{n_layer: 1, tokens: 5120}, {n_layer: 3, tokens: 30000, train: new}]",
+        "train.checkpoint_every_tokens=100000",
+        "train.threads=1",
+        "--no-progress",
+    ]
     full, killed = kill_and_resume(tmp_path, args, stage_started(1))
     growth = [e for e in events(killed) if e["event"] == "growth"]
     assert growth and growth[0]["grow/operator"] == operator and growth[0]["grow/new_blocks"] == [1, 2]
@@ -214,13 +265,24 @@ def test_interleave_boundaries_are_read_where_each_representation_lives(tiny_cac
     """2 → 4 by interleave inserts after blocks 0 and 1: boundaries 1 and 3 of the grown model are the outputs
     of old blocks 0 and 1 — residuals 1 and 2 before growth. The summary and the figures read them there."""
     out = tmp_path / "run"
-    cli("run", "tiny", f"data.cache_dir={tiny_cache}", "model.n_layer=4", "curriculum.growth=interleave",
-        "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 4, tokens: 2560}]", "train.threads=1",
-        "--no-progress", "-o", out)
+    cli(
+        "run",
+        "tiny",
+        f"data.cache_dir={tiny_cache}",
+        "model.n_layer=4",
+        "curriculum.growth=interleave",
+        "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 4, tokens: 2560}]",
+        "train.threads=1",
+        "--no-progress",
+        "-o",
+        out,
+    )
     summary = json.loads((out / "summary.json").read_text())
     before = [r for r in events_of(out / "diagnostics.jsonl") if r["event"] == "stage_end" and r["stage"] == 0][0]
     after = [r for r in events_of(out / "diagnostics.jsonl") if r["event"] == "stage_end" and r["stage"] == 1][0]
-    got = [(e["boundary"], e["last_prefix_block"]["index"], e["first_new_block"]["index"]) for e in summary["boundaries"]]
+    got = [
+        (e["boundary"], e["last_prefix_block"]["index"], e["first_new_block"]["index"]) for e in summary["boundaries"]
+    ]
     assert got == [(1, 0, 1), (3, 1, 3)]
     for e, old in zip(summary["boundaries"], (1, 2), strict=True):
         assert e["rms_at_growth"]["all"] == before["residual_rms"][old]["all"]

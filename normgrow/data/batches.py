@@ -70,16 +70,26 @@ class BatchIterator:
     how often each position has been in a global batch (`usage` reports it; a resumed iterator recounts it).
     """
 
-    def __init__(self, tokens: np.ndarray, seq_len: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
-                 pool: np.ndarray | None = None):
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        seq_len: int,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        pool: np.ndarray | None = None,
+    ):
         if batch_size % world_size:
             raise DataError(f"train.batch_size: {batch_size} is not divisible by the world size {world_size}")
         self.tokens, self.seq_len, self.batch_size, self.seed = tokens, seq_len, batch_size, seed
         self.rank, self.local, self.pool = rank, batch_size // world_size, pool
         self.n = n_sequences(tokens, seq_len) if pool is None else len(pool)
         if self.n < batch_size:
-            raise DataError(f"train.batch_size: {batch_size} exceeds the {self.n} sequences of "
-                            f"data.seq_len={seq_len} the {'split' if pool is None else 'training pool'} holds")
+            raise DataError(
+                f"train.batch_size: {batch_size} exceeds the {self.n} sequences of "
+                f"data.seq_len={seq_len} the {'split' if pool is None else 'training pool'} holds"
+            )
         self.epoch, self.cursor = 0, 0
         self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
         self.served = np.zeros(self.n, dtype=np.int32)
@@ -120,16 +130,22 @@ class BatchIterator:
     def usage(self) -> dict:
         """What the run's training has read: the sequences (of the pool, or the whole split) and their tokens, the
         epochs started and the most times any one sequence was served (counted, not derived)."""
-        return {"sequences": int(self.n), "tokens": int(self.n * self.seq_len),
-                "epochs_started": int(self.epoch + (self.cursor > 0)), "max_repeats": int(self.served.max())}
+        return {
+            "sequences": int(self.n),
+            "tokens": int(self.n * self.seq_len),
+            "epochs_started": int(self.epoch + (self.cursor > 0)),
+            "max_repeats": int(self.served.max()),
+        }
 
 
 def val_sequences(prepared: Prepared, seq_len: int, val_tokens: int) -> torch.Tensor:
     """The fixed validation set: the first ceil(val_tokens / seq_len) sequences of the val split, (N, T+1)."""
     n = min(math.ceil(val_tokens / seq_len), n_sequences(prepared.val, seq_len))
     if n == 0:
-        raise DataError(f"data.seq_len: the validation split holds {len(prepared.val)} tokens, too few for one "
-                        f"sequence of {seq_len}+1 (raise data.val_fraction or lower data.seq_len)")
+        raise DataError(
+            f"data.seq_len: the validation split holds {len(prepared.val)} tokens, too few for one "
+            f"sequence of {seq_len}+1 (raise data.val_fraction or lower data.seq_len)"
+        )
     return _rows(prepared.val, np.arange(n) * seq_len, seq_len + 1)
 
 
@@ -143,9 +159,11 @@ def select_sequences(prepared: Prepared, seq_len: int, val_tokens: int, select_t
     n = math.ceil(select_tokens / seq_len)
     have = max(len(prepared.val) - start - 1, 0) // seq_len
     if have < n:
-        raise DataError(f"data.select_tokens: the validation split holds {have * seq_len:,} tokens after the "
-                        f"validation set's documents, fewer than {select_tokens:,} (lower data.select_tokens or "
-                        "data.val_tokens, or raise data.val_fraction)")
+        raise DataError(
+            f"data.select_tokens: the validation split holds {have * seq_len:,} tokens after the "
+            f"validation set's documents, fewer than {select_tokens:,} (lower data.select_tokens or "
+            "data.val_tokens, or raise data.val_fraction)"
+        )
     return _rows(prepared.val, start + np.arange(n) * seq_len, seq_len + 1)
 
 
@@ -167,11 +185,17 @@ def probe_batch(prepared: Prepared, n: int, seq_len: int) -> tuple[torch.Tensor,
     offset = np.minimum(starts, h)  # tokens of the previous document(s) before the BOS
     fits = starts - offset + seq_len + 1 <= len(prepared.val)
     full = fits & (offset == h)
-    tiers = [starts[full & (lengths >= seq_len + 1 - h)], starts[full & (lengths < seq_len + 1 - h)], starts[fits & ~full]]
+    tiers = [
+        starts[full & (lengths >= seq_len + 1 - h)],
+        starts[full & (lengths < seq_len + 1 - h)],
+        starts[fits & ~full],
+    ]
     if sum(len(t) for t in tiers) < n:
-        raise DataError(f"data.probe_sequences: the validation split has {sum(len(t) for t in tiers)} document starts "
-                        f"with data.seq_len+1={seq_len + 1} tokens in a row around them, fewer than {n} (lower "
-                        "data.probe_sequences or raise data.val_fraction)")
+        raise DataError(
+            f"data.probe_sequences: the validation split has {sum(len(t) for t in tiers)} document starts "
+            f"with data.seq_len+1={seq_len + 1} tokens in a row around them, fewer than {n} (lower "
+            "data.probe_sequences or raise data.val_fraction)"
+        )
 
     def spaced(a: np.ndarray, k: int) -> np.ndarray:
         return a[np.linspace(0, len(a) - 1, k).round().astype(int)] if k > 0 else a[:0]

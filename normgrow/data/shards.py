@@ -74,12 +74,28 @@ def prepare(cfg: RunConfig, teacher_path: str | None = None, log: Callable[[str]
     cache = cache_root(d)
     t0 = time.time()
     scan = scan_corpus(d)
-    log(f"corpus {d.corpus}: {scan.n_documents:,} documents ({scan.n_val:,} val), "
-        f"{scan.n_chars / 1e6:.1f}M characters, scanned in {time.time() - t0:.1f} s")
+    log(
+        f"corpus {d.corpus}: {scan.n_documents:,} documents ({scan.n_val:,} val), "
+        f"{scan.n_chars / 1e6:.1f}M characters, scanned in {time.time() - t0:.1f} s"
+    )
     tok = load_tokenizer(d, teacher_path if teacher_path is not None else cfg.teacher.path, cache, scan=scan, log=log)
     bos = bos_id(tok, d)
-    final = cache / "shards" / _key(scan.sha256, tokenizer_hash(tok), bos, d.val_fraction, d.max_documents, d.format,
-                                    d.text_field, d.dataset_config, d.dataset_split, SHARDS_VERSION)
+    final = (
+        cache
+        / "shards"
+        / _key(
+            scan.sha256,
+            tokenizer_hash(tok),
+            bos,
+            d.val_fraction,
+            d.max_documents,
+            d.format,
+            d.text_field,
+            d.dataset_config,
+            d.dataset_split,
+            SHARDS_VERSION,
+        )
+    )
     if (final / "meta.json").is_file():
         log(f"token shards: cached in {final}")
         return load_prepared(final)
@@ -87,8 +103,9 @@ def prepare(cfg: RunConfig, teacher_path: str | None = None, log: Callable[[str]
     return dataclasses.replace(load_prepared(final), cache_hit=False)
 
 
-def _write_shards(d: DataConfig, scan: CorpusScan, tok: PreTrainedTokenizerFast, bos: int, out: Path,
-                  log: Callable[[str], None]) -> None:
+def _write_shards(
+    d: DataConfig, scan: CorpusScan, tok: PreTrainedTokenizerFast, bos: int, out: Path, log: Callable[[str], None]
+) -> None:
     t0 = time.time()
     dtype = np.uint16 if len(tok) <= 2**16 else np.uint32
     backend = _plain_backend(tok)
@@ -124,9 +141,14 @@ def _write_shards(d: DataConfig, scan: CorpusScan, tok: PreTrainedTokenizerFast,
     meta = {
         "version": SHARDS_VERSION,
         "corpus": {
-            "corpus": d.corpus, "source": source.kind or d.format, "format": d.format, "text_field": d.text_field,
-            "dataset_config": d.dataset_config, "dataset_split": d.dataset_split,
-            "max_documents": d.max_documents, "sha256": scan.sha256,
+            "corpus": d.corpus,
+            "source": source.kind or d.format,
+            "format": d.format,
+            "text_field": d.text_field,
+            "dataset_config": d.dataset_config,
+            "dataset_split": d.dataset_split,
+            "max_documents": d.max_documents,
+            "sha256": scan.sha256,
             # The interpreter the documents depend on: the stdlib corpus is whatever this interpreter ships.
             "python": source.python_version(),
         },
@@ -143,8 +165,10 @@ def _write_shards(d: DataConfig, scan: CorpusScan, tok: PreTrainedTokenizerFast,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     total = sum(n_tokens.values())
-    log(f"tokenized {scan.n_documents:,} documents, {total / 1e6:.1f}M tokens "
-        f"(train {n_tokens['train']:,}, val {n_tokens['val']:,}) in {time.time() - t0:.1f} s")
+    log(
+        f"tokenized {scan.n_documents:,} documents, {total / 1e6:.1f}M tokens "
+        f"(train {n_tokens['train']:,}, val {n_tokens['val']:,}) in {time.time() - t0:.1f} s"
+    )
 
 
 def load_prepared(dir: str | Path) -> Prepared:
@@ -167,4 +191,3 @@ def load_prepared(dir: str | Path) -> Prepared:
         cache_hit=True,
         token_classes=np.load(dir / "token_classes.npy"),
     )
-

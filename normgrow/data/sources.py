@@ -165,7 +165,9 @@ class FilesSource(CorpusSource):
         for path, rel in files:
             # In a multi-file corpus, row documents are named by their file too, so ids stay unique.
             prefix = "" if single else f"{rel}:"
-            fmt = self.fmt if self.fmt != "auto" else {".jsonl": "jsonl", ".parquet": "parquet"}.get(path.suffix, "text")
+            fmt = (
+                self.fmt if self.fmt != "auto" else {".jsonl": "jsonl", ".parquet": "parquet"}.get(path.suffix, "text")
+            )
             if fmt == "jsonl":
                 yield from _jsonl_documents(path, d.text_field, prefix, d.max_document_bytes)
             elif fmt == "parquet":
@@ -181,8 +183,10 @@ class FilesSource(CorpusSource):
     def empty_error(self, d: DataConfig) -> DataError:
         files = [p for p, _ in _corpus_files(d.corpus) if p.suffix not in (".jsonl", ".parquet")]
         if files and all(_read_text(p, d.max_document_bytes) is None for p in files):
-            return DataError(f"data.corpus: {d.corpus}: its {len(files)} file(s) are binary, not text "
-                             "(a NUL byte in the first 8 KiB); give a folder of text, .jsonl or .parquet files")
+            return DataError(
+                f"data.corpus: {d.corpus}: its {len(files)} file(s) are binary, not text "
+                "(a NUL byte in the first 8 KiB); give a folder of text, .jsonl or .parquet files"
+            )
         return super().empty_error(d)
 
 
@@ -205,7 +209,9 @@ class HubDataset(CorpusSource):
         try:
             ds = datasets.load_dataset(name, d.dataset_config, split=d.dataset_split, cache_dir=cache_dir)
         except Exception as e:  # unknown name, config or split, no network: all the user's to fix
-            raise DataError(f"data.corpus: {d.corpus}: cannot load the dataset ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+            raise DataError(
+                f"data.corpus: {d.corpus}: cannot load the dataset ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+            ) from None
         yield from _dataset_rows(ds, d)
 
     def fingerprint(self, d: DataConfig) -> list | None:
@@ -223,7 +229,9 @@ class SavedDataset(CorpusSource):
         ds = datasets.load_from_disk(str(Path(d.corpus).expanduser()))
         if isinstance(ds, datasets.DatasetDict):
             if d.dataset_split not in ds:
-                raise DataError(f"data.dataset_split: {d.corpus} has no split '{d.dataset_split}' (splits: {', '.join(ds)})")
+                raise DataError(
+                    f"data.dataset_split: {d.corpus} has no split '{d.dataset_split}' (splits: {', '.join(ds)})"
+                )
             ds = ds[d.dataset_split]
         yield from _dataset_rows(ds, d)
 
@@ -252,8 +260,11 @@ register_corpus_source("datasets", DatasetsFormat())
 def _stdlib_files() -> list[tuple[Path, str]]:
     """The stdlib corpus's files: this interpreter's standard-library modules, tests left out."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    return [(p, rel) for p, rel in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS, strict=False)
-            if p.suffix == ".py" and not p.name.startswith("test_")]
+    return [
+        (p, rel)
+        for p, rel in _walk(root, skip_dir=lambda name: name in _STDLIB_SKIP_DIRS, strict=False)
+        if p.suffix == ".py" and not p.name.startswith("test_")
+    ]
 
 
 def _walk(root: Path, skip_dir: Callable[[str], bool], strict: bool = True) -> list[tuple[Path, str]]:
@@ -263,8 +274,9 @@ def _walk(root: Path, skip_dir: Callable[[str], bool], strict: bool = True) -> l
     otherwise (the stdlib corpus) they are left out."""
 
     def unreadable(e: OSError) -> None:
-        raise DataError(f"data.corpus: {e.filename}: cannot be read ({e.strerror}); make it readable or move it out "
-                        "of the corpus") from None
+        raise DataError(
+            f"data.corpus: {e.filename}: cannot be read ({e.strerror}); make it readable or move it out of the corpus"
+        ) from None
 
     out = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable if strict else None):
@@ -288,8 +300,9 @@ def regular_file(path: Path) -> None:
     except FileNotFoundError:
         raise DataError(f"data.corpus: {path}: a broken link (its target does not exist)") from None
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise DataError(f"data.corpus: {path}: not a regular file (a FIFO, device or socket); a corpus is made of "
-                        "files and folders")
+        raise DataError(
+            f"data.corpus: {path}: not a regular file (a FIFO, device or socket); a corpus is made of files and folders"
+        )
 
 
 def _corpus_files(corpus: str) -> list[tuple[Path, str]]:
@@ -303,8 +316,9 @@ def _corpus_files(corpus: str) -> list[tuple[Path, str]]:
         matches = [Path(p) for p in glob.glob(pattern, recursive=True)]
         for p in matches:
             regular_file(p)
-        files = sorted(((p, Path(os.path.relpath(p, base)).as_posix()) for p in matches if p.is_file()),
-                       key=lambda f: f[1])
+        files = sorted(
+            ((p, Path(os.path.relpath(p, base)).as_posix()) for p in matches if p.is_file()), key=lambda f: f[1]
+        )
         if not files:
             raise DataError(f"data.corpus: {corpus}: no files match")
         return files
@@ -322,8 +336,10 @@ def _read_text(path: Path, limit: int) -> str | None:
     than `limit` (data.max_document_bytes) is a one-line error before it is read."""
     size = path.stat().st_size
     if size > limit:
-        raise DataError(f"data.corpus: {path}: {size:,} bytes, more than data.max_document_bytes={limit:,} for one "
-                        "document; raise the limit or leave the file out")
+        raise DataError(
+            f"data.corpus: {path}: {size:,} bytes, more than data.max_document_bytes={limit:,} for one "
+            "document; raise the limit or leave the file out"
+        )
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if b"\0" in data[:8192]:
@@ -341,8 +357,10 @@ def _jsonl_documents(path: Path, field: str, prefix: str, limit: int) -> Iterato
     with open(path, "rb") as f:
         for line_no, line in enumerate(iter(lambda: f.readline(limit + 2), b""), start=1):  # + its line end
             if len(line.rstrip(b"\r\n")) > limit:
-                raise DataError(f"{path}: line {line_no}: more than data.max_document_bytes={limit:,} bytes for one "
-                                "document; raise the limit or split the line")
+                raise DataError(
+                    f"{path}: line {line_no}: more than data.max_document_bytes={limit:,} bytes for one "
+                    "document; raise the limit or split the line"
+                )
             if not line.strip():
                 continue
             try:
@@ -380,7 +398,9 @@ def _parquet_documents(path: Path, field: str, prefix: str) -> Iterator[tuple[st
 def _dataset_rows(ds, d: DataConfig) -> Iterator[tuple[str, str]]:
     """(row number, text) of a `datasets` Dataset's non-empty data.text_field values."""
     if d.text_field not in ds.column_names:
-        raise DataError(f"data.text_field: {d.corpus} has no column '{d.text_field}' (columns: {', '.join(ds.column_names)})")
+        raise DataError(
+            f"data.text_field: {d.corpus} has no column '{d.text_field}' (columns: {', '.join(ds.column_names)})"
+        )
     row = 0
     for batch in ds.select_columns([d.text_field]).iter(batch_size=1024):
         for value in batch[d.text_field]:
@@ -448,8 +468,10 @@ def scan_corpus(d: DataConfig) -> CorpusScan:
     fallback = smallest_id if n_val == 0 else None
     n_val = max(n_val, 1)
     if n_val == n:
-        raise DataError(f"data.corpus: {d.corpus}: all {n} document(s) fall in the validation split; "
-                        "a run needs at least one training document (add documents or lower data.val_fraction)")
+        raise DataError(
+            f"data.corpus: {d.corpus}: all {n} document(s) fall in the validation split; "
+            "a run needs at least one training document (add documents or lower data.val_fraction)"
+        )
     return CorpusScan(h.hexdigest(), n, n_val, n_chars, fallback)
 
 
@@ -461,8 +483,20 @@ def corpus_sha256(d: DataConfig) -> str:
     fingerprint is unchanged: for local files while none of them changes (their sizes and times are compared at
     every call), for a `datasets` corpus for the life of the process (a full scan of a large dataset at every
     call would be the slow part)."""
-    key = hashlib.sha256(json.dumps([d.corpus, d.format, d.text_field, d.dataset_config, d.dataset_split,
-                                     d.max_documents, d.val_fraction, source_of(d).fingerprint(d)]).encode()).hexdigest()
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                d.corpus,
+                d.format,
+                d.text_field,
+                d.dataset_config,
+                d.dataset_split,
+                d.max_documents,
+                d.val_fraction,
+                source_of(d).fingerprint(d),
+            ]
+        ).encode()
+    ).hexdigest()
     if key not in _SCANS:
         _SCANS[key] = scan_corpus(d).sha256
     return _SCANS[key]

@@ -38,18 +38,22 @@ TOKENIZER_VERSION = "bpe-v1"
 TOKEN_CLASSES = ("content", "bos", "whitespace", "punct")
 
 
-def load_tokenizer(d: DataConfig, teacher_path: str, cache: Path, *, scan: CorpusScan | None = None,
-                   log: Callable[[str], None] = print) -> PreTrainedTokenizerFast:
+def load_tokenizer(
+    d: DataConfig, teacher_path: str, cache: Path, *, scan: CorpusScan | None = None, log: Callable[[str], None] = print
+) -> PreTrainedTokenizerFast:
     """The tokenizer `d.tokenizer` names: a BPE trained on the train split (cached), the teacher's, or a path/hub id."""
     if d.tokenizer == "bpe":
         scan = scan or scan_corpus(d)
         # The BPE sees train documents only, so the split (val_fraction) is part of its identity.
         final = cache / "tokenizers" / _key(scan.sha256, d.vocab_size, d.val_fraction, TOKENIZER_VERSION)
         if not (final / "tokenizer.json").is_file():
+
             def train(tmp: Path) -> None:
                 t0, n_train = time.time(), scan.n_documents - scan.n_val
                 _train_bpe(split_documents(d, scan, "train"), d.vocab_size, n_train).save_pretrained(tmp)
-                log(f"trained a byte-level BPE (vocab {d.vocab_size:,}) on {n_train:,} train documents in {time.time() - t0:.1f} s")
+                log(
+                    f"trained a byte-level BPE (vocab {d.vocab_size:,}) on {n_train:,} train documents in {time.time() - t0:.1f} s"
+                )
 
             publish_directory(final, train)
         # Always load the saved copy, so a fresh and a cached tokenizer hash identically.
@@ -75,8 +79,8 @@ def _bounded_runs(texts: Iterator[str]) -> Iterator[str]:
         pos = 0
         for m in _LONG_RUN.finditer(text):
             if m.start() > pos:
-                yield text[pos:m.start()]
-            yield from (m.group()[i:i + BPE_TRAIN_RUN] for i in range(0, len(m.group()), BPE_TRAIN_RUN))
+                yield text[pos : m.start()]
+            yield from (m.group()[i : i + BPE_TRAIN_RUN] for i in range(0, len(m.group()), BPE_TRAIN_RUN))
             pos = m.end()
         if pos < len(text):
             yield text[pos:] if pos else text
@@ -87,12 +91,21 @@ def _train_bpe(texts: Iterator[str], vocab_size: int, n_texts: int) -> PreTraine
     # Byte level: every string is encodable and decode(encode(text)) == text.
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|bos|>", "<|eos|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|bos|>", "<|eos|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_bounded_runs(texts), trainer, length=n_texts)
     # No clean-up of spaces before punctuation: it would break the exact round trip of source code.
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
-                                   pad_token="<|eos|>", clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|bos|>",
+        eos_token="<|eos|>",
+        pad_token="<|eos|>",
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def _auto_tokenizer(path: str, key: str) -> PreTrainedTokenizerFast:

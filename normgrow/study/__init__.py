@@ -26,5 +26,12 @@ from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.launch import register_launcher
 from normgrow.study.runner import rebuild_report, run_study
 
-__all__ = ["StudyConfig", "compare_studies", "load_study", "rebuild_report", "register_claim", "register_launcher",
-           "run_study"]
+__all__ = [
+    "StudyConfig",
+    "compare_studies",
+    "load_study",
+    "rebuild_report",
+    "register_claim",
+    "register_launcher",
+    "run_study",
+]

@@ -192,9 +192,11 @@ def sign_claim(measure: str, diffs: list[float], expected: int, margin: float = 
     edge = f"{expected * margin:+g}" if margin else "0"  # the boundary the interval must clear: −δ or +δ
     if verdict == CONTRADICTED and margin:
         reversed_ = (lo > margin) if expected < 0 else (hi < -margin)
-        why = (f"contradicted: the whole interval lies {'above' if expected < 0 else 'below'} {edge}: "
-               + ("the effect is reversed beyond the margin" if reversed_ else
-                  f"any effect in the paper's direction is smaller than the margin of {margin:g} (practically none)"))
+        why = f"contradicted: the whole interval lies {'above' if expected < 0 else 'below'} {edge}: " + (
+            "the effect is reversed beyond the margin"
+            if reversed_
+            else f"any effect in the paper's direction is smaller than the margin of {margin:g} (practically none)"
+        )
     elif verdict == SUPPORTED and margin:
         why = f"supported: the whole interval lies {side} {edge} (the margin of {margin:g})"
     else:
@@ -209,8 +211,10 @@ def equivalence_claim(measure: str, diffs: list[float], margin: float) -> Claim:
     n, mean, lo, hi = _interval(diffs)
     verdict = equivalence_verdict(n, lo, hi, margin)
     c = Claim("", "", measure, n, mean, lo, hi, verdict)
-    c.sentence = (f"{measure}: {describe(n, mean, lo, hi)} — "
-                  f"{_because(verdict, n, f'crosses ±{margin:g}, the margin for about zero')}.")
+    c.sentence = (
+        f"{measure}: {describe(n, mean, lo, hi)} — "
+        f"{_because(verdict, n, f'crosses ±{margin:g}, the margin for about zero')}."
+    )
     return c
 
 
@@ -242,8 +246,14 @@ class ClaimSpec:
 CLAIMS: Registry[ClaimSpec] = Registry("claim", field="claims")
 
 
-def register_claim(key: str, paper: str, evaluate: Evaluate, roles: tuple[str, ...],
-                   reads: tuple[str, ...] = ("val_ce",), replace: bool = False) -> ClaimSpec:
+def register_claim(
+    key: str,
+    paper: str,
+    evaluate: Evaluate,
+    roles: tuple[str, ...],
+    reads: tuple[str, ...] = ("val_ce",),
+    replace: bool = False,
+) -> ClaimSpec:
     """Make every study report the claim `key`: `evaluate(roles, measures)` returns its number, interval and
     verdict (build it with `sign_claim` / `equivalence_claim`, or by hand); `roles` are the parts it needs a
     study to name (ClaimsConfig fields, or new names a study sets under `claims.roles`)."""
@@ -274,13 +284,20 @@ def validate_roles(cfg: ClaimsConfig, arms) -> None:
         value = getattr(cfg, f.name)
         if f.name in PAIR_ROLES:
             parts = ", ".join(PAIR_ROLES[f.name])
-            need(not value or (len(value) == 2 and all(a in arms for a in value)), f"claims.{f.name}",
-                 f"expected two arm names [{parts}], got {value}")
+            need(
+                not value or (len(value) == 2 and all(a in arms for a in value)),
+                f"claims.{f.name}",
+                f"expected two arm names [{parts}], got {value}",
+            )
         elif f.name not in SETTINGS:
             need(value is None or value in arms, f"claims.{f.name}", f"no arm named '{value}'")
     known = role_names()
     for role, arm in cfg.roles.items():
-        need(role in known, f"claims.roles.{role}", f"no registered claim needs this role (roles: {', '.join(sorted(known))})")
+        need(
+            role in known,
+            f"claims.roles.{role}",
+            f"no registered claim needs this role (roles: {', '.join(sorted(known))})",
+        )
         need(arm in arms, f"claims.roles.{role}", f"no arm named '{arm}'")
     need(cfg.margin > 0, "claims.margin", f"must be positive, got {cfg.margin}")
     need(cfg.magnitude >= 1, "claims.magnitude", f"must be at least 1, got {cfg.magnitude}")
@@ -380,8 +397,7 @@ def claims_reading(cfg: ClaimsConfig, a: str, b: str) -> list[str]:
         spec = CLAIMS[name]
         if _missing(r, spec) or "val_ce" not in spec.reads:
             continue
-        arms = {arm for role in spec.roles for arm in
-                (getattr(r, role) if role in PAIR_ROLES else [getattr(r, role)])}
+        arms = {arm for role in spec.roles for arm in (getattr(r, role) if role in PAIR_ROLES else [getattr(r, role)])}
         if arms == {a, b}:
             out.append(spec.key)
     return out
@@ -412,8 +428,9 @@ def gap(measures: Measures, a: str | None, b: str | None, key: str = "val_ce") -
 
 
 def joint_gap(r: Roles, m: Measures) -> Claim:
-    return equivalence_claim(f"joint gap, val/ce {r.post_joint} − {r.pre_joint}", gap(m, r.pre_joint, r.post_joint),
-                             r.margin)
+    return equivalence_claim(
+        f"joint gap, val/ce {r.post_joint} − {r.pre_joint}", gap(m, r.pre_joint, r.post_joint), r.margin
+    )
 
 
 def grow_gap(r: Roles, m: Measures) -> Claim:
@@ -421,7 +438,7 @@ def grow_gap(r: Roles, m: Measures) -> Claim:
 
 
 def magnitude_verdict(n: int, grow: tuple, joint: tuple, k: float, margin: float) -> str:
-    """"The grow gap is an order of magnitude larger than the joint gap", from the two 95% intervals (lo, hi):
+    """ "The grow gap is an order of magnitude larger than the joint gap", from the two 95% intervals (lo, hi):
     supported when the grow gap favours post beyond the margin and its smallest plausible size, |hi|, is at least
     k times the joint gap's largest plausible size, max(|lo|, |hi|); contradicted when the grow gap does not favour
     post beyond the margin (its sign claim is contradicted), or when its largest plausible size is below k times the
@@ -450,16 +467,20 @@ def interaction(r: Roles, m: Measures) -> Claim:
         c.sentence = f"{c.measure}: grow gap {describe(n, mean, glo, ghi)} — undetermined at one seed."
         return c
     bound = max(abs(jlo), abs(jhi))
-    c.sentence = (f"{c.measure}: grow gap {describe(n, mean, glo, ghi)}, joint gap {describe(n, jmean, jlo, jhi)}; "
-                  f"the grow gap is at least {max(-ghi, 0.0):.4f} in post's favour, {r.magnitude:g} × the joint gap's "
-                  f"largest plausible size is {r.magnitude * bound:.4f} — {c.verdict}")
+    c.sentence = (
+        f"{c.measure}: grow gap {describe(n, mean, glo, ghi)}, joint gap {describe(n, jmean, jlo, jhi)}; "
+        f"the grow gap is at least {max(-ghi, 0.0):.4f} in post's favour, {r.magnitude:g} × the joint gap's "
+        f"largest plausible size is {r.magnitude * bound:.4f} — {c.verdict}"
+    )
     ratio = fieller_ratio([gs[s] for s in seeds], [js[s] for s in seeds])
     if ratio["ratio"] is None:
         c.sentence += ". Ratio grow gap / joint gap: undefined (the joint gap is 0)."
     elif ratio["lo"] is None:
         c.sentence += f". Ratio grow gap / joint gap: {ratio['ratio']:+.1f}, interval undefined ({ratio['why']})."
     else:
-        c.sentence += f". Ratio grow gap / joint gap: {ratio['ratio']:+.1f} [{ratio['lo']:+.1f}, {ratio['hi']:+.1f}] (Fieller)."
+        c.sentence += (
+            f". Ratio grow gap / joint gap: {ratio['ratio']:+.1f} [{ratio['lo']:+.1f}, {ratio['hi']:+.1f}] (Fieller)."
+        )
     return c
 
 
@@ -468,14 +489,20 @@ MATCH_TOLERANCE = 0.02  # budgets are matched to one optimizer step; closer than
 
 def compute_ratio(m: Measures, joint: str, grow: str, key: str) -> float | None:
     """Mean over seeds of grow's compute / joint's under one measure (None where the runs do not record it)."""
-    ratios = [m[grow][s].compute[key] / m[joint][s].compute[key] for s in sorted(set(m.get(joint, {})) & set(m.get(grow, {})))
-              if m[grow][s].compute.get(key) and m[joint][s].compute.get(key)]
+    ratios = [
+        m[grow][s].compute[key] / m[joint][s].compute[key]
+        for s in sorted(set(m.get(joint, {})) & set(m.get(grow, {})))
+        if m[grow][s].compute.get(key) and m[joint][s].compute.get(key)
+    ]
     return sum(ratios) / len(ratios) if ratios else None
 
 
-COMPUTE_UNITS = (("tokens", "tokens (and with them optimizer steps and teacher queries)"),
-                 ("active_layer_tokens", "active-layer tokens"), ("student_flops", "student FLOPs"),
-                 ("total_flops", "total FLOPs"))
+COMPUTE_UNITS = (
+    ("tokens", "tokens (and with them optimizer steps and teacher queries)"),
+    ("active_layer_tokens", "active-layer tokens"),
+    ("student_flops", "student FLOPs"),
+    ("total_flops", "total FLOPs"),
+)
 
 
 def what_matching_shows(m: Measures, joint: str, grow: str) -> str:
@@ -505,13 +532,17 @@ def matched_by(key: str, label: str, role: str = "matched") -> Evaluate:
     otherwise matching left one arm ahead in compute and the comparison cannot decide — undetermined, whichever
     arm was matched and in whichever direction. The sentence ends with what the pair can and cannot show: its
     compute ratio in every recorded unit."""
+
     def evaluate(r: Roles, m: Measures) -> Claim:
         joint, grow = getattr(r, role)
         c = sign_claim(f"at matched compute, val/ce {grow} − {joint}", gap(m, joint, grow), -1, r.margin)
         ratio = compute_ratio(m, joint, grow, key)
         scales = {arm: [v for v in values(m, arm, "match_scale").values()] for arm in (joint, grow)}
-        matched = [f"{arm} matched to {other} (×{sum(v) / len(v):.2f}, {'upward' if sum(v) / len(v) >= 1 else 'downward'})"
-                   for arm, other, v in ((joint, grow, scales[joint]), (grow, joint, scales[grow])) if v]
+        matched = [
+            f"{arm} matched to {other} (×{sum(v) / len(v):.2f}, {'upward' if sum(v) / len(v) >= 1 else 'downward'})"
+            for arm, other, v in ((joint, grow, scales[joint]), (grow, joint, scales[grow]))
+            if v
+        ]
         how = "; ".join(matched) or "neither arm was budget-matched"
         if ratio is None:
             c.verdict, c.sentence = UNDETERMINED, c.sentence.rstrip(".") + f"; {label} not recorded — undetermined."
@@ -526,6 +557,7 @@ def matched_by(key: str, label: str, role: str = "matched") -> Evaluate:
             decided = f"undetermined by this measure: {joint} had more {label} than {grow}."
         c.sentence = f"{head} — {decided} {compute[0].upper()}{compute[1:]}.{what_matching_shows(m, joint, grow)}"
         return c
+
     return evaluate
 
 
@@ -546,8 +578,9 @@ def crossover_verdict(signs: list[int], n: int) -> tuple[str, str]:
     while tail > 1 and signs[tail - 1] < 0:
         tail -= 1  # post leads at every stage end from `tail` on
     if signs[0] > 0 and tail < len(signs):
-        return SUPPORTED, (f"pre leads at stage 0 and post at every stage end from stage {tail} on, each interval "
-                           "excluding 0")
+        return SUPPORTED, (
+            f"pre leads at stage 0 and post at every stage end from stage {tail} on, each interval excluding 0"
+        )
     return UNDETERMINED, f"undetermined at {n} seeds: no lead change with intervals excluding 0 that lasts to the end"
 
 
@@ -568,9 +601,11 @@ def crossover(r: Roles, m: Measures) -> Claim:
 
 def control(pre_role: str, post_role: str) -> Evaluate:
     """A claim that post beats pre between the arms of two roles (the single-block and freeze controls)."""
+
     def evaluate(r: Roles, m: Measures) -> Claim:
         pre, post = getattr(r, pre_role), getattr(r, post_role)
         return sign_claim(f"val/ce {post} − {pre}", gap(m, pre, post), -1, r.margin)
+
     return evaluate
 
 
@@ -585,8 +620,10 @@ def shallow(r: Roles, m: Measures) -> Claim:
         c.verdict = CONTRADICTED  # post's prefix alone is already clearly better
     else:
         c.verdict = UNDETERMINED
-    c.sentence = (f"{c.measure}: {describe(n, mean, lo, hi)} — "
-                  f"{_because(c.verdict, n, f'crosses −{r.margin:g} (post better by more than the margin)')}.")
+    c.sentence = (
+        f"{c.measure}: {describe(n, mean, lo, hi)} — "
+        f"{_because(c.verdict, n, f'crosses −{r.margin:g} (post better by more than the margin)')}."
+    )
     return c
 
 
@@ -636,19 +673,27 @@ def boundary_renorm(r: Roles, m: Measures) -> Claim:
     joint = [a - b for a, b in zip(pj, pjr, strict=True)]
     n, mean, lo, hi = _interval(gap)
     sign = -1 if mean < 0 else 1
-    c = sign_claim(f"D = sign(ḡ) · [({r.pre_grow} − {r.pre_grow_renorm}) − ({r.pre_joint} − {r.pre_joint_renorm})], "
-                   "val/ce", [sign * (x - y) for x, y in zip(closed, joint, strict=True)], +1, r.margin)
+    c = sign_claim(
+        f"D = sign(ḡ) · [({r.pre_grow} − {r.pre_grow_renorm}) − ({r.pre_joint} − {r.pre_joint_renorm})], val/ce",
+        [sign * (x - y) for x, y in zip(closed, joint, strict=True)],
+        +1,
+        r.margin,
+    )
     why = c.sentence.split(" — ", 1)[1]
     if n >= 2 and interval_sign(lo, hi) == 0:
         c.verdict = UNDETERMINED
-        why = (f"undetermined at {n} seeds: the grow gap's 95% interval contains 0, so there is no gap to close (in "
-               "either direction).")
+        why = (
+            f"undetermined at {n} seeds: the grow gap's 95% interval contains 0, so there is no gap to close (in "
+            "either direction)."
+        )
     joint_gap = describe(*_interval([a - b for a, b in zip(pj, qj, strict=True)]))
-    c.sentence = (f"{renorm_share(closed, gap)}; the grow gap {r.pre_grow} − {r.post_grow} is {describe(n, mean, lo, hi)} "
-                  f"(> 0: post-norm better); under joint training the same block list moves pre-norm by "
-                  f"{_nats(_interval(joint))} ({r.pre_joint} − {r.pre_joint_renorm}; the joint gap "
-                  f"{r.pre_joint} − {r.post_joint} is {joint_gap}); difference in differences {c.measure}: "
-                  f"{describe(c.n, c.mean, c.lo, c.hi)} → {why}")
+    c.sentence = (
+        f"{renorm_share(closed, gap)}; the grow gap {r.pre_grow} − {r.post_grow} is {describe(n, mean, lo, hi)} "
+        f"(> 0: post-norm better); under joint training the same block list moves pre-norm by "
+        f"{_nats(_interval(joint))} ({r.pre_joint} − {r.pre_joint_renorm}; the joint gap "
+        f"{r.pre_joint} − {r.post_joint} is {joint_gap}); difference in differences {c.measure}: "
+        f"{describe(c.n, c.mean, c.lo, c.hi)} → {why}"
+    )
     return c
 
 
@@ -726,13 +771,17 @@ def _untestable(*parts: EventValues) -> Claim | None:
         by_tokens: dict[tuple[str, str], list[str]] = {}  # seeds that lack the same tokens, together
         for (arm, seed), t in by_seed.items():
             by_tokens.setdefault((arm, ", ".join(t)), []).append(str(seed))
-        runs = "; ".join(f"{arm} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)} at {t} tokens"
-                         for (arm, t), seeds in by_tokens.items())
+        runs = "; ".join(
+            f"{arm} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)} at {t} tokens"
+            for (arm, t), seeds in by_tokens.items()
+        )
         known = [t for _, _, t in missing if t]
         hint = f" to a divisor of {math.gcd(*known):,}" if known else ""
-        return not_tested(f"the joint runs have no diagnostics record at the grow runs' growth-event tokens ({runs}): "
-                          "a joint run records one at T tokens when diagnostics.every_tokens divides T — set "
-                          f"diagnostics.every_tokens{hint} for the joint arms")
+        return not_tested(
+            f"the joint runs have no diagnostics record at the grow runs' growth-event tokens ({runs}): "
+            "a joint run records one at T tokens when diagnostics.every_tokens divides T — set "
+            f"diagnostics.every_tokens{hint} for the joint arms"
+        )
     none = [x for v in parts for x in v.no_events]
     if none:
         return not_tested(f"no growth events recorded ({', '.join(none)}: its summary has no boundaries)")
@@ -762,13 +811,22 @@ def boundary_update(r: Roles, m: Measures) -> Claim:
         return why
     dpre, dpost = _event_mean(pre, lambda g, j: g - j), _event_mean(post, lambda g, j: g - j)
     seeds = sorted(set(dpre) & set(dpost))
-    c = sign_claim("first appended block's log ‖F(h)‖/‖h‖ at the end of its stage, difference in differences "
-                   f"[{r.post_grow} − {r.pre_grow}] − [{r.post_joint} − {r.pre_joint}] (joint at the same block index "
-                   "and tokens; mean over growth events)", [dpost[s] - dpre[s] for s in seeds], +1, r.scale_margin)
-    each = "; ".join(f"{g} − {j}: {describe(*_interval(list(d.values())), nd=3)}"
-                     for g, j, d in ((r.pre_grow, r.pre_joint, dpre), (r.post_grow, r.post_joint, dpost)))
-    c.sentence += (f" Within each placement, grow − joint of that log ratio: {each}. The margin is {r.scale_margin:g} "
-                   f"in log units (a factor e^{r.scale_margin:g}).")
+    c = sign_claim(
+        "first appended block's log ‖F(h)‖/‖h‖ at the end of its stage, difference in differences "
+        f"[{r.post_grow} − {r.pre_grow}] − [{r.post_joint} − {r.pre_joint}] (joint at the same block index "
+        "and tokens; mean over growth events)",
+        [dpost[s] - dpre[s] for s in seeds],
+        +1,
+        r.scale_margin,
+    )
+    each = "; ".join(
+        f"{g} − {j}: {describe(*_interval(list(d.values())), nd=3)}"
+        for g, j, d in ((r.pre_grow, r.pre_joint, dpre), (r.post_grow, r.post_joint, dpost))
+    )
+    c.sentence += (
+        f" Within each placement, grow − joint of that log ratio: {each}. The margin is {r.scale_margin:g} "
+        f"in log units (a factor e^{r.scale_margin:g})."
+    )
     return c
 
 
@@ -789,13 +847,24 @@ def boundary_scale(r: Roles, m: Measures) -> Claim:
     grow = {k: _event_mean(v, lambda g, j: g) for k, v in (("pre", pre), ("post", post))}
     joint = {k: _event_mean(v, lambda g, j: j) for k, v in (("pre", pre), ("post", post))}
     n, mean, lo, hi = _interval([grow["post"][s] - grow["pre"][s] for s in seeds])
-    c = Claim("", "", f"boundary RMS drift |log(RMS end of next stage / RMS at growth)|, {r.post_grow} − {r.pre_grow}",
-              n, mean, lo, hi, DESCRIPTIVE, kind="descriptive")
+    c = Claim(
+        "",
+        "",
+        f"boundary RMS drift |log(RMS end of next stage / RMS at growth)|, {r.post_grow} − {r.pre_grow}",
+        n,
+        mean,
+        lo,
+        hi,
+        DESCRIPTIVE,
+        kind="descriptive",
+    )
     jd = describe(*_interval([joint["post"][s] - joint["pre"][s] for s in seeds]))
-    c.sentence = (f"{c.measure}: {describe(n, mean, lo, hi)}; the joint arms over the same tokens at the same residual "
-                  f"index, {r.post_joint} − {r.pre_joint}: {jd} — descriptive, no verdict: a post-norm stream is a "
-                  "norm's output, so its RMS is the norm's gains by construction and a small post drift says nothing "
-                  "about the mechanism (boundary_update is the placement-independent test).")
+    c.sentence = (
+        f"{c.measure}: {describe(n, mean, lo, hi)}; the joint arms over the same tokens at the same residual "
+        f"index, {r.post_joint} − {r.pre_joint}: {jd} — descriptive, no verdict: a post-norm stream is a "
+        "norm's output, so its RMS is the norm's gains by construction and a small post drift says nothing "
+        "about the mechanism (boundary_update is the placement-independent test)."
+    )
     return c
 
 
@@ -809,17 +878,27 @@ def _joint_ratio_drift(ev: BoundaryEvent, at: dict, end: dict) -> float | None:
 
 def structural_drift(r: Roles, m: Measures) -> Claim:
     pre = event_values(m, r.pre_grow, r.pre_joint, _ratio_drift, _joint_ratio_drift)
-    post = (event_values(m, r.post_grow, r.post_joint, _ratio_drift, _joint_ratio_drift)
-            if r.post_grow and r.post_joint else None)
+    post = (
+        event_values(m, r.post_grow, r.post_joint, _ratio_drift, _joint_ratio_drift)
+        if r.post_grow and r.post_joint
+        else None
+    )
     if (why := _untestable(pre, *([post] if post else []))) is not None:
         return why
     d = _event_mean(pre, lambda g, j: g - j)
-    c = sign_claim(f"|log| drift of the boundary's structural/content RMS ratio from the growth event to the end of the "
-                   f"next stage, {r.pre_grow} − {r.pre_joint} (joint at the same residual index and tokens; mean over "
-                   "growth events)", [d[s] for s in sorted(d)], +1, r.scale_margin)
+    c = sign_claim(
+        f"|log| drift of the boundary's structural/content RMS ratio from the growth event to the end of the "
+        f"next stage, {r.pre_grow} − {r.pre_joint} (joint at the same residual index and tokens; mean over "
+        "growth events)",
+        [d[s] for s in sorted(d)],
+        +1,
+        r.scale_margin,
+    )
     if post is not None:
         dp = _event_mean(post, lambda g, j: g - j)
-        c.sentence += f" The same for post (context), {r.post_grow} − {r.post_joint}: {describe(*_interval(list(dp.values())))}."
+        c.sentence += (
+            f" The same for post (context), {r.post_grow} − {r.post_joint}: {describe(*_interval(list(dp.values())))}."
+        )
     return c
 
 
@@ -827,7 +906,7 @@ IdentityEvent = tuple[tuple[float | None, float | None], tuple[float | None, flo
 
 
 def identity_verdict(n: int, events: list[IdentityEvent], r_max: float, s_max: float) -> tuple[str, str]:
-    """"Nearly an identity map" at every growth event, from the 95% intervals of the block's relative update r and
+    """ "Nearly an identity map" at every growth event, from the 95% intervals of the block's relative update r and
     skip-ΔCE s there: supported when at every event both upper bounds lie below their thresholds (r < r_max and
     s < s_max); contradicted when at some event a lower bound lies above its threshold; undetermined otherwise or
     with one seed. Returns (verdict, why) — why names the first event that decides against."""
@@ -835,12 +914,15 @@ def identity_verdict(n: int, events: list[IdentityEvent], r_max: float, s_max: f
         return UNDETERMINED, "undetermined at one seed" if n < 2 else "undetermined: no intervals"
     for k, ((rlo, _), (slo, _)) in enumerate(events):
         if rlo > r_max or slo > s_max:
-            what = f"r's lower bound {rlo:.3f} > {r_max:g}" if rlo > r_max else f"s's lower bound {slo:+.4f} > {s_max:g}"
+            what = (
+                f"r's lower bound {rlo:.3f} > {r_max:g}" if rlo > r_max else f"s's lower bound {slo:+.4f} > {s_max:g}"
+            )
             return CONTRADICTED, f"contradicted: at event {k + 1} {what}"
     if all(rhi < r_max and shi < s_max for (_, rhi), (_, shi) in events):
         return SUPPORTED, f"supported: at every event r's upper bound < {r_max:g} and s's < {s_max:g} nats"
-    return UNDETERMINED, (f"undetermined at {n} seeds: at some event an interval crosses its threshold "
-                          f"(r {r_max:g}, s {s_max:g} nats)")
+    return UNDETERMINED, (
+        f"undetermined at {n} seeds: at some event an interval crosses its threshold (r {r_max:g}, s {s_max:g} nats)"
+    )
 
 
 def _prefix(ev: BoundaryEvent) -> tuple[float, float] | None:
@@ -873,8 +955,7 @@ def _rs(rs: list[float], ss: list[float]) -> str:
 
 def identity_block(r: Roles, m: Measures) -> Claim:
     pre = event_values(m, r.pre_grow, r.pre_joint, _prefix, _joint_prefix)
-    post = (event_values(m, r.post_grow, r.post_joint, _prefix, _joint_prefix)
-            if r.post_grow and r.post_joint else None)
+    post = event_values(m, r.post_grow, r.post_joint, _prefix, _joint_prefix) if r.post_grow and r.post_joint else None
     if (why := _untestable(pre, *([post] if post else []))) is not None:
         return why
     arms = [(r.pre_grow, _per_event(pre, 0))] + ([(r.post_grow, _per_event(post, 0))] if post else [])
@@ -882,12 +963,20 @@ def identity_block(r: Roles, m: Measures) -> Claim:
     grown, keys = arms[0][1], sorted(arms[0][1])
     n = min(len(grown[k][0]) for k in keys)
     intervals = [(_interval(grown[k][0])[2:], _interval(grown[k][1])[2:]) for k in keys]
-    c = Claim("", "", f"block below each boundary at its growth event in {r.pre_grow}: relative update r (shown: the last "
-              f"event's) and skip-ΔCE s; nearly an identity map = r < {r.identity_update:g} and s < {r.margin:g} nats",
-              n, *_interval(grown[keys[-1]][0])[1:])
+    c = Claim(
+        "",
+        "",
+        f"block below each boundary at its growth event in {r.pre_grow}: relative update r (shown: the last "
+        f"event's) and skip-ΔCE s; nearly an identity map = r < {r.identity_update:g} and s < {r.margin:g} nats",
+        n,
+        *_interval(grown[keys[-1]][0])[1:],
+    )
     c.verdict, why = identity_verdict(n, intervals, r.identity_update, r.margin)
-    text = " | ".join(f"event {i + 1} (stage {k[0]}, boundary {k[1]}): " + "; ".join(
-        f"{arm} {_rs(*ev[k])}" for arm, ev in arms if k in ev) for i, k in enumerate(keys))
+    text = " | ".join(
+        f"event {i + 1} (stage {k[0]}, boundary {k[1]}): "
+        + "; ".join(f"{arm} {_rs(*ev[k])}" for arm, ev in arms if k in ev)
+        for i, k in enumerate(keys)
+    )
     c.sentence = f"{c.measure}: {text} — {why}."
     prov = {x for x in values(m, r.pre_grow, "last_prefix_provenance").values()}
     if prov:
@@ -895,42 +984,117 @@ def identity_block(r: Roles, m: Measures) -> Claim:
     return c
 
 
-register_claim("joint_gap", "Under joint training pre- and post-norm reach the same validation CE (post − pre = −0.0004).",
-               joint_gap, roles=("pre_joint", "post_joint"))
-register_claim("grow_gap", "Under curriculum growth post-norm beats pre-norm (post − pre = −0.0328).",
-               grow_gap, roles=("pre_grow", "post_grow"))
-register_claim("grow_vs_joint", "The grow gap is an order of magnitude larger than the joint gap (−0.0328 vs −0.0004).",
-               interaction, roles=("pre_joint", "post_joint", "pre_grow", "post_grow"))
-MATCHED = ("A compute-matched post-norm joint control stays worse than post-norm growth: compute alone does not explain "
-           "the gap.")
-register_claim("matched", MATCHED, matched_by("active_layer_tokens", "active-layer tokens"), roles=("matched",),
-               reads=("val_ce", "match_scale", "compute"))
-register_claim("matched_flops", MATCHED + " (Read at total FLOPs: the student's, LM head included, and the teacher's.)",
-               matched_by("total_flops", "total FLOPs"), roles=("matched",), reads=("val_ce", "match_scale", "compute"))
+register_claim(
+    "joint_gap",
+    "Under joint training pre- and post-norm reach the same validation CE (post − pre = −0.0004).",
+    joint_gap,
+    roles=("pre_joint", "post_joint"),
+)
+register_claim(
+    "grow_gap",
+    "Under curriculum growth post-norm beats pre-norm (post − pre = −0.0328).",
+    grow_gap,
+    roles=("pre_grow", "post_grow"),
+)
+register_claim(
+    "grow_vs_joint",
+    "The grow gap is an order of magnitude larger than the joint gap (−0.0328 vs −0.0004).",
+    interaction,
+    roles=("pre_joint", "post_joint", "pre_grow", "post_grow"),
+)
+MATCHED = (
+    "A compute-matched post-norm joint control stays worse than post-norm growth: compute alone does not explain "
+    "the gap."
+)
+register_claim(
+    "matched",
+    MATCHED,
+    matched_by("active_layer_tokens", "active-layer tokens"),
+    roles=("matched",),
+    reads=("val_ce", "match_scale", "compute"),
+)
+register_claim(
+    "matched_flops",
+    MATCHED + " (Read at total FLOPs: the student's, LM head included, and the teacher's.)",
+    matched_by("total_flops", "total FLOPs"),
+    roles=("matched",),
+    reads=("val_ce", "match_scale", "compute"),
+)
 MATCHED_PAPER = MATCHED + " (The paper's direction: the joint arm given the grow arm's compute.)"
-register_claim("matched_paper", MATCHED_PAPER, matched_by("active_layer_tokens", "active-layer tokens", "joint_matched"),
-               roles=("joint_matched",), reads=("val_ce", "match_scale", "compute"))
-register_claim("matched_paper_flops", MATCHED_PAPER + " (Read at total FLOPs.)",
-               matched_by("total_flops", "total FLOPs", "joint_matched"), roles=("joint_matched",),
-               reads=("val_ce", "match_scale", "compute"))
-register_claim("crossover", "Phase-wise, the pre/post ranking crosses over: post-norm takes the lead once blocks are appended.",
-               crossover, roles=("pre_grow", "post_grow"), reads=("stage_ce",))
-register_claim("single_block", "Single-block control: appending one block per stage also favours post-norm.",
-               control("pre_single", "post_single"), roles=("pre_single", "post_single"))
-register_claim("freeze", "Freeze control: with the prefix frozen (only appended blocks train), post-norm still wins.",
-               control("pre_freeze", "post_freeze"), roles=("pre_freeze", "post_freeze"))
-register_claim("shallow", "The ranking change is not shallow-block quality: on the prefix alone post-norm has no advantage.",
-               shallow, roles=("pre_shallow", "post_shallow"))
-register_claim("boundary_update", "A pre-norm stream that grows makes an appended block's contribution small: relative to what it "
-               "receives, the first appended block adds more under post-norm than under pre-norm, beyond what joint "
-               "training gives the same block.", boundary_update,
-               roles=("pre_grow", "post_grow", "pre_joint", "post_joint"), reads=("events", "snapshots"))
-register_claim("boundary_scale", "Post-norm goes with stable residual scales at the growth boundary.",
-               boundary_scale, roles=("pre_grow", "post_grow", "pre_joint", "post_joint"), reads=("events", "snapshots"))
-register_claim("structural_drift", "Pre-norm goes with scale drift of structural tokens (BOS, delimiters, whitespace) at the "
-               "boundary.", structural_drift, roles=("pre_grow", "pre_joint"), reads=("events", "snapshots"))
-register_claim("identity", "On a fixed batch the final pre-growth block of the pre-norm model is nearly an identity map.",
-               identity_block, roles=("pre_grow", "pre_joint"), reads=("events", "snapshots", "last_prefix_provenance"))
-register_claim("boundary_renorm", "The mechanism is causal: renormalizing the stream at each growth boundary (a post-norm "
-               "block first above it, pre-norm elsewhere) moves pre-norm toward post-norm under growth, more than the "
-               "same block list moves it under joint training.", boundary_renorm, roles=RENORM_ROLES)
+register_claim(
+    "matched_paper",
+    MATCHED_PAPER,
+    matched_by("active_layer_tokens", "active-layer tokens", "joint_matched"),
+    roles=("joint_matched",),
+    reads=("val_ce", "match_scale", "compute"),
+)
+register_claim(
+    "matched_paper_flops",
+    MATCHED_PAPER + " (Read at total FLOPs.)",
+    matched_by("total_flops", "total FLOPs", "joint_matched"),
+    roles=("joint_matched",),
+    reads=("val_ce", "match_scale", "compute"),
+)
+register_claim(
+    "crossover",
+    "Phase-wise, the pre/post ranking crosses over: post-norm takes the lead once blocks are appended.",
+    crossover,
+    roles=("pre_grow", "post_grow"),
+    reads=("stage_ce",),
+)
+register_claim(
+    "single_block",
+    "Single-block control: appending one block per stage also favours post-norm.",
+    control("pre_single", "post_single"),
+    roles=("pre_single", "post_single"),
+)
+register_claim(
+    "freeze",
+    "Freeze control: with the prefix frozen (only appended blocks train), post-norm still wins.",
+    control("pre_freeze", "post_freeze"),
+    roles=("pre_freeze", "post_freeze"),
+)
+register_claim(
+    "shallow",
+    "The ranking change is not shallow-block quality: on the prefix alone post-norm has no advantage.",
+    shallow,
+    roles=("pre_shallow", "post_shallow"),
+)
+register_claim(
+    "boundary_update",
+    "A pre-norm stream that grows makes an appended block's contribution small: relative to what it "
+    "receives, the first appended block adds more under post-norm than under pre-norm, beyond what joint "
+    "training gives the same block.",
+    boundary_update,
+    roles=("pre_grow", "post_grow", "pre_joint", "post_joint"),
+    reads=("events", "snapshots"),
+)
+register_claim(
+    "boundary_scale",
+    "Post-norm goes with stable residual scales at the growth boundary.",
+    boundary_scale,
+    roles=("pre_grow", "post_grow", "pre_joint", "post_joint"),
+    reads=("events", "snapshots"),
+)
+register_claim(
+    "structural_drift",
+    "Pre-norm goes with scale drift of structural tokens (BOS, delimiters, whitespace) at the boundary.",
+    structural_drift,
+    roles=("pre_grow", "pre_joint"),
+    reads=("events", "snapshots"),
+)
+register_claim(
+    "identity",
+    "On a fixed batch the final pre-growth block of the pre-norm model is nearly an identity map.",
+    identity_block,
+    roles=("pre_grow", "pre_joint"),
+    reads=("events", "snapshots", "last_prefix_provenance"),
+)
+register_claim(
+    "boundary_renorm",
+    "The mechanism is causal: renormalizing the stream at each growth boundary (a post-norm "
+    "block first above it, pre-norm elsewhere) moves pre-norm toward post-norm under growth, more than the "
+    "same block list moves it under joint training.",
+    boundary_renorm,
+    roles=RENORM_ROLES,
+)

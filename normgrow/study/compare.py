@@ -43,13 +43,16 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     learning rates not selected are left out; contrasts missing from either study are skipped; claims are compared
     where either study tests them."""
     (a, rows_a), (b, rows_b) = (_finished_study(d) for d in (base_dir, other_dir))
-    L = [f"Contrasts (b − a of val/ce, mean ± 95% half-width) in `{base_dir}` (budget scale {a.budget_scale}) and "
-         f"`{other_dir}` (budget scale {b.budget_scale}); ρ = other / base with its Fieller 95% interval over the seeds "
-         "both have, labelled reversing (upper bound < 0), fading (< 1), persistent (includes 1, within "
-         f"[{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
-         "growing (lower bound > 1) or undetermined; sign: − or + where the interval excludes 0, ? where it contains it:",
-         "", "| contrast | base | other | change | ρ = other / base [95%] | retention | sign (base → other) |",
-         "|---|---|---|---|---|---|---|"]
+    L = [
+        f"Contrasts (b − a of val/ce, mean ± 95% half-width) in `{base_dir}` (budget scale {a.budget_scale}) and "
+        f"`{other_dir}` (budget scale {b.budget_scale}); ρ = other / base with its Fieller 95% interval over the seeds "
+        "both have, labelled reversing (upper bound < 0), fading (< 1), persistent (includes 1, within "
+        f"[{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
+        "growing (lower bound > 1) or undetermined; sign: − or + where the interval excludes 0, ? where it contains it:",
+        "",
+        "| contrast | base | other | change | ρ = other / base [95%] | retention | sign (base → other) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     labels: dict[str, int] = {}
     signs_same = small = compared = 0
     for name, (x, y) in b.contrasts.items():
@@ -65,23 +68,41 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         labels[r["label"]] = labels.get(r["label"], 0) + 1
         signs_same += sa == sb
         small += abs(change) <= b.claims.margin
-        rho = "undefined" if r["ratio"] is None else f"{r['ratio']:+.2f}" + (
-            f" [{r['lo']:+.2f}, {r['hi']:+.2f}]" if r["lo"] is not None else f" (no interval: {r['why']})")
-        L.append(f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {rho} "
-                 f"| {r['label']} | {sa} → {sb} |")
-    claims = [(ca, cb) for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir), strict=True)
-              if not (ca.verdict == cb.verdict == NOT_TESTED)]
+        rho = (
+            "undefined"
+            if r["ratio"] is None
+            else f"{r['ratio']:+.2f}"
+            + (f" [{r['lo']:+.2f}, {r['hi']:+.2f}]" if r["lo"] is not None else f" (no interval: {r['why']})")
+        )
+        L.append(
+            f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {rho} "
+            f"| {r['label']} | {sa} → {sb} |"
+        )
+    claims = [
+        (ca, cb)
+        for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir), strict=True)
+        if not (ca.verdict == cb.verdict == NOT_TESTED)
+    ]
     if claims:
         L += ["", "| claim | verdict at base | verdict at other | same |", "|---|---|---|---|"]
-        L += [f"| {ca.key} | {ca.verdict} | {cb.verdict} | {'yes' if ca.verdict == cb.verdict else '**no**'} |"
-              for ca, cb in claims]
+        L += [
+            f"| {ca.key} | {ca.verdict} | {cb.verdict} | {'yes' if ca.verdict == cb.verdict else '**no**'} |"
+            for ca, cb in claims
+        ]
     order = [REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED]
-    L += ["", f"Retention from budget scale {a.budget_scale} to {b.budget_scale}: "
-          + (", ".join(f"{labels[k]} {k}" for k in order if k in labels) or "none") + f" of {compared} contrasts; "
-          f"{small} of {compared} moved by no more than the claims' margin of {b.claims.margin:g} nats (their 'about "
-          f"zero'). Signs: {signs_same} of {compared} unchanged."
-          + (f" Claims: {sum(ca.verdict == cb.verdict for ca, cb in claims)} of {len(claims)} verdicts unchanged."
-             if claims else "")]
+    L += [
+        "",
+        f"Retention from budget scale {a.budget_scale} to {b.budget_scale}: "
+        + (", ".join(f"{labels[k]} {k}" for k in order if k in labels) or "none")
+        + f" of {compared} contrasts; "
+        f"{small} of {compared} moved by no more than the claims' margin of {b.claims.margin:g} nats (their 'about "
+        f"zero'). Signs: {signs_same} of {compared} unchanged."
+        + (
+            f" Claims: {sum(ca.verdict == cb.verdict for ca, cb in claims)} of {len(claims)} verdicts unchanged."
+            if claims
+            else ""
+        ),
+    ]
     return L
 
 
@@ -94,16 +115,17 @@ def _finished_study(d: Path) -> tuple[StudyConfig, list[dict]]:
     if study.sweep.axes:
         raise NormgrowError(f"{d}: is a sweep study; compare two of its points instead (DIR/points/<label>)")
     if study.budgets:
-        raise NormgrowError(f"{d}: is a budget ladder (its report already reads each contrast's retention between "
-                            "budgets); compare two of its budgets instead (DIR/budgets/<label>, e.g. "
-                            f"{d / 'budgets' / budget_label(study.budgets[-1])})")
+        raise NormgrowError(
+            f"{d}: is a budget ladder (its report already reads each contrast's retention between "
+            "budgets); compare two of its budgets instead (DIR/budgets/<label>, e.g. "
+            f"{d / 'budgets' / budget_label(study.budgets[-1])})"
+        )
     return study, [r for r in verified_results(d) if r.get("selected") != "no"]
 
 
 def _sign(c: dict) -> str:
     """− / + where the 95% interval of a contrast lies below / above 0, ? where it contains 0 (or is unknown)."""
     return {-1: "−", 1: "+", 0: "?"}[contrast_sign(c)]
-
 
 
 def _hw(c: dict) -> str:

@@ -166,8 +166,9 @@ def study_path(name_or_path: str) -> Path:
         return p
     cand = _presets_root() / f"{name_or_path}.yaml"
     if not cand.is_file():
-        raise ConfigError(f"{name_or_path}: no such study preset (presets: {', '.join(study_preset_names())}) "
-                          "and no such file")
+        raise ConfigError(
+            f"{name_or_path}: no such study preset (presets: {', '.join(study_preset_names())}) and no such file"
+        )
     return Path(str(cand))
 
 
@@ -184,15 +185,26 @@ def load_study(name_or_path: str | None = None, overrides: list[str] = ()) -> St
         key, _, value = item.partition("=")
         registry.check(key, value.strip())  # an unknown placement, growth operator, … fails here, once
         if all(any(o.partition("=")[0] == key for o in arm.overrides) for arm in study.arms.values()):
-            raise ConfigError(f"override '{item}': every arm of the study sets {key} itself, so this override "
-                              "would change nothing (override the arms instead, e.g. arms.<name>.overrides=[…])")
+            raise ConfigError(
+                f"override '{item}': every arm of the study sets {key} itself, so this override "
+                "would change nothing (override the arms instead, e.g. arms.<name>.overrides=[…])"
+            )
     return study
 
 
 # the study's numbers whose meaningful range ends below config.FLOAT_LIMIT / INT_LIMIT (check_numbers)
-STUDY_UPPER = {"budget_scale": 1e4, "budgets.*": 1e4, "arms.*.budgets.*": 1e4, "seeds.*": 2**32 - 1,
-               "lr_pilot.seeds.*": 2**32 - 1, "arms.*.lrs.*": 1e6, "lr_pilot.lrs.*": 1e6, "launcher.parallel": 4096,
-               "launcher.threads": 4096, "launcher.torchrun_nproc": 4096}
+STUDY_UPPER = {
+    "budget_scale": 1e4,
+    "budgets.*": 1e4,
+    "arms.*.budgets.*": 1e4,
+    "seeds.*": 2**32 - 1,
+    "lr_pilot.seeds.*": 2**32 - 1,
+    "arms.*.lrs.*": 1e6,
+    "lr_pilot.lrs.*": 1e6,
+    "launcher.parallel": 4096,
+    "launcher.threads": 4096,
+    "launcher.torchrun_nproc": 4096,
+}
 
 
 def validate_study(s: StudyConfig) -> None:
@@ -205,20 +217,31 @@ def validate_study(s: StudyConfig) -> None:
     registry.check("launcher.kind", s.launcher.kind)
     need(s.launcher.parallel > 0, "launcher.parallel", f"must be positive, got {s.launcher.parallel}")
     need(s.launcher.torchrun_nproc > 0, "launcher.torchrun_nproc", f"must be positive, got {s.launcher.torchrun_nproc}")
-    need(s.launcher.threads is None or s.launcher.threads > 0, "launcher.threads",
-         f"must be positive (or null: the machine's cores / parallel), got {s.launcher.threads}")
+    need(
+        s.launcher.threads is None or s.launcher.threads > 0,
+        "launcher.threads",
+        f"must be positive (or null: the machine's cores / parallel), got {s.launcher.threads}",
+    )
     for name, arm in s.arms.items():
         need(name.replace("-", "").replace("_", "").isalnum(), f"arms.{name}", "arm names use letters, digits, - and _")
         need(arm.match is None or arm.match in s.arms, f"arms.{name}.match", f"no arm named '{arm.match}'")
         need(arm.match != name, f"arms.{name}.match", "an arm cannot match itself")
     for cname, pair in s.contrasts.items():
-        need(len(pair) == 2 and all(a in s.arms for a in pair), f"contrasts.{cname}",
-             f"expected two arm names, got {pair}")
-    need(not s.gap_ratio or (len(s.gap_ratio) == 2 and all(c in s.contrasts for c in s.gap_ratio)), "gap_ratio",
-         f"expected two contrast names, got {s.gap_ratio}")
+        need(
+            len(pair) == 2 and all(a in s.arms for a in pair),
+            f"contrasts.{cname}",
+            f"expected two arm names, got {pair}",
+        )
+    need(
+        not s.gap_ratio or (len(s.gap_ratio) == 2 and all(c in s.contrasts for c in s.gap_ratio)),
+        "gap_ratio",
+        f"expected two contrast names, got {s.gap_ratio}",
+    )
     for key in ("phase", "diagnostics_pair"):
         pair = getattr(s, key)
-        need(not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}")
+        need(
+            not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}"
+        )
     validate_roles(s.claims, s.arms)
     need(s.claims.margin > 0, "claims.margin", f"must be positive, got {s.claims.margin}")
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
@@ -228,36 +251,65 @@ def validate_study(s: StudyConfig) -> None:
     validate_arm_budgets(s)
     validate_regime(s.regime, s.claims)
     for name, arm in s.arms.items():
-        need(all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs), f"arms.{name}.lrs",
-             f"need distinct positive learning rates, got {arm.lrs}")
+        need(
+            all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs),
+            f"arms.{name}.lrs",
+            f"need distinct positive learning rates, got {arm.lrs}",
+        )
     validate_pilot(s)
 
 
 def validate_pilot(s: StudyConfig) -> None:
     p = s.lr_pilot
-    need(all(lr > 0 for lr in p.lrs) and len(set(p.lrs)) == len(p.lrs), "lr_pilot.lrs",
-         f"need distinct positive learning rates, got {p.lrs}")
-    need(len(p.lrs) != 1, "lr_pilot.lrs", f"a pilot of one rate ({p.lrs[0] if p.lrs else ''}) chooses nothing: give "
-         "two or more, or none (then every arm trains at its own train.lr)")
+    need(
+        all(lr > 0 for lr in p.lrs) and len(set(p.lrs)) == len(p.lrs),
+        "lr_pilot.lrs",
+        f"need distinct positive learning rates, got {p.lrs}",
+    )
+    need(
+        len(p.lrs) != 1,
+        "lr_pilot.lrs",
+        f"a pilot of one rate ({p.lrs[0] if p.lrs else ''}) chooses nothing: give "
+        "two or more, or none (then every arm trains at its own train.lr)",
+    )
     need(0 <= p.extend <= 8, "lr_pilot.extend", f"must be between 0 and 8 rounds, got {p.extend}")
     need(not p.extend or len(p.lrs) >= 2, "lr_pilot.extend", "extends a grid of at least two rates (lr_pilot.lrs)")
-    need(0 < p.budget_scale <= 1, "lr_pilot.budget_scale", f"must be in (0, 1] (a fraction of the study's budget), "
-         f"got {p.budget_scale}")
-    need(len(p.seeds) > 0 and len(set(p.seeds)) == len(p.seeds), "lr_pilot.seeds", f"need distinct seeds, got {p.seeds}")
+    need(
+        0 < p.budget_scale <= 1,
+        "lr_pilot.budget_scale",
+        f"must be in (0, 1] (a fraction of the study's budget), got {p.budget_scale}",
+    )
+    need(
+        len(p.seeds) > 0 and len(set(p.seeds)) == len(p.seeds), "lr_pilot.seeds", f"need distinct seeds, got {p.seeds}"
+    )
     for item in p.overrides:
-        need(item.startswith(RUN_SECTIONS) and "=" in item, "lr_pilot.overrides",
-             f"expected run-config overrides key=value ({', '.join(k.rstrip('.') for k in RUN_SECTIONS)}), got '{item}'")
+        need(
+            item.startswith(RUN_SECTIONS) and "=" in item,
+            "lr_pilot.overrides",
+            f"expected run-config overrides key=value ({', '.join(k.rstrip('.') for k in RUN_SECTIONS)}), got '{item}'",
+        )
     if not p.lrs:
         need(not p.arms, "lr_pilot.arms", "names the arms of a pilot that does not run (lr_pilot.lrs is empty)")
         for name, arm in s.arms.items():
-            need(arm.lr_from is None, f"arms.{name}.lr_from", "takes a pilot's rate, but the study runs no pilot "
-                 "(lr_pilot.lrs is empty)")
+            need(
+                arm.lr_from is None,
+                f"arms.{name}.lr_from",
+                "takes a pilot's rate, but the study runs no pilot (lr_pilot.lrs is empty)",
+            )
         return
     for name, arm in s.arms.items():
-        need(not arm.lrs, "lr_pilot.lrs", f"arm {name} sweeps its own rates (arms.{name}.lrs) and a pilot would choose "
-             f"another: use either arms.{name}.lrs (a sweep at the full budget) or lr_pilot.lrs, not both")
-    need(not s.sweep.axes, "lr_pilot.lrs", "a sweep study cannot run a learning-rate pilot yet (each point would "
-         "need its own); sweep train.lr as an axis or give the arms their own lrs")
+        need(
+            not arm.lrs,
+            "lr_pilot.lrs",
+            f"arm {name} sweeps its own rates (arms.{name}.lrs) and a pilot would choose "
+            f"another: use either arms.{name}.lrs (a sweep at the full budget) or lr_pilot.lrs, not both",
+        )
+    need(
+        not s.sweep.axes,
+        "lr_pilot.lrs",
+        "a sweep study cannot run a learning-rate pilot yet (each point would "
+        "need its own); sweep train.lr as an axis or give the arms their own lrs",
+    )
     validate_rate_sources(s)
 
 
@@ -271,8 +323,11 @@ def validate_rate_sources(s: StudyConfig) -> None:
     for name, arm in s.arms.items():
         if arm.lr_from is not None:
             need(arm.lr_from in s.arms, f"arms.{name}.lr_from", f"no arm named '{arm.lr_from}'")
-            need(name not in p.arms, f"arms.{name}.lr_from", f"{name} is piloted (lr_pilot.arms): it trains at its "
-                 "own chosen rate, not another arm's")
+            need(
+                name not in p.arms,
+                f"arms.{name}.lr_from",
+                f"{name} is piloted (lr_pilot.arms): it trains at its own chosen rate, not another arm's",
+            )
     for name in s.arms:
         rate_path(s, name)
 
@@ -304,10 +359,17 @@ def rate_path(study: StudyConfig, arm: str) -> list[str]:
     while name not in piloted:
         a = study.arms[name]
         nxt = a.lr_from if a.lr_from is not None else twin_of(study, name)
-        need(nxt is not None, f"arms.{name}.lr_from", f"{name} is not piloted (lr_pilot.arms) and takes no other "
-             "arm's rate: name the arm whose chosen rate it trains at, or add it to lr_pilot.arms")
-        need(nxt != arm and nxt not in path, f"arms.{arm}.lr_from",
-             f"rates form a cycle ({' → '.join([arm, *path, nxt])})")
+        need(
+            nxt is not None,
+            f"arms.{name}.lr_from",
+            f"{name} is not piloted (lr_pilot.arms) and takes no other "
+            "arm's rate: name the arm whose chosen rate it trains at, or add it to lr_pilot.arms",
+        )
+        need(
+            nxt != arm and nxt not in path,
+            f"arms.{arm}.lr_from",
+            f"rates form a cycle ({' → '.join([arm, *path, nxt])})",
+        )
         path.append(nxt)
         name = nxt
     return path
@@ -319,14 +381,22 @@ def validate_ladder(s: StudyConfig) -> None:
     b = s.budgets
     if not b:
         return
-    need(not s.sweep.axes, "budgets", "a study has either a budget ladder or sweep axes, not both (sweep over "
-         "budget_scale with a ladder of its own per point is not supported)")
+    need(
+        not s.sweep.axes,
+        "budgets",
+        "a study has either a budget ladder or sweep axes, not both (sweep over "
+        "budget_scale with a ladder of its own per point is not supported)",
+    )
     need(len(b) >= 2, "budgets", f"a ladder needs at least two budget scales, got {b}")
     need(all(x > 0 for x in b), "budgets", f"budget scales must be positive, got {b}")
     need(len({budget_label(x) for x in b}) == len(b), "budgets", f"budget scales must differ, got {b}")
     need(list(b) == sorted(b), "budgets", f"budget scales must be in ascending order, got {b}")
-    need(s.budget_scale in b, "budgets", f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
-         f"budget whose report is the study's main one; got {b}")
+    need(
+        s.budget_scale in b,
+        "budgets",
+        f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
+        f"budget whose report is the study's main one; got {b}",
+    )
 
 
 def validate_arm_budgets(s: StudyConfig) -> None:
@@ -336,19 +406,32 @@ def validate_arm_budgets(s: StudyConfig) -> None:
         if not arm.budgets:
             continue
         key = f"arms.{name}.budgets"
-        need(bool(s.budgets), key, f"only a budget ladder (budgets: [...]) runs an arm at some budgets, got {arm.budgets}")
-        need(all(b in s.budgets for b in arm.budgets), key,
-             f"must be among the study's budgets {[f'{b:g}' for b in s.budgets]}, got {arm.budgets}")
+        need(
+            bool(s.budgets),
+            key,
+            f"only a budget ladder (budgets: [...]) runs an arm at some budgets, got {arm.budgets}",
+        )
+        need(
+            all(b in s.budgets for b in arm.budgets),
+            key,
+            f"must be among the study's budgets {[f'{b:g}' for b in s.budgets]}, got {arm.budgets}",
+        )
         need(len(set(arm.budgets)) == len(arm.budgets), key, f"budgets must differ, got {arm.budgets}")
     for b in s.budgets:
         need(bool(arms_at(s, b)), "budgets", f"no arm runs at budget {b:g} (every arm's `budgets` leaves it out)")
         for name in arms_at(s, b):
             ref = s.arms[name].match
-            need(ref is None or ref in arms_at(s, b), f"arms.{name}.budgets",
-                 f"matches {ref}, which does not run at budget {b:g}")
-    for cname, pair in (s.contrasts.items() if s.budgets else ()):
-        need(any(all(a in arms_at(s, b) for a in pair) for b in s.budgets), f"contrasts.{cname}",
-             f"its arms {pair[0]} and {pair[1]} never run at the same budget")
+            need(
+                ref is None or ref in arms_at(s, b),
+                f"arms.{name}.budgets",
+                f"matches {ref}, which does not run at budget {b:g}",
+            )
+    for cname, pair in s.contrasts.items() if s.budgets else ():
+        need(
+            any(all(a in arms_at(s, b) for a in pair) for b in s.budgets),
+            f"contrasts.{cname}",
+            f"its arms {pair[0]} and {pair[1]} never run at the same budget",
+        )
 
 
 def study_yaml(study: StudyConfig) -> str:

@@ -41,8 +41,15 @@ def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
         key, ev = curve_records(m)
         keys.add(key)
         ls = LINE_STYLES[norms.index(ok[0]["norm"]) % len(LINE_STYLES)]
-        ax.plot([r["active_layer_tokens"] for r in ev], [r[key] for r in ev], ls, marker="o", ms=2.5,
-                color=COLORS[i % 10], label=f"{arm} (seed {ok[0]['seed']})")
+        ax.plot(
+            [r["active_layer_tokens"] for r in ev],
+            [r[key] for r in ev],
+            ls,
+            marker="o",
+            ms=2.5,
+            color=COLORS[i % 10],
+            label=f"{arm} (seed {ok[0]['seed']})",
+        )
         for r in m:
             if r["event"] == "stage_start" and r["stage"] > 0:
                 ax.axvline(r["active_layer_tokens"], color=COLORS[i % 10], ls=":", lw=0.7, alpha=0.5)
@@ -63,8 +70,7 @@ def plot_phase_gap(phase: dict, out: Path) -> Path:
     labels = [f"s{r['stage']} ({r['n_layer']}b)\n{r['point']}" for r in rows]
     means = [r["diff"]["mean"] for r in rows]
     errs = [r["diff"]["ci95"] or 0.0 for r in rows]
-    ax.bar(range(len(rows)), means, yerr=errs, capsize=3,
-           color=[COLORS[0] if m < 0 else COLORS[3] for m in means])
+    ax.bar(range(len(rows)), means, yerr=errs, capsize=3, color=[COLORS[0] if m < 0 else COLORS[3] for m in means])
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel(f"val/ce: {phase['b']} − {phase['a']}")
@@ -91,8 +97,11 @@ def after_growth_curves(runs: list[list[dict]]) -> dict[int, dict]:
         keys.add(key)
         starts = {r["stage"]: r for r in recs if r["event"] == "stage_start" and r["stage"] > 0}
         for s, start in starts.items():
-            pts = {r["step"] - start["step"]: r[key] - start[key] for r in recs
-                   if r["stage"] == s and r["event"] in AFTER_GROWTH_EVENTS}
+            pts = {
+                r["step"] - start["step"]: r[key] - start[key]
+                for r in recs
+                if r["stage"] == s and r["event"] in AFTER_GROWTH_EVENTS
+            }
             per_event.setdefault(s, []).append(pts)
     out = {}
     for s, curves in sorted(per_event.items()):
@@ -100,8 +109,14 @@ def after_growth_curves(runs: list[list[dict]]) -> dict[int, dict]:
             continue
         steps = sorted(set.intersection(*(set(c) for c in curves)))
         vals = [[c[k] for c in curves] for k in steps]
-        out[s] = {"key": " | ".join(sorted(keys, key=CURVE_KEYS.index)), "steps": steps, "runs": len(curves),
-                  "mean": [sum(v) / len(v) for v in vals], "lo": [min(v) for v in vals], "hi": [max(v) for v in vals]}
+        out[s] = {
+            "key": " | ".join(sorted(keys, key=CURVE_KEYS.index)),
+            "steps": steps,
+            "runs": len(curves),
+            "mean": [sum(v) / len(v) for v in vals],
+            "lo": [min(v) for v in vals],
+            "hi": [max(v) for v in vals],
+        }
     return out
 
 
@@ -123,8 +138,15 @@ def plot_after_growth(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
             if s not in c:
                 continue
             e = c[s]
-            ax.plot(e["steps"], e["mean"], LINE_STYLES[i % len(LINE_STYLES)], marker="o", ms=2.5, color=COLORS[i % 10],
-                    label=f"{arm} ({e['runs']} seeds)")
+            ax.plot(
+                e["steps"],
+                e["mean"],
+                LINE_STYLES[i % len(LINE_STYLES)],
+                marker="o",
+                ms=2.5,
+                color=COLORS[i % 10],
+                label=f"{arm} ({e['runs']} seeds)",
+            )
             ax.fill_between(e["steps"], e["lo"], e["hi"], color=COLORS[i % 10], alpha=0.2, lw=0)
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_title(f"growth into stage {s}", fontsize=9)
@@ -200,8 +222,10 @@ def _dependence(points: list[DosePoint], ref: str) -> str:
         parts.append(f"a seed's arms share its {ref} run")
     if not parts:
         return ""
-    return (f" The points are not independent ({' and '.join(parts)}), so the interval is narrower than the evidence "
-            "warrants.")
+    return (
+        f" The points are not independent ({' and '.join(parts)}), so the interval is narrower than the evidence "
+        "warrants."
+    )
 
 
 def dose_sentence(points: list[DosePoint], ref: str) -> str:
@@ -213,18 +237,24 @@ def dose_sentence(points: list[DosePoint], ref: str) -> str:
     n, xs, ys = len(points), [p.x for p in points], [p.y for p in points]
     arms = list(dict.fromkeys(p.arm for p in points))
     seeds, budgets = len({p.seed for p in points}), len({p.budget for p in points})
-    what = (f"over n = {n} points ({', '.join(arms)} against {ref}; {seeds} seed{'s' if seeds > 1 else ''} × "
-            f"{budgets} budget{'s' if budgets > 1 else ''})")
+    what = (
+        f"over n = {n} points ({', '.join(arms)} against {ref}; {seeds} seed{'s' if seeds > 1 else ''} × "
+        f"{budgets} budget{'s' if budgets > 1 else ''})"
+    )
     if n < 3 or len(set(xs)) < 2:
-        return f"Dose–response {what}: too few points, or no spread in the boundary-scale ratio, for a slope's interval."
+        return (
+            f"Dose–response {what}: too few points, or no spread in the boundary-scale ratio, for a slope's interval."
+        )
     fit = linregress(xs, ys)
     half = float(student_t.ppf(0.975, n - 2)) * fit.stderr
     rho = float(spearmanr(xs, ys)[0])
     corr = "undefined (one variable is constant)" if math.isnan(rho) else f"{rho:+.2f}"
-    return (f"Dose–response {what}: the grow gap CE[arm] − CE[{ref}] against the log boundary-scale ratio "
-            f"log(RMS[arm] / RMS[{ref}]) at growth has OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% "
-            f"interval [{fit.slope - half:+.4f}, {fit.slope + half:+.4f}] (t with {n - 2} df); Spearman's rank "
-            f"correlation {corr}.{_dependence(points, ref)}")
+    return (
+        f"Dose–response {what}: the grow gap CE[arm] − CE[{ref}] against the log boundary-scale ratio "
+        f"log(RMS[arm] / RMS[{ref}]) at growth has OLS slope {fit.slope:+.4f} nats/token per unit log ratio, 95% "
+        f"interval [{fit.slope - half:+.4f}, {fit.slope + half:+.4f}] (t with {n - 2} df); Spearman's rank "
+        f"correlation {corr}.{_dependence(points, ref)}"
+    )
 
 
 def plot_dose_response(points: list[DosePoint], ref: str, out: Path) -> Path:
@@ -236,8 +266,13 @@ def plot_dose_response(points: list[DosePoint], ref: str, out: Path) -> Path:
         for j, b in enumerate(budgets):
             pts = [p for p in points if p.arm == arm and p.budget == b]
             if pts:
-                ax.scatter([p.x for p in pts], [p.y for p in pts], color=COLORS[i % 10],
-                           marker=DOSE_MARKERS[j % len(DOSE_MARKERS)], label=f"{arm}, budget {b:g}")
+                ax.scatter(
+                    [p.x for p in pts],
+                    [p.y for p in pts],
+                    color=COLORS[i % 10],
+                    marker=DOSE_MARKERS[j % len(DOSE_MARKERS)],
+                    label=f"{arm}, budget {b:g}",
+                )
     xs = [p.x for p in points]
     if len(points) >= 3 and len(set(xs)) > 1:  # the OLS line the sentence reports
         from scipy.stats import linregress
@@ -248,8 +283,9 @@ def plot_dose_response(points: list[DosePoint], ref: str, out: Path) -> Path:
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel(f"log(boundary RMS of the arm / of {ref}) at growth, mean over events (natural log)")
     ax.set_ylabel(f"grow gap: val/ce of the arm − {ref} (nats/token)")
-    ax.set_title("dose–response: boundary scale at growth against the grow gap\none point per arm, seed and budget",
-                 fontsize=10)
+    ax.set_title(
+        "dose–response: boundary scale at growth against the grow gap\none point per arm, seed and budget", fontsize=10
+    )
     legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
     return save_figure(fig, out / "dose_response.png")

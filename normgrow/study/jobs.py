@@ -71,9 +71,12 @@ def scale_budget(cfg: RunConfig, scale: float) -> RunConfig:
     up most of a shortened run)."""
     if scale == 1.0:
         return cfg
-    stages = [dataclasses.replace(s, tokens=int(round(s.tokens * scale)),
-                                  active_layer_tokens=int(round(s.active_layer_tokens * scale)))
-              for s in cfg.curriculum.stages]
+    stages = [
+        dataclasses.replace(
+            s, tokens=int(round(s.tokens * scale)), active_layer_tokens=int(round(s.active_layer_tokens * scale))
+        )
+        for s in cfg.curriculum.stages
+    ]
     train = dataclasses.replace(cfg.train, warmup_tokens=int(round(cfg.train.warmup_tokens * scale)))
     return dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, stages=stages), train=train)
 
@@ -114,18 +117,32 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
                 cfg = scale_budget(cfg, study.budget_scale)
                 nproc = study.launcher.torchrun_nproc
                 if cfg.train.batch_size % nproc:  # caught here: under torchrun each rank would fail, then torchrun
-                    raise ConfigError(f"arms.{arm}: train.batch_size: {cfg.train.batch_size} is not divisible by "
-                                      f"launcher.torchrun_nproc={nproc}")
+                    raise ConfigError(
+                        f"arms.{arm}: train.batch_size: {cfg.train.batch_size} is not divisible by "
+                        f"launcher.torchrun_nproc={nproc}"
+                    )
                 if a.match is not None:
                     # matched to the reference job's config (same seed; any of its swept rates: the budget does not
                     # depend on the rate): its planned totals are exactly what it consumes (budgets are whole
                     # steps), so the two jobs need not wait for each other
                     ref_lrs = study.arms[a.match].lrs
                     ref = out / "configs" / f"{job_name(a.match, seed, ref_lrs[0] if ref_lrs else None)}.yaml"
-                    cfg = dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref)))
+                    cfg = dataclasses.replace(
+                        cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref))
+                    )
                 name = job_name(arm, seed, lr)
-                jobs.append(Job(arm, seed, cfg, out / "configs" / f"{name}.yaml", out / "runs" / name,
-                                out / "logs" / f"{name}.log", lr, point))
+                jobs.append(
+                    Job(
+                        arm,
+                        seed,
+                        cfg,
+                        out / "configs" / f"{name}.yaml",
+                        out / "runs" / name,
+                        out / "logs" / f"{name}.log",
+                        lr,
+                        point,
+                    )
+                )
     return jobs
 
 
@@ -141,8 +158,14 @@ def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, l
         except ConfigError as e:
             raise ConfigError(f"sweep point {p.label}: {e}") from None
         reference = reference or cfg
-        plan.append(_sub_plan(point_study(study, p, budget_factor(study.sweep, cfg, reference)), out / "points",
-                              p.label, "sweep point"))
+        plan.append(
+            _sub_plan(
+                point_study(study, p, budget_factor(study.sweep, cfg, reference)),
+                out / "points",
+                p.label,
+                "sweep point",
+            )
+        )
     return plan
 
 
@@ -181,13 +204,18 @@ def claim_study_dir(out: Path, force: bool = False) -> None:
         held = sorted(p.name for p in out.iterdir() if p.name not in STUDY_FILES)
     except OSError as e:
         raise ConfigError(f"{out}: cannot read the study directory ({e.strerror})") from None
-    if (out / "config.yaml").is_file() and any((out / m).exists() for m in ("metrics.jsonl", "checkpoints",
-                                                                           "summary.json")):
-        raise ConfigError(f"{out}: is a run directory (config.yaml); a study never writes into a run, choose another -o")
+    if (out / "config.yaml").is_file() and any(
+        (out / m).exists() for m in ("metrics.jsonl", "checkpoints", "summary.json")
+    ):
+        raise ConfigError(
+            f"{out}: is a run directory (config.yaml); a study never writes into a run, choose another -o"
+        )
     if held and not force:
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
-        raise ConfigError(f"{out}: not empty and not a study directory (holds {shown}); choose another -o, "
-                          "or pass --force to write the study into it")
+        raise ConfigError(
+            f"{out}: not empty and not a study directory (holds {shown}); choose another -o, "
+            "or pass --force to write the study into it"
+        )
 
 
 def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = ()) -> None:
@@ -195,11 +223,20 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
     saved = out / "study.yaml"
     if saved.is_file():
         old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
-        differ = [f.name for f in dataclasses.fields(StudyConfig)
-                  if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"]
+        differ = [
+            f.name
+            for f in dataclasses.fields(StudyConfig)
+            if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"
+        ]
         if differ and not extends_ladder(old, study, differ):
-            raise ConfigError(f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o"
-                              + (" (a budget ladder may gain budgets, not lose them)" if differ == ["budgets"] and old.budgets else ""))
+            raise ConfigError(
+                f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o"
+                + (
+                    " (a budget ladder may gain budgets, not lose them)"
+                    if differ == ["budgets"] and old.budgets
+                    else ""
+                )
+            )
     try:
         out.mkdir(parents=True, exist_ok=True)
         for sub in subdirs:
@@ -229,11 +266,16 @@ def check_runs_unchanged(jobs: list[Job], out: Path) -> None:
     for job in jobs:
         if not job.config_path.is_file() or not (job.run_dir / "config.yaml").is_file():
             continue
-        keys = [k for k in config_differences(to_dict(load_config(str(job.config_path))), to_dict(job.cfg))
-                if k not in may_differ]
+        keys = [
+            k
+            for k in config_differences(to_dict(load_config(str(job.config_path))), to_dict(job.cfg))
+            if k not in may_differ
+        ]
         if keys:
             changed.append(f"{job.name} ({', '.join(keys[:3])}{' …' if len(keys) > 3 else ''})")
     if changed:
         shown = "; ".join(changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
-        raise ConfigError(f"{out}: {len(changed)} run(s) were trained with another definition than today's: {shown}; "
-                          "choose another -o, or delete those runs' directories to train them again")
+        raise ConfigError(
+            f"{out}: {len(changed)} run(s) were trained with another definition than today's: {shown}; "
+            "choose another -o, or delete those runs' directories to train them again"
+        )

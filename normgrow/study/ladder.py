@@ -46,14 +46,18 @@ REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "p
 
 PERSIST_MARGIN = 0.5  # persistent: ρ's whole interval within [1/(1+m), 1+m] = [0.67, 1.5] (fixed in session 8's LOG)
 PERSIST_LO, PERSIST_HI = 1 / (1 + PERSIST_MARGIN), 1 + PERSIST_MARGIN
-MEANING = {REVERSING: "the contrast reverses as the budget grows (ρ's upper bound < 0)",
-           FADING: "it keeps less than all of itself as the budget grows (ρ's upper bound < 1)",
-           PERSISTENT: f"it keeps about all of itself (ρ's interval includes 1 and lies within [{PERSIST_LO:.2f}, "
-                       f"{PERSIST_HI:.2f}])",
-           GROWING: "it grows with the budget (ρ's lower bound > 1)",
-           UNDETERMINED: "ρ's 95% interval contains both 0 and 1"}
-WIDE = (f"ρ's 95% interval includes 1 but reaches beyond [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]: fading, persistent and "
-        "growing are not told apart")
+MEANING = {
+    REVERSING: "the contrast reverses as the budget grows (ρ's upper bound < 0)",
+    FADING: "it keeps less than all of itself as the budget grows (ρ's upper bound < 1)",
+    PERSISTENT: f"it keeps about all of itself (ρ's interval includes 1 and lies within [{PERSIST_LO:.2f}, "
+    f"{PERSIST_HI:.2f}])",
+    GROWING: "it grows with the budget (ρ's lower bound > 1)",
+    UNDETERMINED: "ρ's 95% interval contains both 0 and 1",
+}
+WIDE = (
+    f"ρ's 95% interval includes 1 but reaches beyond [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]: fading, persistent and "
+    "growing are not told apart"
+)
 
 
 def retention_label(lo: float | None, hi: float | None) -> str:
@@ -128,8 +132,9 @@ def ladder_rung(study, p: Point, rows: list[dict], models: dict[str, ModelConfig
         kls = [arm_mean(rows, arm, "val_kl") for arm in (a, b)]
         rung.kl[name] = None if None in kls else sum(kls) / 2
         tokens = arm_mean(rows, a, "tokens")
-        rung.tokens_per_param[name] = None if tokens is None or a not in models else \
-            tokens / non_embedding_params(models[a])
+        rung.tokens_per_param[name] = (
+            None if tokens is None or a not in models else tokens / non_embedding_params(models[a])
+        )
     return rung
 
 
@@ -165,12 +170,18 @@ def sentence(study, name: str, rungs: list[Rung]) -> str:
     a, b = study.contrasts[name]
     ref, (lo, hi) = reference(study, rungs), rungs[-2:]
     c = ref.contrasts.get(name)
-    ran = [f"{_delta(r.contrasts[name])} at budget {r.budget:g}" for r in rungs
-           if name in r.contrasts and r.contrasts[name]["mean"] is not None]
-    head = f"{name} ({b} − {a}) " + (f"is {not_run(name, [ref])}" + (f"; it is {', '.join(ran)}" if ran else "")
-                                     if c is None else
-                                     f"is {_delta(c)} at budget {ref.budget:g}" if c["mean"] is not None
-                                     else f"has no paired seeds at budget {ref.budget:g}")
+    ran = [
+        f"{_delta(r.contrasts[name])} at budget {r.budget:g}"
+        for r in rungs
+        if name in r.contrasts and r.contrasts[name]["mean"] is not None
+    ]
+    head = f"{name} ({b} − {a}) " + (
+        f"is {not_run(name, [ref])}" + (f"; it is {', '.join(ran)}" if ran else "")
+        if c is None
+        else f"is {_delta(c)} at budget {ref.budget:g}"
+        if c["mean"] is not None
+        else f"has no paired seeds at budget {ref.budget:g}"
+    )
     step = f"from budget {lo.budget:g} to {hi.budget:g}"
     if not_run(name, [lo, hi]):
         return f"{head}; {step} its retention ratio is not computed ({not_run(name, [lo, hi])}): undetermined."
@@ -198,17 +209,23 @@ def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
     """A contrast's table over the budgets and its retention ratios between successive budgets."""
     a, b = study.contrasts[name]
     readers = claims_reading(study.claims, a, b)
-    L = [f"## {name} ({b} − {a})", "",
-         "| budget | Δ = b − a (mean ± 95% CI) | seeds | claims reading it | mean val/kl of a, b | Δ / KL | "
-         "tokens / non-embedding parameter |", "|---|---|---|---|---|---|---|"]
+    L = [
+        f"## {name} ({b} − {a})",
+        "",
+        "| budget | Δ = b − a (mean ± 95% CI) | seeds | claims reading it | mean val/kl of a, b | Δ / KL | "
+        "tokens / non-embedding parameter |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rungs:
         if name not in r.contrasts:
             L.append(f"| {r.budget:g} | not run at this budget | — | — | — | — | — |")
             continue
         c, kl, tpp = r.contrasts[name], r.kl[name], r.tokens_per_param[name]
         share = f"{c['mean'] / kl:+.1%}" if c["mean"] is not None and kl else "—"
-        L.append(f"| {r.budget:g} | {_delta(c)} | {c['n']} | {_verdicts(r.claims, readers)} | "
-                 f"{'—' if kl is None else f'{kl:.4f}'} | {share} | {'—' if tpp is None else f'{tpp:.3g}'} |")
+        L.append(
+            f"| {r.budget:g} | {_delta(c)} | {c['n']} | {_verdicts(r.claims, readers)} | "
+            f"{'—' if kl is None else f'{kl:.4f}'} | {share} | {'—' if tpp is None else f'{tpp:.3g}'} |"
+        )
     L += ["", "| from → to | ρ = Δ(to) / Δ(from) [95% Fieller] | seeds | label |", "|---|---|---|---|"]
     for lo, hi in zip(rungs, rungs[1:], strict=False):
         if not_run(name, [lo, hi]):  # ρ needs the contrast at both budgets
@@ -223,14 +240,22 @@ def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
 def claims_by_budget(rungs: list[Rung], study=None) -> list[str]:
     """Every claim tested at some budget, its verdict at each (Holm-adjusted within the rung where that differs);
     "not run at this budget" where an arm it reads (by `study`'s roles) is not run there."""
-    keys = [c.key for c in rungs[0].claims if any(c.key == d.key and d.verdict != NOT_TESTED
-                                                  for r in rungs for d in r.claims)]
+    keys = [
+        c.key
+        for c in rungs[0].claims
+        if any(c.key == d.key and d.verdict != NOT_TESTED for r in rungs for d in r.claims)
+    ]
     if not keys:
         return ["## Claims by budget", "", "No claim is tested at any budget (the study names no claims roles).", ""]
-    L = ["## Claims by budget", "",
-         "Each budget's verdicts (95%; in parentheses the Holm-adjusted verdict across that budget's claims where it "
-         "differs). A verdict that changes with the budget is a reading of that budget, not of the placements.", "",
-         "| claim | " + " | ".join(f"{r.budget:g}" for r in rungs) + " |", "|---|" + "---|" * len(rungs)]
+    L = [
+        "## Claims by budget",
+        "",
+        "Each budget's verdicts (95%; in parentheses the Holm-adjusted verdict across that budget's claims where it "
+        "differs). A verdict that changes with the budget is a reading of that budget, not of the placements.",
+        "",
+        "| claim | " + " | ".join(f"{r.budget:g}" for r in rungs) + " |",
+        "|---|" + "---|" * len(rungs),
+    ]
     for k in keys:
         cells = []
         for r in rungs:
@@ -251,29 +276,37 @@ def reference_title(study) -> str:
 
 def restricted(study) -> str:
     """' (`x` only at budget 1; …)': the arms run at some budgets only ('' when every arm runs at every budget)."""
-    parts = [f"`{n}` only at budget{'s' if len(a.budgets) > 1 else ''} {', '.join(f'{b:g}' for b in a.budgets)}"
-             for n, a in study.arms.items() if a.budgets]
+    parts = [
+        f"`{n}` only at budget{'s' if len(a.budgets) > 1 else ''} {', '.join(f'{b:g}' for b in a.budgets)}"
+        for n, a in study.arms.items()
+        if a.budgets
+    ]
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], regime: list[str] = (),
-                        dose: list[str] = ()) -> list[str]:
+def ladder_report_lines(
+    study, rungs: list[Rung], reference_claims: list[str], regime: list[str] = (), dose: list[str] = ()
+) -> list[str]:
     """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
     table over the budgets and its retention ratios, the claims by budget, the dose–response section over every
     budget (`dose`: report.dose_section's lines, drawn by the runner) and the reference budget's claims section
     (`reference_claims`, as its own report prints it, under its own heading)."""
     ref = budget_label(study.budget_scale)
-    L = [f"# Budget ladder `{study.name}`", "",
-         f"{len(study.arms)} arms{restricted(study)} × {len(study.seeds)} seeds at budget scales "
-         f"{', '.join(f'{b:g}' for b in study.budgets)}; base preset `{study.base}`. Each budget is a study of its own "
-         "(`budgets/<label>/report.md`); the "
-         f"reference budget is {study.budget_scale:g} ([budgets/{ref}/report.md](budgets/{ref}/report.md)), the "
-         "study's main report. Contrasts Δ are b − a of the final val/ce, paired over seeds, with 95% t-intervals. "
-         "ρ = Δ(B') / Δ(B) is a contrast's retention ratio between successive budgets, with Fieller's 95% interval "
-         "over the seeds both have; each contrast's label comes from its last pair: reversing (ρ's upper bound < 0), "
-         f"fading (< 1), persistent (the interval includes 1 and lies within [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
-         "growing (lower bound > 1), "
-         "undetermined otherwise (rules: normgrow/study/ladder.py).", ""]
+    L = [
+        f"# Budget ladder `{study.name}`",
+        "",
+        f"{len(study.arms)} arms{restricted(study)} × {len(study.seeds)} seeds at budget scales "
+        f"{', '.join(f'{b:g}' for b in study.budgets)}; base preset `{study.base}`. Each budget is a study of its own "
+        "(`budgets/<label>/report.md`); the "
+        f"reference budget is {study.budget_scale:g} ([budgets/{ref}/report.md](budgets/{ref}/report.md)), the "
+        "study's main report. Contrasts Δ are b − a of the final val/ce, paired over seeds, with 95% t-intervals. "
+        "ρ = Δ(B') / Δ(B) is a contrast's retention ratio between successive budgets, with Fieller's 95% interval "
+        "over the seeds both have; each contrast's label comes from its last pair: reversing (ρ's upper bound < 0), "
+        f"fading (< 1), persistent (the interval includes 1 and lies within [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
+        "growing (lower bound > 1), "
+        "undetermined otherwise (rules: normgrow/study/ladder.py).",
+        "",
+    ]
     L += list(regime)  # above every reading of the contrasts and claims
     L += ["## Headline", ""]
     L += [f"- {line}" for line in ladder_headline(study, rungs)] + [""]
@@ -282,6 +315,10 @@ def ladder_report_lines(study, rungs: list[Rung], reference_claims: list[str], r
     L += claims_by_budget(rungs, study)
     L += list(dose)
     L += reference_claims
-    L += ["## Reproduce", "", "`normgrow study DIR/study.yaml -o DIR` reruns every missing run of every budget; adding "
-          "budgets to `budgets` reuses the finished ones."]
+    L += [
+        "## Reproduce",
+        "",
+        "`normgrow study DIR/study.yaml -o DIR` reruns every missing run of every budget; adding "
+        "budgets to `budgets` reuses the finished ones.",
+    ]
     return L

@@ -43,11 +43,26 @@ def threads_per_job(options: LauncherConfig) -> int:
 
 def job_command(job: Job, options: LauncherConfig) -> list[str]:
     """The `normgrow run` command of a job (through torchrun when it has several processes)."""
-    run_args = ["run", str(job.config_path), "-o", str(job.run_dir), "--no-progress", "--no-plots",
-                f"train.threads={threads_per_job(options)}"]
+    run_args = [
+        "run",
+        str(job.config_path),
+        "-o",
+        str(job.run_dir),
+        "--no-progress",
+        "--no-plots",
+        f"train.threads={threads_per_job(options)}",
+    ]
     if options.torchrun_nproc > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc_per_node={options.torchrun_nproc}", "-m", "normgrow.cli", *run_args]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={options.torchrun_nproc}",
+            "-m",
+            "normgrow.cli",
+            *run_args,
+        ]
     return [sys.executable, "-m", "normgrow.cli", *run_args]
 
 
@@ -132,16 +147,23 @@ class Progress:
         self.jobs = jobs
         self.costs = {j.name: job_costs(j) for j in jobs}
         self.total = {name: cost_of_steps(c, sum(n for n, _ in c)) for name, c in self.costs.items()}
-        self.bar = tqdm(total=sum(self.total.values()), unit="FLOP", unit_scale=True, desc="study",
-                        disable=not enabled, dynamic_ncols=True, file=sys.stderr,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} FLOP "
-                                   "[{elapsed}<{remaining}{postfix}]")
+        self.bar = tqdm(
+            total=sum(self.total.values()),
+            unit="FLOP",
+            unit_scale=True,
+            desc="study",
+            disable=not enabled,
+            dynamic_ncols=True,
+            file=sys.stderr,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} FLOP [{elapsed}<{remaining}{postfix}]",
+        )
         self.tty = enabled and sys.stderr.isatty()
         self.done = -1
 
     def poll(self, status: dict[str, str], current: str = "") -> None:
-        self.bar.n = sum(self.total[j.name] if j.finished else cost_of_steps(self.costs[j.name], _steps_done(j))
-                         for j in self.jobs)
+        self.bar.n = sum(
+            self.total[j.name] if j.finished else cost_of_steps(self.costs[j.name], _steps_done(j)) for j in self.jobs
+        )
         done = sum(1 for j in self.jobs if j.name in status)
         self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}", refresh=False)
         if not self.bar.disable and (self.tty or done != self.done):  # a log file: a line per finished run
@@ -188,8 +210,9 @@ def local(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progres
         while queue and len(running) < options.parallel:
             job = queue.pop(0)
             logf = open(job.log_path, "a")
-            proc = subprocess.Popen(job_command(job, options), stdout=logf, stderr=subprocess.STDOUT,
-                                    env=job_env(threads_per_job(options)))
+            proc = subprocess.Popen(
+                job_command(job, options), stdout=logf, stderr=subprocess.STDOUT, env=job_env(threads_per_job(options))
+            )
             running[job.name] = (job, proc, logf)
         for name, (job, proc, logf) in list(running.items()):
             rc = proc.poll()
@@ -226,8 +249,9 @@ def submitit_launcher(jobs: list[Job], options: LauncherConfig, out: Path, progr
     while futures or pending:
         while pending and len(futures) < at_once:
             job = pending.pop(0)
-            futures.append((job, ex.submit(_run_command, job_command(job, options), str(job.log_path),
-                                           threads_per_job(options))))
+            futures.append(
+                (job, ex.submit(_run_command, job_command(job, options), str(job.log_path), threads_per_job(options)))
+            )
         for job, fut in list(futures):
             if fut.done():
                 try:
@@ -245,8 +269,9 @@ register_launcher("local", local)
 register_launcher("submitit", submitit_launcher)
 
 
-def launch(jobs: list[Job], options: LauncherConfig, out: Path, log: Callable[[str], None] = print,
-           progress: bool = True) -> dict[str, str]:
+def launch(
+    jobs: list[Job], options: LauncherConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True
+) -> dict[str, str]:
     """Run every unfinished job with the configured launcher; {job name: "ok" | error line} for all jobs."""
     status = {j.name: "ok" for j in jobs if j.finished}
     todo = [j for j in jobs if not j.finished]

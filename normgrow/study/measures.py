@@ -104,8 +104,14 @@ class RunMeasures:
         return self.diagnostics.get(name)
 
 
-MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {"diagnostics", "boundaries", "compute", "dtype",
-                                                                                "events", "snapshots"}
+MEASURE_NAMES = frozenset(f.name for f in dataclasses.fields(RunMeasures)) - {
+    "diagnostics",
+    "boundaries",
+    "compute",
+    "dtype",
+    "events",
+    "snapshots",
+}
 
 Measures = dict[str, dict[int, RunMeasures]]  # arm → seed → the run's measures
 
@@ -145,12 +151,23 @@ def boundary_events(bounds: list[dict], ends: dict[int, dict]) -> list[BoundaryE
         prefix = b.get("last_prefix_block") or {}
         at, end = ends.get(b["stage"] - 1, {}), ends.get(b["stage"], {})
         ratio = b.get("struct_content_ratio") or [None, None]
-        out.append(BoundaryEvent(
-            b["stage"], b["boundary"], prefix.get("index", b["boundary"] - 1), at.get("tokens"), end.get("tokens"),
-            rms_at=(b.get("rms_at_growth") or {}).get("all"), rms_end=(b.get("rms_end_of_next_stage") or {}).get("all"),
-            rms_struct_at=(b.get("rms_at_growth") or {}).get("structural"),
-            ratio_at=ratio[0], ratio_end=ratio[1], new_update=(b.get("first_new_block") or {}).get("branch_update_end"),
-            prefix_update=prefix.get("rel_update"), prefix_skip=prefix.get("skip_ce_delta")))
+        out.append(
+            BoundaryEvent(
+                b["stage"],
+                b["boundary"],
+                prefix.get("index", b["boundary"] - 1),
+                at.get("tokens"),
+                end.get("tokens"),
+                rms_at=(b.get("rms_at_growth") or {}).get("all"),
+                rms_end=(b.get("rms_end_of_next_stage") or {}).get("all"),
+                rms_struct_at=(b.get("rms_at_growth") or {}).get("structural"),
+                ratio_at=ratio[0],
+                ratio_end=ratio[1],
+                new_update=(b.get("first_new_block") or {}).get("branch_update_end"),
+                prefix_update=prefix.get("rel_update"),
+                prefix_skip=prefix.get("skip_ce_delta"),
+            )
+        )
     return out
 
 
@@ -159,14 +176,18 @@ def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool
     `ref`'s): how much larger the stream its appended blocks receive is than the reference arm's (0 = the same scale).
     `structural` reads the structural tokens' RMS instead of all tokens'. Seeds or events without the values are left
     out (an arm without diagnostics gives {})."""
+
     def at(ev: BoundaryEvent) -> float | None:
         return ev.rms_struct_at if structural else ev.rms_at
 
     out = {}
     for seed in sorted(set(m.get(arm) or {}) & set(m.get(ref) or {})):
         refs = {(ev.stage, ev.boundary): at(ev) for ev in m[ref][seed].events}
-        logs = [math.log(at(ev) / refs[ev.stage, ev.boundary]) for ev in m[arm][seed].events
-                if at(ev) and refs.get((ev.stage, ev.boundary))]
+        logs = [
+            math.log(at(ev) / refs[ev.stage, ev.boundary])
+            for ev in m[arm][seed].events
+            if at(ev) and refs.get((ev.stage, ev.boundary))
+        ]
         if logs:
             out[seed] = sum(logs) / len(logs)
     return out
@@ -184,8 +205,13 @@ def run_compute(cfg: RunConfig | None, summary: dict) -> dict[str, float]:
     if "tokens" not in counted or cfg is None:
         return {}
     teacher = teacher_flops_per_token(cfg) * counted["tokens"]
-    return {"tokens": counted["tokens"], "active_layer_tokens": counted["active_layer_tokens"],
-            "student_flops": counted["flops"], "teacher_flops": teacher, "total_flops": counted["flops"] + teacher}
+    return {
+        "tokens": counted["tokens"],
+        "active_layer_tokens": counted["active_layer_tokens"],
+        "student_flops": counted["flops"],
+        "teacher_flops": teacher,
+        "total_flops": counted["flops"] + teacher,
+    }
 
 
 def run_measures(run_dir: Path) -> RunMeasures:
@@ -197,9 +223,18 @@ def run_measures(run_dir: Path) -> RunMeasures:
     final = ends[-1] if ends else {}
     prefix = (bounds[-1] if bounds else {}).get("last_prefix_block") or {}
     first_new = [b["first_new_block"]["branch_update_end"] for b in bounds if "first_new_block" in b]
-    growth = [GrowthEvent(st["index"], g["grow/from"], g["grow/to"], g["grow/init"], g["grow/logit_max_abs_diff"],
-                          g.get("grow/val_ce_jump"))
-              for st in s.get("stages", []) if (g := st.get("growth"))]
+    growth = [
+        GrowthEvent(
+            st["index"],
+            g["grow/from"],
+            g["grow/to"],
+            g["grow/init"],
+            g["grow/logit_max_abs_diff"],
+            g.get("grow/val_ce_jump"),
+        )
+        for st in s.get("stages", [])
+        if (g := st.get("growth"))
+    ]
     return RunMeasures(
         val_ce=s.get("val/ce"),
         stage_ce=[st["end"]["val/ce"] for st in s.get("stages", []) if "val/ce" in (st.get("end") or {})],
@@ -207,8 +242,9 @@ def run_measures(run_dir: Path) -> RunMeasures:
         compute=run_compute(cfg, s),
         dtype=f"{cfg.train.dtype}/{cfg.teacher.dtype}" if cfg is not None else None,
         growth=growth,
-        boundary_drift=_log_drift([(b["rms_at_growth"]["all"], b["rms_end_of_next_stage"]["all"])
-                                   for b in bounds if "rms_at_growth" in b]),
+        boundary_drift=_log_drift(
+            [(b["rms_at_growth"]["all"], b["rms_end_of_next_stage"]["all"]) for b in bounds if "rms_at_growth" in b]
+        ),
         struct_drift=_log_drift([tuple(b["struct_content_ratio"]) for b in bounds if "struct_content_ratio" in b]),
         first_new_update=sum(first_new) / len(first_new) if first_new else None,
         last_prefix_update=prefix.get("rel_update"),

@@ -78,12 +78,26 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
     sweeping lr_pilot.lrs; the pilot's seeds and budget; no contrasts, claims, ladder or regime checks (it chooses
     rates, it does not compare arms)."""
     p = study.lr_pilot
-    arms = {name: dataclasses.replace(study.arms[name], match=None, lrs=list(p.lrs), lr_from=None, budgets=[])
-            for name in piloted_arms(study)}
-    return dataclasses.replace(study, name=f"{study.name}-pilot", budget_scale=study.budget_scale * p.budget_scale,
-                               overrides=[*study.overrides, *p.overrides], budgets=[], regime=RegimeConfig(),
-                               seeds=list(p.seeds), arms=arms, contrasts={}, gap_ratio=[], phase=[],
-                               diagnostics_pair=[], claims=ClaimsConfig(), lr_pilot=LrPilotConfig())
+    arms = {
+        name: dataclasses.replace(study.arms[name], match=None, lrs=list(p.lrs), lr_from=None, budgets=[])
+        for name in piloted_arms(study)
+    }
+    return dataclasses.replace(
+        study,
+        name=f"{study.name}-pilot",
+        budget_scale=study.budget_scale * p.budget_scale,
+        overrides=[*study.overrides, *p.overrides],
+        budgets=[],
+        regime=RegimeConfig(),
+        seeds=list(p.seeds),
+        arms=arms,
+        contrasts={},
+        gap_ratio=[],
+        phase=[],
+        diagnostics_pair=[],
+        claims=ClaimsConfig(),
+        lr_pilot=LrPilotConfig(),
+    )
 
 
 def extension_study(study: StudyConfig, k: int, rates: dict[str, list[float]]) -> StudyConfig:
@@ -104,8 +118,11 @@ def beyond_edges(study: StudyConfig, choice: dict) -> dict[str, float]:
     significant digits (run names and configs carry the rate)."""
     grid = sorted(study.lr_pilot.lrs)
     step = {"highest": grid[-1] / grid[-2], "lowest": grid[0] / grid[1]}
-    return {arm: float(f"{c['chosen'] * step[c['edge']]:.6g}") for arm, c in choice["arms"].items()  # 3e-4·3: 9e-4
-            if c["from"] == "pilot" and c["edge"] is not None}
+    return {
+        arm: float(f"{c['chosen'] * step[c['edge']]:.6g}")
+        for arm, c in choice["arms"].items()  # 3e-4·3: 9e-4
+        if c["from"] == "pilot" and c["edge"] is not None
+    }
 
 
 def shared_rate(study: StudyConfig, arm: str) -> float:
@@ -122,8 +139,11 @@ def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict])
     sel = selection[src]
     chosen, shared = sel["chosen"], shared_rate(study, arm)
     rates = [{"lr": lr, "select_ce": v["mean"], "seeds": v["n"]} for lr, v in sel["lrs"].items()]
-    failed = [{"lr": float(r["lr"]), "seed": int(r["seed"]), "status": r["status"], "error": r["error"]}
-              for r in rows if r["arm"] == src and r["status"] != "ok"]
+    failed = [
+        {"lr": float(r["lr"]), "seed": int(r["seed"]), "status": r["status"], "error": r["error"]}
+        for r in rows
+        if r["arm"] == src and r["status"] != "ok"
+    ]
     at_shared = next((r for r in rates if math.isclose(r["lr"], shared, rel_tol=1e-9)), None)
     best = next((r["select_ce"] for r in rates if r["lr"] == chosen), None)
     regret, note = None, None
@@ -136,8 +156,18 @@ def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict])
     lrs = sorted(sel["lrs"])
     edge = None if chosen is None else "highest" if chosen == lrs[-1] else "lowest" if chosen == lrs[0] else None
     how, via = rate_from(study, arm)
-    return {"chosen": chosen, "from": how, "via": via, "piloted_as": src, "rates": rates,
-            "failed": failed, "shared": shared, "regret": regret, "regret_note": note, "edge": edge}
+    return {
+        "chosen": chosen,
+        "from": how,
+        "via": via,
+        "piloted_as": src,
+        "rates": rates,
+        "failed": failed,
+        "shared": shared,
+        "regret": regret,
+        "regret_note": note,
+        "edge": edge,
+    }
 
 
 def choose_rates(study: StudyConfig, pilot_rows: list[dict], extra: dict[str, list[float]] | None = None) -> dict:
@@ -146,17 +176,27 @@ def choose_rates(study: StudyConfig, pilot_rows: list[dict], extra: dict[str, li
     regret. `extra`: the rates extension rounds added, per piloted arm."""
     pilot = pilot_study(study)
     extra = extra or {}
-    pilot = dataclasses.replace(pilot, arms={arm: dataclasses.replace(a, lrs=[*a.lrs, *extra.get(arm, [])])
-                                             for arm, a in pilot.arms.items()})
+    pilot = dataclasses.replace(
+        pilot, arms={arm: dataclasses.replace(a, lrs=[*a.lrs, *extra.get(arm, [])]) for arm, a in pilot.arms.items()}
+    )
     rows = [dict(r) for r in pilot_rows]
     selection = select_lrs(pilot, rows)
     p = study.lr_pilot
-    return {"pilot": {"dir": PILOT_DIR, "lrs": list(p.lrs), "seeds": list(p.seeds), "fraction": p.budget_scale,
-                      "extend": p.extend, "extended": {arm: list(r) for arm, r in extra.items()},
-                      "budget_scale": pilot.budget_scale, "select_tokens": study.select_tokens,
-                      "measure": "select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
-                                 "the lowest is chosen; regret = select/ce(shared) − select/ce(chosen)"},
-            "arms": {arm: _arm_choice(study, arm, selection, rows) for arm in study.arms}}
+    return {
+        "pilot": {
+            "dir": PILOT_DIR,
+            "lrs": list(p.lrs),
+            "seeds": list(p.seeds),
+            "fraction": p.budget_scale,
+            "extend": p.extend,
+            "extended": {arm: list(r) for arm, r in extra.items()},
+            "budget_scale": pilot.budget_scale,
+            "select_tokens": study.select_tokens,
+            "measure": "select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
+            "the lowest is chosen; regret = select/ce(shared) − select/ce(chosen)",
+        },
+        "arms": {arm: _arm_choice(study, arm, selection, rows) for arm in study.arms},
+    }
 
 
 def write_choice(out: Path, choice: dict) -> None:
@@ -185,8 +225,10 @@ def piloted_jobs(study: StudyConfig, out: Path, choice: dict) -> tuple[list[Job]
     for job in jobs:
         c = choice["arms"][job.arm]
         if c["chosen"] is None:
-            blocked[job.name] = (f"{NOT_LAUNCHED}the learning-rate pilot of {c['piloted_as']} finished no rate on every "
-                                 f"pilot seed ({PILOT_DIR}/results.csv)")
+            blocked[job.name] = (
+                f"{NOT_LAUNCHED}the learning-rate pilot of {c['piloted_as']} finished no rate on every "
+                f"pilot seed ({PILOT_DIR}/results.csv)"
+            )
     return jobs, blocked
 
 
@@ -196,11 +238,13 @@ def piloted_jobs(study: StudyConfig, out: Path, choice: dict) -> tuple[list[Job]
 def header_line(choice: dict) -> str:
     p = choice["pilot"]
     n = len(p["seeds"])
-    return (f"Learning rates: chosen per arm by a pilot (`{p['dir']}/`) at budget scale {p['budget_scale']:g} "
-            f"({p['fraction']:g} × this study's) on {n} seed{'s' if n > 1 else ''} ({', '.join(map(str, p['seeds']))}), "
-            f"by the lowest mean CE on the model-selection split ({p['select_tokens']:,} tokens of validation-split "
-            "documents after the validation set), never on the validation set reported here; see \"Learning rates\" "
-            "and `lr_choice.json`.")
+    return (
+        f"Learning rates: chosen per arm by a pilot (`{p['dir']}/`) at budget scale {p['budget_scale']:g} "
+        f"({p['fraction']:g} × this study's) on {n} seed{'s' if n > 1 else ''} ({', '.join(map(str, p['seeds']))}), "
+        f"by the lowest mean CE on the model-selection split ({p['select_tokens']:,} tokens of validation-split "
+        'documents after the validation set), never on the validation set reported here; see "Learning rates" '
+        "and `lr_choice.json`."
+    )
 
 
 def _cell(rate: dict, chosen: float | None) -> str:
@@ -222,14 +266,20 @@ def choice_lines(choice: dict | None) -> list[str]:
     if not choice:
         return []
     lrs = choice["pilot"]["lrs"]
-    L = ["## Learning rates", "",
-         "Per arm, the mean selection-set CE (`select/ce`, nats/token) of each pilot rate over the pilot's seeds; ✓ the "
-         "rate it trains at here. *From*: `pilot` (its own pilot arm), `twin X` (a matched arm takes the rate of its "
-         "unmatched twin X) or `lr_from X` (an arm not piloted takes X's chosen rate: arms.<arm>.lr_from; an arrow "
-         "follows X to the piloted arm whose rate it is). Regret = select/ce at the shared rate (the arm's train.lr without a pilot) − at the "
-         "chosen rate, at the pilot's budget.", "",
-         "| arm | from | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen | shared rate | regret at the shared rate |",
-         "|---|---|" + "---|" * (len(lrs) + 3)]
+    L = [
+        "## Learning rates",
+        "",
+        "Per arm, the mean selection-set CE (`select/ce`, nats/token) of each pilot rate over the pilot's seeds; ✓ the "
+        "rate it trains at here. *From*: `pilot` (its own pilot arm), `twin X` (a matched arm takes the rate of its "
+        "unmatched twin X) or `lr_from X` (an arm not piloted takes X's chosen rate: arms.<arm>.lr_from; an arrow "
+        "follows X to the piloted arm whose rate it is). Regret = select/ce at the shared rate (the arm's train.lr without a pilot) − at the "
+        "chosen rate, at the pilot's budget.",
+        "",
+        "| arm | from | "
+        + " | ".join(f"lr {lr:g}" for lr in lrs)
+        + " | chosen | shared rate | regret at the shared rate |",
+        "|---|---|" + "---|" * (len(lrs) + 3),
+    ]
     notes = []
     for arm, c in choice["arms"].items():
         src = _source_cell(c)
@@ -238,15 +288,21 @@ def choice_lines(choice: dict | None) -> list[str]:
         regret = "—" if c["regret"] is None else f"{c['regret']:+.4f}"
         L.append(f"| {arm} | {src} | {cells} | {chosen} | {c['shared']:g} | {regret} |")
         if c["edge"]:
-            notes.append(f"- `{arm}`: its rate {c['chosen']:g} is the pilot's {c['edge']}: a better one may lie beyond "
-                         "the grid (widen lr_pilot.lrs).")
+            notes.append(
+                f"- `{arm}`: its rate {c['chosen']:g} is the pilot's {c['edge']}: a better one may lie beyond "
+                "the grid (widen lr_pilot.lrs)."
+            )
         if c["regret_note"]:
             notes.append(f"- `{arm}`: {c['regret_note']}.")
         if c["chosen"] is None:
-            notes.append(f"- `{arm}`: **not run** — its pilot ({c['piloted_as']}) finished no rate on every pilot seed, "
-                         "so no rate was chosen and its runs were not launched.")
+            notes.append(
+                f"- `{arm}`: **not run** — its pilot ({c['piloted_as']}) finished no rate on every pilot seed, "
+                "so no rate was chosen and its runs were not launched."
+            )
     failed = {(c["piloted_as"], f["lr"], f["seed"]): f for c in choice["arms"].values() for f in c["failed"]}
     for (src, lr, seed), f in sorted(failed.items()):
-        notes.append(f"- pilot run `{src}` lr {lr:g} seed {seed}: {f['status']} — {f['error']}; rate {lr:g} is excluded "
-                     f"for {src}.")
+        notes.append(
+            f"- pilot run `{src}` lr {lr:g} seed {seed}: {f['status']} — {f['error']}; rate {lr:g} is excluded "
+            f"for {src}."
+        )
     return L + [""] + (notes + [""] if notes else [])

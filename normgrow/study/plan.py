@@ -89,10 +89,14 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     L.append(f"  {'total (lower bound: no allocator slack)':40s} {sum(big.memory.values()) / GIB:9.2f} GiB")
     L.append("")
     if rate.get("tokens_per_hour"):
-        L.append(f"throughput: {rate['tokens_per_hour']:,.0f} tokens per device-hour ({rate.get('source', 'measured')})")
+        L.append(
+            f"throughput: {rate['tokens_per_hour']:,.0f} tokens per device-hour ({rate.get('source', 'measured')})"
+        )
     else:
-        L.append(f"throughput: assumed {rate['mfu']:.0%} of {rate['peak_tflops']:g} TFLOP/s per device "
-                 "(not measured; pass --tokens-per-hour from benchmarks/gpu_smoke.sh)")
+        L.append(
+            f"throughput: assumed {rate['mfu']:.0%} of {rate['peak_tflops']:g} TFLOP/s per device "
+            "(not measured; pass --tokens-per-hour from benchmarks/gpu_smoke.sh)"
+        )
     per_hour = flop_rate(jobs, rate) * 3600
     online = sum(j.student_flops + j.teacher_flops for j in jobs) / per_hour
     student_only = sum(j.student_flops for j in jobs) / per_hour
@@ -107,13 +111,24 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     L.append(f"{len(jobs)} run(s), {tokens:,} training tokens in all")
     L.append(f"device-hours, teacher online in every run: {online:,.1f}")
     if teacher_once:
-        L.append(f"device-hours with the teacher cache (one teacher pass over {cache_tokens:,} tokens, then the "
-                 f"students alone): {with_cache:,.1f}")
-        L.append(f"teacher cache on disk: {cache_bytes_per_token(cfgs[0]) * cache_tokens / GIB:,.1f} GiB "
-                 f"(k = {min(cfgs[0].teacher.cache_k, vocab_of(cfgs[0]))}, {cache_bytes_per_token(cfgs[0])} bytes per "
-                 "token)")
-    L.append("(device-hours are FLOPs over the rate above" + (", the measured step split between student and teacher "
-             "by their FLOPs" if rate.get("tokens_per_hour") else "") + "; the teacher's forward counts 2 FLOPs per weight)")
+        L.append(
+            f"device-hours with the teacher cache (one teacher pass over {cache_tokens:,} tokens, then the "
+            f"students alone): {with_cache:,.1f}"
+        )
+        L.append(
+            f"teacher cache on disk: {cache_bytes_per_token(cfgs[0]) * cache_tokens / GIB:,.1f} GiB "
+            f"(k = {min(cfgs[0].teacher.cache_k, vocab_of(cfgs[0]))}, {cache_bytes_per_token(cfgs[0])} bytes per "
+            "token)"
+        )
+    L.append(
+        "(device-hours are FLOPs over the rate above"
+        + (
+            ", the measured step split between student and teacher by their FLOPs"
+            if rate.get("tokens_per_hour")
+            else ""
+        )
+        + "; the teacher's forward counts 2 FLOPs per weight)"
+    )
     return L
 
 
@@ -134,12 +149,16 @@ def describe_fit(jobs: list[JobPlan], cfgs: list[RunConfig], fsdp: bool, device_
     worst = min(fits, key=lambda f: -1 if f[0] is None else f[0])
     micro, job, cfg = worst
     if micro is None:
-        return [f"micro-batch for {device_gib:g} GiB per device: none fits ({job.name} needs more even at one "
-                "sequence; try train.activation_checkpointing=true, --fsdp or a smaller distill.chunk_tokens)"]
+        return [
+            f"micro-batch for {device_gib:g} GiB per device: none fits ({job.name} needs more even at one "
+            "sequence; try train.activation_checkpointing=true, --fsdp or a smaller distill.chunk_tokens)"
+        ]
     local = cfg.train.batch_size // job.world
-    return [f"micro-batch for {device_gib:g} GiB per device: {micro} sequence(s) of {cfg.data.seq_len} tokens per "
-            f"rank (fits every job; {job.name} is the tightest) → {local // micro} accumulation step(s) per "
-            f"optimizer step of {cfg.train.batch_size * cfg.data.seq_len:,} tokens: train.micro_batch_size={micro}"]
+    return [
+        f"micro-batch for {device_gib:g} GiB per device: {micro} sequence(s) of {cfg.data.seq_len} tokens per "
+        f"rank (fits every job; {job.name} is the tightest) → {local // micro} accumulation step(s) per "
+        f"optimizer step of {cfg.train.batch_size * cfg.data.seq_len:,} tokens: train.micro_batch_size={micro}"
+    ]
 
 
 def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float, source: str = "measured") -> dict:
@@ -147,7 +166,7 @@ def rate_of(tokens_per_hour: float | None, peak_tflops: float, mfu: float, sourc
 
 
 def teacher_dtype(shape: dict) -> str:
-    """", teacher <dtype>" for a probe shape with an online teacher (its forward is in the step), else ""."""
+    """ ", teacher <dtype>" for a probe shape with an online teacher (its forward is in the step), else ""."""
     t = shape.get("teacher")
     return f", teacher {t['dtype']}" if isinstance(t, dict) and t.get("dtype") else ""
 
@@ -163,8 +182,12 @@ def recorded_rate(rate: dict, cache_root: Path) -> dict:
     record = recorded_gpu_rate(cache_root, name)
     if record is None:
         return rate
-    return rate_of(record["tokens_per_hour"], rate["peak_tflops"], rate["mfu"],
-                   f"measured by benchmarks/gpu_smoke.sh on {record['device']}, {record['measured_at']}")
+    return rate_of(
+        record["tokens_per_hour"],
+        rate["peak_tflops"],
+        rate["mfu"],
+        f"measured by benchmarks/gpu_smoke.sh on {record['device']}, {record['measured_at']}",
+    )
 
 
 def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
@@ -217,10 +240,14 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
         raise NormgrowError(f"{pilot_dir}: is a sweep study; pass one of its points (DIR/points/<label>) as --pilot")
     rows = [r for r in read_results(pilot_dir / "results.csv") if r.get("selected") != "no"]
     n, delta = len(study.seeds), study.claims.margin
-    L = [f"Power from the pilot {pilot_dir} (budget scale {pilot.budget_scale}; this study: {study.budget_scale}), "
-         f"paired over seeds, two-sided 95%, {power:.0%} power; this study plans {n} seeds, margin δ = {delta:g}:", "",
-         "| contrast | pilot Δ (seeds) | per-seed sd [95%] | half-width at "
-         f"{n} seeds | resolvable at {power:.0%} power | seeds for δ (sd at its upper end) |", "|---|---|---|---|---|---|"]
+    L = [
+        f"Power from the pilot {pilot_dir} (budget scale {pilot.budget_scale}; this study: {study.budget_scale}), "
+        f"paired over seeds, two-sided 95%, {power:.0%} power; this study plans {n} seeds, margin δ = {delta:g}:",
+        "",
+        "| contrast | pilot Δ (seeds) | per-seed sd [95%] | half-width at "
+        f"{n} seeds | resolvable at {power:.0%} power | seeds for δ (sd at its upper end) |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, (a, b) in study.contrasts.items():
         c = paired(rows, a, b)
         if c["n"] < 2 or not c["sd"]:
@@ -228,31 +255,41 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
             L.append(f"| {name} | {mean} ({c['n']}) | unknown: fewer than two paired seeds | — | — | — |")
             continue
         sd, (sd_lo, sd_hi) = c["sd"], sd_interval(c["sd"], c["n"])
-        half = t_quantile(n - 1) * sd / n ** 0.5 if n >= 2 else None
+        half = t_quantile(n - 1) * sd / n**0.5 if n >= 2 else None
         need, need_hi = seeds_for(delta, sd, power), seeds_for(delta, sd_hi, power)
-        L.append(f"| {name} | {c['mean']:+.4f} ({c['n']}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
-                 f"{'— (one seed)' if half is None else f'{half:.4f}'} | "
-                 f"{'—' if n < 2 else f'{detectable(sd, n, power):.4f}'} | {need or '> 10000'} ({need_hi or '> 10000'}) |")
-    L += ["", "A sign claim is supported only when its interval lies beyond δ: a true contrast needs about δ + the "
-          "half-width to be supported at the planned seeds."]
+        L.append(
+            f"| {name} | {c['mean']:+.4f} ({c['n']}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
+            f"{'— (one seed)' if half is None else f'{half:.4f}'} | "
+            f"{'—' if n < 2 else f'{detectable(sd, n, power):.4f}'} | {need or '> 10000'} ({need_hi or '> 10000'}) |"
+        )
+    L += [
+        "",
+        "A sign claim is supported only when its interval lies beyond δ: a true contrast needs about δ + the "
+        "half-width to be supported at the planned seeds.",
+    ]
     return L
 
 
-def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, threads: int, again: bool = False) -> list[str]:
+def wall_lines(
+    jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, threads: int, again: bool = False
+) -> list[str]:
     """Wall time on this machine from measured step rates (normgrow.speed): each shape's probe, each arm's run,
     the study (its pilot, then its runs, `parallel` at a time), and which figures are measured or estimated."""
     import torch
 
-
     if any(j.world > 1 for j in jobs):
-        return ["wall time: not measured (jobs of several ranks; measure one with benchmarks/gpu_smoke.sh and pass "
-                "--tokens-per-hour)"]
+        return [
+            "wall time: not measured (jobs of several ranks; measure one with benchmarks/gpu_smoke.sh and pass "
+            "--tokens-per-hour)"
+        ]
     device = pick_device(cfgs[0].train.device)
     step_flops = max(j.student_flops / max(1, j.tokens) for j in jobs) * cfgs[0].train.batch_size * cfgs[0].data.seq_len
     if device.type == "cpu" and step_flops > ASSUMED_CPU_FLOPS * MAX_PROBE_STEP_S:
-        return [f"wall time: not measured (one step of the largest job is {step_flops / 1e12:,.1f} TFLOP, over "
-                f"{MAX_PROBE_STEP_S} s at {ASSUMED_CPU_FLOPS / 1e9:.0f} GFLOP/s on this CPU; device-hours above are "
-                "assumed)"]
+        return [
+            f"wall time: not measured (one step of the largest job is {step_flops / 1e12:,.1f} TFLOP, over "
+            f"{MAX_PROBE_STEP_S} s at {ASSUMED_CPU_FLOPS / 1e9:.0f} GFLOP/s on this CPU; device-hours above are "
+            "assumed)"
+        ]
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -260,26 +297,49 @@ def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, thread
     finally:
         torch.set_num_threads(old)
     machine = cpu_info().model if device.type == "cpu" else torch.cuda.get_device_name(device)
-    L = [f"wall time on this machine ({machine}; {threads} thread(s) per run, {parallel} run(s) at a time):",
-         "  measured here, training step (student forward/backward, loss, AdamW, and an online teacher's forward) "
-         "at depth d = a + b·d:"]
-    shown = set()
+    L = [
+        f"wall time on this machine ({machine}; {threads} thread(s) per run, {parallel} run(s) at a time):",
+        "  measured here, training step (student forward/backward, loss, AdamW, and an online teacher's forward) "
+        "at depth d = a + b·d:",
+    ]
+    L += _probe_lines(records)
+    L.append(
+        f"  measured here: start-up {records[0]['startup_s']:.1f} s per run (a fresh interpreter importing "
+        "normgrow's training modules)"
+    )
+    L.append(
+        "  estimated from the step rate: evaluation and diagnostics (forward passes at a third of a training "
+        "token's time); not counted: checkpoints, data loading, runs slowing each other when side by side"
+    )
+    return L + _prediction_lines(jobs, cfgs, records, parallel)
+
+
+def _probe_lines(records: list[dict]) -> list[str]:
+    """One line per distinct shape probed: a + b·d and where the figures come from."""
+    L, shown = [], set()
     for rec in records:
         key = json.dumps(rec["shape"], sort_keys=True, default=str)
         if key in shown:
             continue
         shown.add(key)
         s = rec["shape"]
-        extra = (f"; compiled: first steps +{rec['first_extra_s']:.1f} s in the probe's process, charged to every run "
-                 "(a run loading a warm compile cache pays less)" if s["compile"] else "")
-        L.append(f"    {'+'.join(s['placements'])} d_model {s['model']['d_model']}, batch {s['batch']}x{s['seq_len']}, "
-                 f"student {s['dtype']}{teacher_dtype(s)}: a {rec['a_s'] * 1e3:.1f} ms + b {rec['b_s'] * 1e3:.1f} ms/block "
-                 f"({rec['step_full_s'] * 1e3:.1f} ms at {rec['depth']} blocks{extra}; "
-                 f"{'cached ' + rec['measured_at'] if rec['cached'] else 'measured now'})")
-    L.append(f"  measured here: start-up {records[0]['startup_s']:.1f} s per run (a fresh interpreter importing "
-             "normgrow's training modules)")
-    L.append("  estimated from the step rate: evaluation and diagnostics (forward passes at a third of a training "
-             "token's time); not counted: checkpoints, data loading, runs slowing each other when side by side")
+        extra = (
+            f"; compiled: first steps +{rec['first_extra_s']:.1f} s in the probe's process, charged to every run "
+            "(a run loading a warm compile cache pays less)"
+            if s["compile"]
+            else ""
+        )
+        L.append(
+            f"    {'+'.join(s['placements'])} d_model {s['model']['d_model']}, batch {s['batch']}x{s['seq_len']}, "
+            f"student {s['dtype']}{teacher_dtype(s)}: a {rec['a_s'] * 1e3:.1f} ms + b {rec['b_s'] * 1e3:.1f} ms/block "
+            f"({rec['step_full_s'] * 1e3:.1f} ms at {rec['depth']} blocks{extra}; "
+            f"{'cached ' + rec['measured_at'] if rec['cached'] else 'measured now'})"
+        )
+    return L
+
+
+def _prediction_lines(jobs: list[JobPlan], cfgs: list[RunConfig], records: list[dict], parallel: int) -> list[str]:
+    """Each arm's predicted run time and the study's wall time (the pilot first, then the runs)."""
     per_job = [speed.predict_run(c, plan_stages(c), r) for c, r in zip(cfgs, records, strict=True)]
     pilot = [p["total_s"] for j, p in zip(jobs, per_job, strict=True) if j.phase == "pilot"]
     main = [p["total_s"] for j, p in zip(jobs, per_job, strict=True) if j.phase == "main"]
@@ -287,14 +347,17 @@ def wall_lines(jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, thread
     for j, p in zip(jobs, per_job, strict=True):
         if j.phase == "main":
             by_arm.setdefault(j.name.rsplit("-s", 1)[0], []).append(p["total_s"])
-    L.append("  per run (mean over the arm's runs): " + "; ".join(
-        [*([f"pilot {min(pilot):,.0f}–{max(pilot):,.0f} s ({len(pilot)} runs)"] if pilot else []),
-         *(f"{arm} {sum(v) / len(v):,.0f} s" for arm, v in by_arm.items())]))
+    runs = [
+        *([f"pilot {min(pilot):,.0f}–{max(pilot):,.0f} s ({len(pilot)} runs)"] if pilot else []),
+        *(f"{arm} {sum(v) / len(v):,.0f} s" for arm, v in by_arm.items()),
+    ]
     wall_pilot, wall_main = speed.schedule(pilot, parallel) if pilot else 0.0, speed.schedule(main, parallel)
-    L.append(f"  predicted wall time: {(wall_pilot + wall_main) / 60:,.1f} min"
-             + (f" (pilot {wall_pilot / 60:,.1f} min, then the runs {wall_main / 60:,.1f} min)" if pilot else "")
-             + "; the teacher and its cache, when not built yet, come on top")
-    return L
+    return [
+        "  per run (mean over the arm's runs): " + "; ".join(runs),
+        f"  predicted wall time: {(wall_pilot + wall_main) / 60:,.1f} min"
+        + (f" (pilot {wall_pilot / 60:,.1f} min, then the runs {wall_main / 60:,.1f} min)" if pilot else "")
+        + "; the teacher and its cache, when not built yet, come on top",
+    ]
 
 
 ASSUMED_CPU_FLOPS = 20e9  # only to decide whether a probe step is affordable here

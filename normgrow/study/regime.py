@@ -69,8 +69,11 @@ class RegimeConfig:
 
 
 # number, name, what is measured (the report's table and the start-of-study block)
-CHECKS = {"max_collapse": (1, "health"), "min_kl": (2, "distance from the teacher"),
-          "scale_factor": (3, "mechanism precondition")}
+CHECKS = {
+    "max_collapse": (1, "health"),
+    "min_kl": (2, "distance from the teacher"),
+    "scale_factor": (3, "mechanism precondition"),
+}
 # What a failed check 3 takes away, as registered with it (docs/LOG.md, session 9): the mechanism's tests read the
 # boundary scale the precondition says is not there, so their verdicts are not evidence for or against it.
 MECHANISM_TESTS = ("boundary_update", "boundary_renorm", "the dose–response")
@@ -81,12 +84,21 @@ def validate_regime(r: RegimeConfig, claims) -> None:
     for key in CHECKS:
         v = getattr(r, key)
         need(v is None or (math.isfinite(v) and v > 0), f"regime.{key}", f"must be a positive finite number, got {v}")
-    need(r.max_collapse is None or r.max_collapse <= 1, "regime.max_collapse",
-         f"a collapse share is at most 1, got {r.max_collapse}")
-    need(r.scale_factor is None or r.scale_factor > 1, "regime.scale_factor",
-         f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}")
-    need(r.scale_factor is None or (claims.pre_grow and claims.post_grow), "regime.scale_factor",
-         "compares the claims roles pre_grow and post_grow: name both arms (claims.pre_grow, claims.post_grow)")
+    need(
+        r.max_collapse is None or r.max_collapse <= 1,
+        "regime.max_collapse",
+        f"a collapse share is at most 1, got {r.max_collapse}",
+    )
+    need(
+        r.scale_factor is None or r.scale_factor > 1,
+        "regime.scale_factor",
+        f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}",
+    )
+    need(
+        r.scale_factor is None or (claims.pre_grow and claims.post_grow),
+        "regime.scale_factor",
+        "compares the claims roles pre_grow and post_grow: name both arms (claims.pre_grow, claims.post_grow)",
+    )
 
 
 def registered(r: RegimeConfig) -> list[str]:
@@ -104,9 +116,11 @@ def _what(study, key: str, ladder: bool) -> str:
         where = f", judged at the largest budget ({study.budgets[-1]:g})" if ladder else ""
         return f"the mean over the arms of their mean final val/kl ≥ {r.min_kl:g} nats/token{where}"
     where = ", at every budget" if ladder else ""
-    return (f"at the growth events the boundary stream's RMS differs between {c.pre_grow} and {c.post_grow} by at "
-            f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "
-            f"for all tokens and for the structural tokens{where}")
+    return (
+        f"at the growth events the boundary stream's RMS differs between {c.pre_grow} and {c.post_grow} by at "
+        f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "
+        f"for all tokens and for the structural tokens{where}"
+    )
 
 
 def plan_lines(study) -> list[str]:
@@ -115,7 +129,8 @@ def plan_lines(study) -> list[str]:
     if not keys:
         return []
     return ["Regime checks, registered in the study file before any run:"] + [
-        f"  {CHECKS[k][0]}. {CHECKS[k][1]}: {_what(study, k, bool(study.budgets))}" for k in keys]
+        f"  {CHECKS[k][0]}. {CHECKS[k][1]}: {_what(study, k, bool(study.budgets))}" for k in keys
+    ]
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -158,8 +173,10 @@ def _ci(s: dict, nd: int) -> str:
 
 def collapse_check(arms: list[str], measures: Measures, limit: float) -> Check:
     """Check 1 from the runs' measures: every arm's mean collapse share over seeds ≤ limit."""
-    per = {a: mean_ci([m.collapse_share for m in measures.get(a, {}).values() if m.collapse_share is not None])
-           for a in arms}
+    per = {
+        a: mean_ci([m.collapse_share for m in measures.get(a, {}).values() if m.collapse_share is not None])
+        for a in arms
+    }
     have = {a: s for a, s in per.items() if s["mean"] is not None}
     failing = [a for a, s in have.items() if s["mean"] > limit]
     missing = [a for a in arms if a not in have]
@@ -169,7 +186,7 @@ def collapse_check(arms: list[str], measures: Measures, limit: float) -> Check:
     if failing:
         detail = ", ".join(f"`{a}` {have[a]['mean']:.3f}" for a in failing) + f" above {limit:g}"
     elif missing:
-        detail = ("no collapse share (no finished run with diagnostics) for " + ", ".join(f"`{a}`" for a in missing))
+        detail = "no collapse share (no finished run with diagnostics) for " + ", ".join(f"`{a}`" for a in missing)
     else:
         detail = f"every arm at or below {limit:g} (worst `{worst}`, {have[worst]['mean']:.3f})"
     values = {"arms": per, "failing": failing, "not_measured": missing, "worst": worst}
@@ -179,25 +196,40 @@ def collapse_check(arms: list[str], measures: Measures, limit: float) -> Check:
 def kl_check(arms: list[str], rows: list[dict], limit: float) -> Check:
     """Check 2 from results rows: the mean over the arms of their mean final val/kl ≥ limit. Its interval, over the
     seeds, is shown where every arm finished the same seeds (the per-seed mean over the arms)."""
-    per = {a: {s: float(r["val_kl"]) for s, r in finished(rows, a).items() if r.get("val_kl") not in ("", None)}
-           for a in arms}
+    per = {
+        a: {s: float(r["val_kl"]) for s, r in finished(rows, a).items() if r.get("val_kl") not in ("", None)}
+        for a in arms
+    }
     per = {a: v for a, v in per.items() if v}
     if not per:
-        return Check("min_kl", NOT_MEASURED, "—", f"≥ {limit:g} nats/token", "no finished run records val/kl",
-                     values={"arms": {}})
+        return Check(
+            "min_kl",
+            NOT_MEASURED,
+            "—",
+            f"≥ {limit:g} nats/token",
+            "no finished run records val/kl",
+            values={"arms": {}},
+        )
     means = {a: sum(v.values()) / len(v) for a, v in per.items()}
     value = sum(means.values()) / len(means)
     seeds = sorted(set.intersection(*(set(v) for v in per.values())))
     balanced = all(set(v) == set(seeds) for v in per.values())
     s = mean_ci([sum(per[a][sd] for a in per) / len(per) for sd in seeds]) if balanced else None
-    measured = (_ci(s, 4) if s else f"{value:.4f} (arms finished different seeds: no interval)") + \
-        (f" over {len(per)} of {len(arms)} arms" if len(per) < len(arms) else "")
+    measured = (_ci(s, 4) if s else f"{value:.4f} (arms finished different seeds: no interval)") + (
+        f" over {len(per)} of {len(arms)} arms" if len(per) < len(arms) else ""
+    )
     outcome = PASS if value >= limit else FAIL
     detail = f"{value:.4f} nats/token is {'at or above' if outcome == PASS else 'below'} {limit:g}"
     if len(per) < len(arms):
         detail += " (no val/kl for " + ", ".join(f"`{a}`" for a in arms if a not in per) + ")"
-    return Check("min_kl", outcome, measured, f"≥ {limit:g} nats/token", detail,
-                 values={"value": value, "arms": means, "interval": s})
+    return Check(
+        "min_kl",
+        outcome,
+        measured,
+        f"≥ {limit:g} nats/token",
+        detail,
+        values={"value": value, "arms": means, "interval": s},
+    )
 
 
 def class_reading(s: dict, edge: float) -> str:
@@ -233,11 +265,14 @@ def scale_check(measures: Measures, pre: str, post: str, factor: float) -> Check
         parts.append((cls, s, reading))
     outcome = combine([{PRESENT: PASS, ABSENT: FAIL}.get(r, r) for _, _, r in parts])
     measured = "; ".join(f"{cls}: {_ratio_text(s)}" for cls, s, _ in parts)
-    detail = "; ".join(f"{cls} tokens {r}" + (f" ({_ratio_text(s)})" if s["mean"] is not None else " (no seed has both "
-                                                                                                   "arms' boundary RMS at growth)")
-                       for cls, s, r in parts)
-    return Check("scale_factor", outcome, measured, f"beyond ±log {factor:g} = ±{edge:.3f}, both classes", detail,
-                 values=values)
+    detail = "; ".join(
+        f"{cls} tokens {r}"
+        + (f" ({_ratio_text(s)})" if s["mean"] is not None else " (no seed has both arms' boundary RMS at growth)")
+        for cls, s, r in parts
+    )
+    return Check(
+        "scale_factor", outcome, measured, f"beyond ±log {factor:g} = ±{edge:.3f}, both classes", detail, values=values
+    )
 
 
 def study_checks(study, rows: list[dict], measures: Measures) -> list[Check]:
@@ -267,7 +302,9 @@ def ladder_checks(study, rungs: list[tuple[float, list[str], list[dict], Measure
         out.append(dataclasses.replace(kl_check(arms, rows, r.min_kl), budget=budget))
     for budget, arms, _, measures in rungs if r.scale_factor is not None else []:
         if c.pre_grow in arms and c.post_grow in arms:
-            out.append(dataclasses.replace(scale_check(measures, c.pre_grow, c.post_grow, r.scale_factor), budget=budget))
+            out.append(
+                dataclasses.replace(scale_check(measures, c.pre_grow, c.post_grow, r.scale_factor), budget=budget)
+            )
         else:
             out.append(_not_run("scale_factor", budget, f"beyond ±log {r.scale_factor:g}"))
     return out
@@ -275,7 +312,9 @@ def ladder_checks(study, rungs: list[tuple[float, list[str], list[dict], Measure
 
 def outcomes(checks: list[Check]) -> dict[str, str]:
     """Each registered check's outcome, its readings combined (a ladder's budgets)."""
-    return {key: combine([c.outcome for c in checks if c.key == key]) for key in CHECKS if any(c.key == key for c in checks)}
+    return {
+        key: combine([c.outcome for c in checks if c.key == key]) for key in CHECKS if any(c.key == key for c in checks)
+    }
 
 
 # ----------------------------------------------------------------------------- the report and regime.json
@@ -291,8 +330,10 @@ def _what_cell(study, key: str) -> str:
         return "worst block's collapse share at the end of training, mean over seeds, per arm (shown: the worst arm)"
     if key == "min_kl":
         return "mean over the arms of their mean final val/kl (nats/token)"
-    return (f"log(RMS of `{c.pre_grow}` / RMS of `{c.post_grow}`) of the boundary stream at the growth events, per "
-            "seed the mean over events; all tokens and structural tokens")
+    return (
+        f"log(RMS of `{c.pre_grow}` / RMS of `{c.post_grow}`) of the boundary stream at the growth events, per "
+        "seed the mean over events; all tokens and structural tokens"
+    )
 
 
 def _detail_lines(study, checks: list[Check]) -> list[str]:
@@ -312,17 +353,26 @@ def warning_lines(checks: list[Check]) -> list[str]:
     unmeasured = [f"{CHECKS[k][0]} ({CHECKS[k][1]})" for k, o in out.items() if o == NOT_MEASURED]
     L = []
     if bad:
-        L += [f"> **The regime does not meet check{'s' if len(bad) > 1 else ''} {', '.join(bad)}**: the claims below "
-              f"are about a regime that does not meet {'them' if len(bad) > 1 else 'it'}.", ""]
+        L += [
+            f"> **The regime does not meet check{'s' if len(bad) > 1 else ''} {', '.join(bad)}**: the claims below "
+            f"are about a regime that does not meet {'them' if len(bad) > 1 else 'it'}.",
+            "",
+        ]
     if out.get("scale_factor") == FAIL:
-        L += [f"> **Check 3 failed: by the rule registered with it, the mechanism's tests ({', '.join(MECHANISM_TESTS)})"
-              " are not informative in this regime.** Their verdicts below describe these runs; they are not "
-              "evidence for or against the mechanism, whose precondition (boundary streams of different scale) "
-              "is absent here.", ""]
+        L += [
+            f"> **Check 3 failed: by the rule registered with it, the mechanism's tests ({', '.join(MECHANISM_TESTS)})"
+            " are not informative in this regime.** Their verdicts below describe these runs; they are not "
+            "evidence for or against the mechanism, whose precondition (boundary streams of different scale) "
+            "is absent here.",
+            "",
+        ]
     if unmeasured:
-        L += [f"> Check{'s' if len(unmeasured) > 1 else ''} {', '.join(unmeasured)} registered but not measured: the "
-              "claims below are not checked against "
-              f"{'them' if len(unmeasured) > 1 else 'it'}.", ""]
+        L += [
+            f"> Check{'s' if len(unmeasured) > 1 else ''} {', '.join(unmeasured)} registered but not measured: the "
+            "claims below are not checked against "
+            f"{'them' if len(unmeasured) > 1 else 'it'}.",
+            "",
+        ]
     return L
 
 
@@ -332,19 +382,30 @@ def regime_section(study, checks: list[Check]) -> list[str]:
     if not checks:
         return []
     ladder = any(c.budget is not None for c in checks)
-    L = ["## Regime checks", "",
-         "Registered in the study file (`regime:`) before any run, judged here from this study's numbers: *pass*, "
-         "*fail*, *undetermined* (the 95% interval over seeds decides neither way) or *not measured* (rules: "
-         "normgrow/study/regime.py)."
-         + (f" Check 2 is judged at the largest budget ({study.budgets[-1]:g}), where students get closest to their "
-            "teacher; checks 1 and 3 at every budget." if ladder else ""), "",
-         "| check | " + ("budget | " if ladder else "") + "what is measured | measured (95% interval) | threshold | "
-         "outcome |", "|---|" + ("---|" if ladder else "") + "---|---|---|---|"]
+    L = [
+        "## Regime checks",
+        "",
+        "Registered in the study file (`regime:`) before any run, judged here from this study's numbers: *pass*, "
+        "*fail*, *undetermined* (the 95% interval over seeds decides neither way) or *not measured* (rules: "
+        "normgrow/study/regime.py)."
+        + (
+            f" Check 2 is judged at the largest budget ({study.budgets[-1]:g}), where students get closest to their "
+            "teacher; checks 1 and 3 at every budget."
+            if ladder
+            else ""
+        ),
+        "",
+        "| check | " + ("budget | " if ladder else "") + "what is measured | measured (95% interval) | threshold | "
+        "outcome |",
+        "|---|" + ("---|" if ladder else "") + "---|---|---|---|",
+    ]
     for c in checks:
         n, name = CHECKS[c.key]
         budget = f"{c.budget:g} | " if ladder else ""
-        L.append(f"| {n}. {name} | {budget}{_what_cell(study, c.key)} | {c.measured} | {c.threshold} | "
-                 f"{_outcome_cell(c.outcome)} |")
+        L.append(
+            f"| {n}. {name} | {budget}{_what_cell(study, c.key)} | {c.measured} | {c.threshold} | "
+            f"{_outcome_cell(c.outcome)} |"
+        )
     return L + [""] + _detail_lines(study, checks) + [""] + warning_lines(checks)
 
 
@@ -357,10 +418,12 @@ def headline_line(checks: list[Check]) -> list[str]:
 
 def regime_record(study, checks: list[Check]) -> dict:
     """What regime.json holds: the thresholds as registered, each check's outcome and every reading's numbers."""
-    return {"registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
-            "outcomes": outcomes(checks),
-            "not_informative": list(MECHANISM_TESTS) if outcomes(checks).get("scale_factor") == FAIL else [],
-            "readings": [{"check": c.number, "name": CHECKS[c.key][1], **dataclasses.asdict(c)} for c in checks]}
+    return {
+        "registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
+        "outcomes": outcomes(checks),
+        "not_informative": list(MECHANISM_TESTS) if outcomes(checks).get("scale_factor") == FAIL else [],
+        "readings": [{"check": c.number, "name": CHECKS[c.key][1], **dataclasses.asdict(c)} for c in checks],
+    }
 
 
 def write_regime(study, checks: list[Check], out: Path) -> None:

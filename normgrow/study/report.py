@@ -21,8 +21,8 @@ from normgrow.study.regime import Check, regime_section
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
     "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "
-                    "right after it) against steps since the event, phase arms; mean over seeds, band min–max "
-                    "(dense window: train.dense_eval_steps).",
+    "right after it) against steps since the event, phase arms; mean over seeds, band min–max "
+    "(dense window: train.dense_eval_steps).",
 }
 JUMP_TOLERANCE = 1e-4  # a growth event whose val/ce jump is below this in every run preserved the function
 
@@ -54,39 +54,59 @@ def _dtype_lines(measures: Measures) -> list[str]:
     if not used:
         return []
     if len(used) == 1:
-        return [f"Computed in {used[0]} (student/teacher; `dtype: auto` resolves per machine, see each run's "
-                "config.yaml).", ""]
-    return [f"> **Caution: the runs used different compute dtypes** ({', '.join(used)}: student/teacher): a contrast "
-            "between arms run at different precisions mixes the precision into the comparison; rerun them on one "
-            "kind of machine or set `train.dtype` / `teacher.dtype` explicitly.", ""]
+        return [
+            f"Computed in {used[0]} (student/teacher; `dtype: auto` resolves per machine, see each run's config.yaml).",
+            "",
+        ]
+    return [
+        f"> **Caution: the runs used different compute dtypes** ({', '.join(used)}: student/teacher): a contrast "
+        "between arms run at different precisions mixes the precision into the comparison; rerun them on one "
+        "kind of machine or set `train.dtype` / `teacher.dtype` explicitly.",
+        "",
+    ]
 
 
 def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path, lr_choice: dict | None = None) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
-    L.append(f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
-             f"base preset `{study.base}`, budget scale {study.budget_scale}. Metric: final validation CE against the "
-             "teacher (`val/ce`, nats/token, full vocabulary, T=1), lower is better; intervals are 95% t-intervals "
-             f"over seeds. Regenerate with `normgrow report {study_dir}`.")
+    L.append(
+        f"{len(study.arms)} arms × {n_seeds} seed{'s' if n_seeds > 1 else ''} ({', '.join(map(str, study.seeds))}); "
+        f"base preset `{study.base}`, budget scale {study.budget_scale}. Metric: final validation CE against the "
+        "teacher (`val/ce`, nats/token, full vocabulary, T=1), lower is better; intervals are 95% t-intervals "
+        f"over seeds. Regenerate with `normgrow report {study_dir}`."
+    )
     L.append("")
     if lr_choice:
         L += [header_line(lr_choice), ""]
     if n_seeds < 2:
         L += ["> One seed: no confidence intervals are available; every claim below is undetermined.", ""]
     # a top-k cache lumps the teacher's tail into one bucket; a full-distribution one (k = V) is the online loss
-    cached = sorted({s["train_teacher"] for r in rows if r["status"] == "ok"
-                     for s in [read_summary(study_dir / r["run_dir"])]
-                     if s and "teacher cache + tail bucket" in (s.get("train_teacher") or "")})
+    cached = sorted(
+        {
+            s["train_teacher"]
+            for r in rows
+            if r["status"] == "ok"
+            for s in [read_summary(study_dir / r["run_dir"])]
+            if s and "teacher cache + tail bucket" in (s.get("train_teacher") or "")
+        }
+    )
     if cached:
-        L += ["> **Trained from a top-k teacher cache**, not the online teacher: " + "; ".join(f"`{c}`" for c in cached)
-              + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "
-              "teacher's tail into one bucket, which shifts arms by different amounts; check the effect sizes against "
-              "online runs before quoting them.", ""]
+        L += [
+            "> **Trained from a top-k teacher cache**, not the online teacher: "
+            + "; ".join(f"`{c}`" for c in cached)
+            + ". `val/ce` is still exact (online teacher, full vocabulary), but the training signal lumps the "
+            "teacher's tail into one bucket, which shifts arms by different amounts; check the effect sizes against "
+            "online runs before quoting them.",
+            "",
+        ]
     failed = [r for r in all_rows if r["status"] != "ok"]
     if failed:
         L += ["**Runs that did not finish:**", ""]
-        L += [f"- `{r['arm']}` seed {r['seed']}{' lr ' + str(r['lr']) if r.get('selected') else ''}: {r['status']} — "
-              f"{r['error']}" for r in failed]
+        L += [
+            f"- `{r['arm']}` seed {r['seed']}{' lr ' + str(r['lr']) if r.get('selected') else ''}: {r['status']} — "
+            f"{r['error']}"
+            for r in failed
+        ]
         L.append("")
     return L
 
@@ -109,37 +129,58 @@ def _mean_kl(rows: list[dict]) -> float | None:
 CLAIMS_TITLE = "## The paper's claims at this scale"
 
 
-def claims_section(study, rows: list[dict], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE) -> list[str]:
+def claims_section(
+    study, rows: list[dict], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE
+) -> list[str]:
     """The claims section of a study's report (its verdicts table and sentences) under `title`; a budget ladder's
     report prints its reference budget's with a title of its own. `rows` are the runs the statistics use."""
     return _claims_section(list(claims), collapsed_arms(study, measures), study.claims.margin, _mean_kl(rows), title)
 
 
-def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: float | None = None,
-                    mean_kl: float | None = None, title: str = CLAIMS_TITLE) -> list[str]:
+def _claims_section(
+    claims: list[Claim],
+    collapsed: list[str] = (),
+    margin: float | None = None,
+    mean_kl: float | None = None,
+    title: str = CLAIMS_TITLE,
+) -> list[str]:
     if not claims:
         return []
-    L = [title, "",
-         "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
-         "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed); a "
-         "*descriptive* line reports a number without a verdict (outside the Holm family and the headline)."]
+    L = [
+        title,
+        "",
+        "Each verdict is computed from this study's numbers: *supported* or *contradicted* when the 95% interval "
+        "lies on one side of the paper's statement, *undetermined* when it does not (or with one seed); a "
+        "*descriptive* line reports a number without a verdict (outside the Holm family and the headline).",
+    ]
     if margin is not None:
         share = f", {margin / mean_kl:.1%} of the arms' mean KL to the teacher ({mean_kl:.4f})" if mean_kl else ""
-        L.append(f"The practical margin δ is {margin:g} nats/token{share}: a claim that one arm beats another is "
-                 "supported only beyond δ, and contradicted when the interval excludes any advantage as large as δ "
-                 "(rules: docs/DESIGN.md §3.7).")
+        L.append(
+            f"The practical margin δ is {margin:g} nats/token{share}: a claim that one arm beats another is "
+            "supported only beyond δ, and contradicted when the interval excludes any advantage as large as δ "
+            "(rules: docs/DESIGN.md §3.7)."
+        )
     L.append("")
     if collapsed:
-        L += [f"> **Caution: {len(collapsed)} arm(s) end collapsed** ({', '.join(f'`{a}`' for a in collapsed)}; see "
-              "\"Collapse of the residual stream\"): verdicts that rest on them describe a collapsed regime, not the "
-              "placements. A longer budget or another regime is needed before reading them as the paper's claims.", ""]
+        L += [
+            f"> **Caution: {len(collapsed)} arm(s) end collapsed** ({', '.join(f'`{a}`' for a in collapsed)}; see "
+            '"Collapse of the residual stream"): verdicts that rest on them describe a collapsed regime, not the '
+            "placements. A longer budget or another regime is needed before reading them as the paper's claims.",
+            "",
+        ]
     tested = sum(1 for c in claims if c.p is not None)
-    L += [f"*Holm-adjusted*: the verdict after Holm's step-down adjustment across the {tested} claims tested with two "
-          "or more seeds (each claim's p is the smallest two-sided α at which its verdict still holds); the headline "
-          "counts these.", "",
-          "| claim | verdict | Holm-adjusted | p | this study |", "|---|---|---|---|---|"]
+    L += [
+        f"*Holm-adjusted*: the verdict after Holm's step-down adjustment across the {tested} claims tested with two "
+        "or more seeds (each claim's p is the smallest two-sided α at which its verdict still holds); the headline "
+        "counts these.",
+        "",
+        "| claim | verdict | Holm-adjusted | p | this study |",
+        "|---|---|---|---|---|",
+    ]
     for c in claims:
-        value = "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
+        value = (
+            "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
+        )
         p = "—" if c.p is None else f"{c.p:.2g}"
         verdict, holm = ("*descriptive*", "—") if c.kind == "descriptive" else (f"**{c.verdict}**", c.holm)
         L.append(f"| {c.key} | {verdict} | {holm} | {p} | {value} |")
@@ -150,8 +191,12 @@ def _claims_section(claims: list[Claim], collapsed: list[str] = (), margin: floa
 
 
 def _arms_section(rows: list[dict], agg: dict, selection: dict, piloted: dict) -> list[str]:
-    L = ["## Validation CE per arm", "", "| arm | norm | curriculum | lr | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
-         "|---|---|---|---|---|---|---|---|"]
+    L = [
+        "## Validation CE per arm",
+        "",
+        "| arm | norm | curriculum | lr | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for arm, a in agg["arms"].items():
         r0 = next((r for r in rows if r["arm"] == arm), None)
         if r0 is None:
@@ -159,18 +204,25 @@ def _arms_section(rows: list[dict], agg: dict, selection: dict, piloted: dict) -
         lr = f"{float(r0['lr']):g}" + (" (selected)" if arm in selection else " (pilot)" if arm in piloted else "")
         if arm in piloted and piloted[arm]["chosen"] is None:
             lr = "— (no pilot rate)"
-        L.append(f"| {arm} | {r0['norm']} | {r0['curriculum']} | {lr} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
-                 f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |")
+        L.append(
+            f"| {arm} | {r0['norm']} | {r0['curriculum']} | {lr} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
+            f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |"
+        )
     return L + [""]
 
 
 def _selection_section(selection: dict) -> list[str]:
     if not selection:
         return []
-    L = ["## Learning-rate selection", "",
-         "Each sweeping arm keeps the rate with the lowest mean CE on the model-selection set: validation-split "
-         "documents after those of the validation set, so the reported `val/ce` never chose its own rate.", "",
-         "| arm | lr | selection-set CE (mean over seeds) | seeds | kept |", "|---|---|---|---|---|"]
+    L = [
+        "## Learning-rate selection",
+        "",
+        "Each sweeping arm keeps the rate with the lowest mean CE on the model-selection set: validation-split "
+        "documents after those of the validation set, so the reported `val/ce` never chose its own rate.",
+        "",
+        "| arm | lr | selection-set CE (mean over seeds) | seeds | kept |",
+        "|---|---|---|---|---|",
+    ]
     for arm, s in selection.items():
         for lr, v in s["lrs"].items():
             L.append(f"| {arm} | {lr:g} | {_fmt(v['mean'])} | {v['n']} | {'✓' if lr == s['chosen'] else ''} |")
@@ -180,8 +232,12 @@ def _selection_section(selection: dict) -> list[str]:
 def _contrasts_section(study, agg: dict) -> list[str]:
     if not agg["contrasts"]:
         return []
-    L = ["## Contrasts (paired over seeds, b − a; negative = b better)", "",
-         "| contrast | a | b | b − a (mean ± 95% CI) | per seed |", "|---|---|---|---|---|"]
+    L = [
+        "## Contrasts (paired over seeds, b − a; negative = b better)",
+        "",
+        "| contrast | a | b | b − a (mean ± 95% CI) | per seed |",
+        "|---|---|---|---|---|",
+    ]
     for name, c in agg["contrasts"].items():
         per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
         L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
@@ -194,27 +250,41 @@ def _contrasts_section(study, agg: dict) -> list[str]:
         elif ratio["lo"] is None:
             L += [f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}; its interval is undefined ({ratio['why']}).", ""]
         else:
-            L += [f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}, 95% interval [{ratio['lo']:+.2f}, {ratio['hi']:+.2f}] "
-                  f"(Fieller, {ratio['n']} seeds).", ""]
+            L += [
+                f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}, 95% interval [{ratio['lo']:+.2f}, {ratio['hi']:+.2f}] "
+                f"(Fieller, {ratio['n']} seeds).",
+                "",
+            ]
     return L
 
 
 def _phase_section(ph: dict | None, claims: list[Claim], measures: dict) -> list[str]:
     if not ph:
         return []
-    jumps = [g.val_ce_jump for arm in (ph["a"], ph["b"]) for m in measures.get(arm, {}).values()
-             for g in m.growth if g.val_ce_jump is not None]
+    jumps = [
+        g.val_ce_jump
+        for arm in (ph["a"], ph["b"])
+        for m in measures.get(arm, {}).values()
+        for g in m.growth
+        if g.val_ce_jump is not None
+    ]
     preserved = bool(jumps) and all(abs(j) < JUMP_TOLERANCE for j in jumps)
     rows = [r for r in ph["rows"] if not (preserved and r["point"] == "after growth")]
-    L = [f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary", "",
-         f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} (mean ± 95% CI) |",
-         "|---|---|---|---|---|---|"]
+    L = [
+        f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary",
+        "",
+        f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} (mean ± 95% CI) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} |")
     L.append("")
     if preserved:
-        L += [f"Every growth event of these runs preserved the function (|val/ce jump| < {JUMP_TOLERANCE:g} in each), "
-              "so the values just after growth equal the previous stage ends and are not repeated.", ""]
+        L += [
+            f"Every growth event of these runs preserved the function (|val/ce jump| < {JUMP_TOLERANCE:g} in each), "
+            "so the values just after growth equal the previous stage ends and are not repeated.",
+            "",
+        ]
     crossing = next((c for c in claims if c.key == "crossover"), None)
     if crossing is not None:
         L += [f"Crossover ({crossing.verdict}): {crossing.sentence}", ""]
@@ -222,8 +292,12 @@ def _phase_section(ph: dict | None, claims: list[Claim], measures: dict) -> list
 
 
 def _growth_section(study, measures: dict) -> list[str]:
-    L = ["## Growth events (mean over seeds)", "",
-         "| arm | stage | depth | init | max |Δlogit| on a fixed batch | val/ce jump |", "|---|---|---|---|---|---|"]
+    L = [
+        "## Growth events (mean over seeds)",
+        "",
+        "| arm | stage | depth | init | max |Δlogit| on a fixed batch | val/ce jump |",
+        "|---|---|---|---|---|---|",
+    ]
     n = len(L)
     for arm in study.arms:
         runs = list(measures.get(arm, {}).values())
@@ -231,15 +305,20 @@ def _growth_section(study, measures: dict) -> list[str]:
         for k in range(events):
             gs = [m.growth[k] for m in runs if len(m.growth) > k]
             g0 = gs[0]
-            L.append(f"| {arm} | {g0.stage} | {g0.depth_from} → {g0.depth_to} | {g0.init} | "
-                     f"{_mean([g.logit_max_abs_diff for g in gs]):.3g} | {_fmt(_mean([g.val_ce_jump for g in gs]))} |")
+            L.append(
+                f"| {arm} | {g0.stage} | {g0.depth_from} → {g0.depth_to} | {g0.init} | "
+                f"{_mean([g.logit_max_abs_diff for g in gs]):.3g} | {_fmt(_mean([g.val_ce_jump for g in gs]))} |"
+            )
     return L + [""] if len(L) > n else []
 
 
 def _compute_section(agg: dict, rows: list[dict]) -> list[str]:
-    L = ["## Compute and budget matching (mean over finished seeds)", "",
-         "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs | matched to |",
-         "|---|---|---|---|---|---|"]
+    L = [
+        "## Compute and budget matching (mean over finished seeds)",
+        "",
+        "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs | matched to |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm, a in agg["arms"].items():
         cp = a["compute"]
         ok = _finished(rows, arm)
@@ -248,32 +327,47 @@ def _compute_section(agg: dict, rows: list[dict]) -> list[str]:
             scales = [float(r["match_scale"]) for r in ok if r["match_scale"] != ""]
             scale = _mean(scales)
             way = "upward" if scale is not None and scale >= 1 else "downward"
-            match = f"{ok[0]['matched_to']} by active-layer tokens ({way}, ×{scale:.3f})" if scale else ok[0]["matched_to"]
+            match = (
+                f"{ok[0]['matched_to']} by active-layer tokens ({way}, ×{scale:.3f})" if scale else ok[0]["matched_to"]
+            )
         if cp["tokens"] is None:
             L.append(f"| {arm} | — | — | — | — | {match} |")
         else:
-            L.append(f"| {arm} | {cp['tokens']:,.0f} | {cp['active_layer_tokens']:,.0f} | "
-                     f"{cp['trainable_layer_tokens']:,.0f} | {cp['flops']:.3g} | {match} |")
+            L.append(
+                f"| {arm} | {cp['tokens']:,.0f} | {cp['active_layer_tokens']:,.0f} | "
+                f"{cp['trainable_layer_tokens']:,.0f} | {cp['flops']:.3g} | {match} |"
+            )
     return L + [""]
 
 
 def _boundary_section(study, measures: dict) -> list[str]:
-    keys = [("boundary_drift", "boundary RMS drift"), ("struct_drift", "structural/content drift (pos. 0 excl.)"),
-            ("first_new_update", "first appended block ‖F(h)‖/‖h‖"), ("last_prefix_update", "last pre-growth block rel. update")]
+    keys = [
+        ("boundary_drift", "boundary RMS drift"),
+        ("struct_drift", "structural/content drift (pos. 0 excl.)"),
+        ("first_new_update", "first appended block ‖F(h)‖/‖h‖"),
+        ("last_prefix_update", "last pre-growth block rel. update"),
+    ]
     arms = [a for a in study.arms if any(m.boundary_drift is not None for m in measures.get(a, {}).values())]
     if not arms:
         return []
-    L = ["## Boundary diagnostics of the grow arms (mean over seeds)", "",
-         "Drifts are |log(value at the end of the stage after growth / value at growth)|, averaged over growth events. "
-         "A post-norm stream's RMS is its last norm's gains by construction; the first appended block's update ratio "
-         "does not depend on where the norms sit.", "",
-         "| arm | " + " | ".join(label for _, label in keys) + " | provenance of that block |",
-         "|---|" + "---|" * (len(keys) + 1)]
+    L = [
+        "## Boundary diagnostics of the grow arms (mean over seeds)",
+        "",
+        "Drifts are |log(value at the end of the stage after growth / value at growth)|, averaged over growth events. "
+        "A post-norm stream's RMS is its last norm's gains by construction; the first appended block's update ratio "
+        "does not depend on where the norms sit.",
+        "",
+        "| arm | " + " | ".join(label for _, label in keys) + " | provenance of that block |",
+        "|---|" + "---|" * (len(keys) + 1),
+    ]
     for arm in arms:
         runs = list(measures[arm].values())
         prov = sorted({m.last_prefix_provenance for m in runs if m.last_prefix_provenance})
-        L.append(f"| {arm} | " + " | ".join(_fmt(_mean([m.value(k) for m in runs])) for k, _ in keys)
-                 + f" | {', '.join(prov) or '—'} |")
+        L.append(
+            f"| {arm} | "
+            + " | ".join(_fmt(_mean([m.value(k) for m in runs])) for k, _ in keys)
+            + f" | {', '.join(prov) or '—'} |"
+        )
     return L + [""]
 
 
@@ -286,14 +380,24 @@ def _collapse_section(study, measures: dict) -> list[str]:
             continue
         rows.append(f"| {arm} | {share:.3f} | {_fmt(cos, 3)} |")
         if arm in collapsed:
-            warn.append(f"> **Warning: `{arm}` is collapsed** — at the end of training {share:.0%} of its residual "
-                        f"stream's energy lies in the direction all tokens share (threshold {study.collapse_threshold:.0%}): "
-                        "every later block sees nearly the same input, so its results say little about the placement.")
+            warn.append(
+                f"> **Warning: `{arm}` is collapsed** — at the end of training {share:.0%} of its residual "
+                f"stream's energy lies in the direction all tokens share (threshold {study.collapse_threshold:.0%}): "
+                "every later block sees nearly the same input, so its results say little about the placement."
+            )
     if not rows:
         return []
-    L = ["## Collapse of the residual stream (end of training, worst block, mean over seeds)", "",
-         "| arm | energy share of the shared direction | mean cosine between positions |", "|---|---|---|", *rows, ""]
-    return L + (warn + [""] if warn else [f"No arm exceeds the collapse threshold ({study.collapse_threshold:.0%}).", ""])
+    L = [
+        "## Collapse of the residual stream (end of training, worst block, mean over seeds)",
+        "",
+        "| arm | energy share of the shared direction | mean cosine between positions |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
+    return L + (
+        warn + [""] if warn else [f"No arm exceeds the collapse threshold ({study.collapse_threshold:.0%}).", ""]
+    )
 
 
 def scalar_diagnostics(m) -> dict[str, float]:
@@ -304,13 +408,22 @@ def scalar_diagnostics(m) -> dict[str, float]:
 
 def diagnostics_table(study, rows: list[dict], measures: Measures) -> list[str]:
     """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
-    cols = {arm: scalar_diagnostics(measures[arm][int(ok[0]["seed"])]) if int(ok[0]["seed"]) in measures.get(arm, {})
-            else {} for arm in study.arms if (ok := _finished(rows, arm))}
+    cols = {
+        arm: scalar_diagnostics(measures[arm][int(ok[0]["seed"])])
+        if int(ok[0]["seed"]) in measures.get(arm, {})
+        else {}
+        for arm in study.arms
+        if (ok := _finished(rows, arm))
+    }
     keys = sorted({k for v in cols.values() for k in v})
     if not keys:
         return []
-    L = ["## Diagnostics at the end of training (probe batch, lowest finished seed)", "",
-         "| diagnostic | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    L = [
+        "## Diagnostics at the end of training (probe batch, lowest finished seed)",
+        "",
+        "| diagnostic | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     for k in keys:
         L.append(f"| {k} | " + " | ".join(_fmt(cols[a].get(k)) for a in cols) + " |")
     return L + [""]
@@ -344,16 +457,30 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
             if c.kind != "descriptive":  # a number reported, no verdict to count
                 counts[c.holm] = counts.get(c.holm, 0) + 1
         raw = sum(c.verdict in ("supported", "contradicted") for c in claims)
-        L.append("paper's claims (Holm-adjusted): " + ", ".join(f"{n} {v}" for v, n in counts.items())
-                 + f" ({raw} decided before adjustment)")
+        L.append(
+            "paper's claims (Holm-adjusted): "
+            + ", ".join(f"{n} {v}" for v, n in counts.items())
+            + f" ({raw} decided before adjustment)"
+        )
     if collapsed:
-        L.append(f"collapsed at the end of training (collapse share > {study.collapse_threshold}): {', '.join(collapsed)}")
+        L.append(
+            f"collapsed at the end of training (collapse share > {study.collapse_threshold}): {', '.join(collapsed)}"
+        )
     return L
 
 
-def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: list[Claim] = (),
-                 measures: dict | None = None, selection: dict | None = None,
-                 all_rows: list[dict] | None = None, lr_choice: dict | None = None, regime: list[Check] = ()) -> Path:
+def write_report(
+    study,
+    rows: list[dict],
+    agg: dict,
+    study_dir: Path,
+    claims: list[Claim] = (),
+    measures: dict | None = None,
+    selection: dict | None = None,
+    all_rows: list[dict] | None = None,
+    lr_choice: dict | None = None,
+    regime: list[Check] = (),
+) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
     learning-rate pilot's choice (pilot.py), if the study ran one; `regime` the readings of its registered regime
@@ -378,8 +505,12 @@ def write_report(study, rows: list[dict], agg: dict, study_dir: Path, claims: li
     L += ["## Figures", ""]
     for f in figs:
         L += [f"![{f.stem}](plots/{f.name})", *([FIGURE_NOTES[f.stem]] if f.stem in FIGURE_NOTES else []), ""]
-    L += ["## Reproduce", "", f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
-          "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`."]
+    L += [
+        "## Reproduce",
+        "",
+        f"`normgrow study {study_dir}/study.yaml -o {study_dir}` reruns every missing run; "
+        "each run's resolved config is in `configs/`, its metrics, diagnostics and summary in `runs/`.",
+    ]
     path = study_dir / "report.md"
     atomic.write_text(path, "\n".join(L) + "\n")
     return path

@@ -15,9 +15,31 @@ from normgrow.study.config import StudyConfig
 from normgrow.study.jobs import Job
 from normgrow.study.stats import COMPUTE
 
-FIELDS = ["arm", "seed", "lr", "selected", "status", "norm", "curriculum", "preset", "val_ce", "val_kl", "val_nll",
-          "val_teacher_entropy", "select_ce", "tokens", "active_layer_tokens", "trainable_layer_tokens", "flops", "steps",
-          "matched_to", "match_scale", "wall_time_s", "run_dir", "error"]
+FIELDS = [
+    "arm",
+    "seed",
+    "lr",
+    "selected",
+    "status",
+    "norm",
+    "curriculum",
+    "preset",
+    "val_ce",
+    "val_kl",
+    "val_nll",
+    "val_teacher_entropy",
+    "select_ce",
+    "tokens",
+    "active_layer_tokens",
+    "trainable_layer_tokens",
+    "flops",
+    "steps",
+    "matched_to",
+    "match_scale",
+    "wall_time_s",
+    "run_dir",
+    "error",
+]
 
 
 def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list[dict]:
@@ -25,23 +47,38 @@ def collect(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list
     rows = []
     for job in jobs:
         row = {k: "" for k in FIELDS}
-        row.update(arm=job.arm, seed=job.seed, lr=job.cfg.train.lr, norm=job.cfg.model.norm,
-                   preset=study.arms[job.arm].preset or study.base,
-                   curriculum="-".join(str(s.n_layer) for s in job.cfg.curriculum.stages),
-                   matched_to=study.arms[job.arm].match or "",
-                   run_dir=str(job.run_dir.relative_to(job.run_dir.parent.parent)))
+        row.update(
+            arm=job.arm,
+            seed=job.seed,
+            lr=job.cfg.train.lr,
+            norm=job.cfg.model.norm,
+            preset=study.arms[job.arm].preset or study.base,
+            curriculum="-".join(str(s.n_layer) for s in job.cfg.curriculum.stages),
+            matched_to=study.arms[job.arm].match or "",
+            run_dir=str(job.run_dir.relative_to(job.run_dir.parent.parent)),
+        )
         st = status.get(job.name)
         s = read_summary(job.run_dir) if job.finished else None
         if s is not None:
             match = s.get("budget_match") or {}
-            row.update(status="ok", val_ce=s.get("val/ce", ""), val_kl=s.get("val/kl", ""), val_nll=s.get("val/nll", ""),
-                       val_teacher_entropy=s.get("val/teacher_entropy", ""),
-                       select_ce=(s.get("select") or {}).get("select/ce", ""), match_scale=match.get("scale", ""),
-                       wall_time_s=round(s["wall_time_s"], 1), **{k: s["compute"][k] for k in COMPUTE},
-                       steps=s["compute"]["step"])
+            row.update(
+                status="ok",
+                val_ce=s.get("val/ce", ""),
+                val_kl=s.get("val/kl", ""),
+                val_nll=s.get("val/nll", ""),
+                val_teacher_entropy=s.get("val/teacher_entropy", ""),
+                select_ce=(s.get("select") or {}).get("select/ce", ""),
+                match_scale=match.get("scale", ""),
+                wall_time_s=round(s["wall_time_s"], 1),
+                **{k: s["compute"][k] for k in COMPUTE},
+                steps=s["compute"]["step"],
+            )
         elif (job.run_dir / "summary.json").is_file():  # present but cut or edited: say so, not "not run"
-            row.update(status="failed", error=f"{job.run_dir / 'summary.json'} is unreadable (cut?); rerun the "
-                       "study to rebuild it from the run's final checkpoint")
+            row.update(
+                status="failed",
+                error=f"{job.run_dir / 'summary.json'} is unreadable (cut?); rerun the "
+                "study to rebuild it from the run's final checkpoint",
+            )
         else:
             row.update(status="failed" if st and st != "ok" else "missing", error=st or "not run")
         rows.append(row)
@@ -108,6 +145,7 @@ def verified_results(study_dir: Path) -> list[dict]:
             summary = read_summary(study_dir / row["run_dir"])
             if summary is None or summary.get("val/ce") != value:
                 found = "no summary.json" if summary is None else f"{summary.get('val/ce')!r} in its summary.json"
-                raise NormgrowError(f"{path}: line {i}: val_ce {row['val_ce']!r} does not match its run ({found}); "
-                                    f"{fix}")
+                raise NormgrowError(
+                    f"{path}: line {i}: val_ce {row['val_ce']!r} does not match its run ({found}); {fix}"
+                )
     return rows

@@ -64,12 +64,17 @@ from normgrow.study.stats import aggregate, paired
 from normgrow.study.sweep import axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
 
 
-def prepare_shared(jobs: list[Job], log: Callable[[str], None], progress: bool = True, threads: int | None = None) -> None:
+def prepare_shared(
+    jobs: list[Job], log: Callable[[str], None], progress: bool = True, threads: int | None = None
+) -> None:
     """Default teacher, tokenizer and token shards (and a teacher cache when asked), once per distinct
     (data, teacher) config, before any job starts; then `dtype: auto`'s verdict per shape (resolve_auto_dtypes)."""
     seen = set()
     for job in jobs:
-        key = (json.dumps(dataclasses.asdict(job.cfg.data), sort_keys=True), json.dumps(dataclasses.asdict(job.cfg.teacher)))
+        key = (
+            json.dumps(dataclasses.asdict(job.cfg.data), sort_keys=True),
+            json.dumps(dataclasses.asdict(job.cfg.teacher)),
+        )
         if key in seen:
             continue
         seen.add(key)
@@ -119,23 +124,37 @@ class Summary(NamedTuple):
     measures: Measures
 
 
-def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path,
-              lr_choice: dict | None = None) -> Summary:
+def summarize(
+    study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path, lr_choice: dict | None = None
+) -> Summary:
     """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold;
     `lr_choice` the learning-rate pilot's choice (pilot.py), if the study ran one."""
     rows = collect(study, jobs, status)
     selection = select_lrs(study, rows)
     write_results(rows, out / "results.csv")
     kept = [r for r in rows if r["selected"] != "no"]  # an arm's chosen learning rate only
-    stages = {(r["arm"], int(r["seed"])): (read_summary(out / r["run_dir"]) or {}).get("stages", [])
-              for r in kept if r["status"] == "ok" and r["arm"] in study.phase}
+    stages = {
+        (r["arm"], int(r["seed"])): (read_summary(out / r["run_dir"]) or {}).get("stages", [])
+        for r in kept
+        if r["status"] == "ok" and r["arm"] in study.phase
+    }
     agg = aggregate(list(study.arms), study.contrasts, study.gap_ratio, study.phase, kept, stages)
     measures = study_measures(kept, out)
     claims = evaluate_claims(study.claims, measures)
     checks = study_checks(study, kept, measures)
     write_regime(study, checks, out)
-    path = write_report(study, kept, agg, out, claims=claims, measures=measures, selection=selection, all_rows=rows,
-                        lr_choice=lr_choice, regime=checks)
+    path = write_report(
+        study,
+        kept,
+        agg,
+        out,
+        claims=claims,
+        measures=measures,
+        selection=selection,
+        all_rows=rows,
+        lr_choice=lr_choice,
+        regime=checks,
+    )
     heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
     return Summary(path, heads, claims, kept, measures)
 
@@ -143,8 +162,9 @@ def summarize(study: StudyConfig, jobs: list[Job], status: dict[str, str], out: 
 # ----------------------------------------------------------------------------- the whole study
 
 
-def run_study(study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True,
-              force: bool = False) -> Path:
+def run_study(
+    study: StudyConfig, out: Path, log: Callable[[str], None] = print, progress: bool = True, force: bool = False
+) -> Path:
     """Plan, prepare shared work, launch the jobs, aggregate, report. Returns report.md's path. The study's registered
     regime checks are printed first, before any run (its pilot's included). `out` must be new, empty or this study's
     directory; `force` lets it be a user's folder (claim_study_dir)."""
@@ -176,8 +196,9 @@ def check_pools(study: StudyConfig, jobs: list[Job]) -> None:
         study_plan(study, None, False)
 
 
-def _run_piloted(study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], out: Path,
-                 log: Callable[[str], None], progress: bool) -> Path:
+def _run_piloted(
+    study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool
+) -> Path:
     """The pilot sub-study first (its finished runs skipped), the choice from its runs, then the study's runs, each
     arm at its chosen rate (pilot.py)."""
     write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
@@ -187,8 +208,12 @@ def _run_piloted(study: StudyConfig, pilot: StudyConfig, pilot_jobs: list[Job], 
     return _run_locked(study, jobs, out, log, progress, choice, blocked)
 
 
-def _pilot_rounds(study: StudyConfig, out: Path, log: Callable[[str], None],
-                  do_round: Callable[[StudyConfig, Path], object] | None = None) -> dict:
+def _pilot_rounds(
+    study: StudyConfig,
+    out: Path,
+    log: Callable[[str], None],
+    do_round: Callable[[StudyConfig, Path], object] | None = None,
+) -> dict:
     """The pilot's choice after its rounds (round 0, pilot/, already done): while lr_pilot.extend allows, an arm whose
     choice sits at an edge of the rates it tried gets the next rate beyond it in round k (`do_round(sub, dir)` runs
     it, or rebuilds its results from disk; without it, rounds not on disk end the extension). Then `_choice`."""
@@ -210,8 +235,12 @@ def _pilot_rounds(study: StudyConfig, out: Path, log: Callable[[str], None],
 def _pilot_rows(study: StudyConfig, out: Path, last: int) -> list[dict]:
     """The results.csv rows of the pilot rounds 0 … last on disk (a round's rows count only at the rates the
     extension gave its arms: choose_rates scores an arm at its rates alone)."""
-    return [r for k in range(last + 1) if (out / round_dir(k) / "results.csv").is_file()
-            for r in read_results(out / round_dir(k) / "results.csv")]
+    return [
+        r
+        for k in range(last + 1)
+        if (out / round_dir(k) / "results.csv").is_file()
+        for r in read_results(out / round_dir(k) / "results.csv")
+    ]
 
 
 def _choice(study: StudyConfig, out: Path, log: Callable[[str], None], extra: dict | None = None) -> dict:
@@ -219,8 +248,14 @@ def _choice(study: StudyConfig, out: Path, log: Callable[[str], None], extra: di
     choice = choose_rates(study, _pilot_rows(study, out, study.lr_pilot.extend), extra)
     write_choice(out, choice)
     for arm, c in choice["arms"].items():
-        log(f"learning rate of {arm}: " + (f"{c['chosen']:g} (pilot of {c['piloted_as']})" if c["chosen"] is not None
-                                             else "none: its pilot finished no rate, its runs are not launched"))
+        log(
+            f"learning rate of {arm}: "
+            + (
+                f"{c['chosen']:g} (pilot of {c['piloted_as']})"
+                if c["chosen"] is not None
+                else "none: its pilot finished no rate, its runs are not launched"
+            )
+        )
     return choice
 
 
@@ -236,13 +271,16 @@ def _pilot_first(study: StudyConfig, out: Path, log: Callable[[str], None], prog
 def _rated(study: StudyConfig, choice: dict) -> StudyConfig:
     missing = [arm for arm, c in choice["arms"].items() if c["chosen"] is None]
     if missing:
-        raise NormgrowError(f"lr_pilot: the pilot finished no rate on every pilot seed for {', '.join(missing)} "
-                            f"({PILOT_DIR}/results.csv); the budget ladder is not launched")
+        raise NormgrowError(
+            f"lr_pilot: the pilot finished no rate on every pilot seed for {', '.join(missing)} "
+            f"({PILOT_DIR}/results.csv); the budget ladder is not launched"
+        )
     return with_rates(study, choice)
 
 
-def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool,
-                      lr_choice: dict | None = None) -> Path:
+def _run_sweep_locked(
+    study: StudyConfig, plan, out: Path, log: Callable[[str], None], progress: bool, lr_choice: dict | None = None
+) -> Path:
     """Every point's (every budget's) jobs launched together (one queue, so `launcher.parallel` spans them), then
     each one's report and the sweep's (the ladder's). With a pilot's `lr_choice`, `study` already carries the rates
     and the study as written is on disk."""
@@ -265,8 +303,15 @@ def _run_sweep_locked(study: StudyConfig, plan, out: Path, log: Callable[[str], 
     return summarize_sweep(study, plan, {j.name: status.get(j.name) for j in jobs}, out, log, lr_choice=lr_choice)
 
 
-def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Callable[[str], None] = print,
-                    plots: bool = True, lr_choice: dict | None = None) -> Path:
+def summarize_sweep(
+    study: StudyConfig,
+    plan,
+    status: dict,
+    out: Path,
+    log: Callable[[str], None] = print,
+    plots: bool = True,
+    lr_choice: dict | None = None,
+) -> Path:
     """Each point's (budget's) results.csv and report.md, the sweep's results.csv (every run, with its point and
     axis values; a ladder's with its budget label and budget_scale), its report.md (a sweep's with one figure per
     contrast) and headline, logged. Returns the sweep's (ladder's) report path."""
@@ -275,8 +320,14 @@ def summarize_sweep(study: StudyConfig, plan, status: dict, out: Path, log: Call
         done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir, lr_choice)
         subs.append((p, sub, jobs, done))
         for r in read_results(sub_dir / "results.csv"):
-            all_rows.append({"point": p.label, **dict(zip(keys, p.coords, strict=True)), **r,
-                             "run_dir": f"{root}/{p.label}/{r['run_dir']}"})
+            all_rows.append(
+                {
+                    "point": p.label,
+                    **dict(zip(keys, p.coords, strict=True)),
+                    **r,
+                    "run_dir": f"{root}/{p.label}/{r['run_dir']}",
+                }
+            )
     write_results(all_rows, out / "results.csv", fields=["point", *keys, *FIELDS])
     if study.budgets:
         lines, heads = _ladder_report(study, subs, out, plots)
@@ -298,27 +349,38 @@ def _sweep_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tup
                 plot_contrast(study, name, entries, out / "plots" / f"sweep_{name}.png")
                 figures[name] = f"plots/sweep_{name}.png"
     configs = [(p.label, jobs[0].cfg) for p, _, jobs, _ in subs if jobs]
-    return sweep_report_lines(study, table, figures, configs), [line for name, entries in table.items()
-                                                        for line in sentences(study, name, entries)]
+    return sweep_report_lines(study, table, figures, configs), [
+        line for name, entries in table.items() for line in sentences(study, name, entries)
+    ]
 
 
 def _ladder_report(study: StudyConfig, subs: list, out: Path, plots: bool) -> tuple[list[str], list[str]]:
     """A ladder's report lines and its headline: every budget's numbers, its regime checks (regime.json written),
     the dose–response figure over every budget (drawn into out/plots/), and the reference budget's claims section."""
-    rungs = [ladder_rung(study, p, done.kept, {j.arm: j.cfg.model for j in jobs}, done.claims)
-             for p, _, jobs, done in subs]
+    rungs = [
+        ladder_rung(study, p, done.kept, {j.arm: j.cfg.model for j in jobs}, done.claims) for p, _, jobs, done in subs
+    ]
     sub, done = next((sub, done) for p, sub, _, done in subs if p.coords[0] == study.budget_scale)
     reference_claims = claims_section(sub, done.kept, done.claims, done.measures, title=reference_title(study))
     checks = ladder_checks(study, [(p.coords[0], list(sub.arms), done.kept, done.measures) for p, sub, _, done in subs])
     write_regime(study, checks, out)
     by_budget = [(p.coords[0], d.measures) for p, _, _, d in subs]
     dose = dose_section(dose_response(study.claims, by_budget, out / "plots") if plots else None)
-    return (ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose),
-            ladder_headline(study, rungs) + headline_line(checks))
+    return (
+        ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose),
+        ladder_headline(study, rungs) + headline_line(checks),
+    )
 
 
-def _run_locked(study: StudyConfig, jobs: list[Job], out: Path, log: Callable[[str], None], progress: bool,
-                lr_choice: dict | None = None, blocked: dict[str, str] | None = None) -> Path:
+def _run_locked(
+    study: StudyConfig,
+    jobs: list[Job],
+    out: Path,
+    log: Callable[[str], None],
+    progress: bool,
+    lr_choice: dict | None = None,
+    blocked: dict[str, str] | None = None,
+) -> Path:
     """Write the study dir, launch `jobs` but the `blocked` ones ({name: why not}), summarize."""
     blocked = blocked or {}
     write_study_dir(study, jobs, out)
@@ -345,8 +407,11 @@ def unfinished_runs(study_dir: Path) -> list[str]:
         return []
     rows = read_results(path)
     chosen = {(r.get("point", ""), r["arm"]) for r in rows if r.get("selected") != "no"}  # arms left a result
-    return [(f"{r['point']}/" if r.get("point") else "") + row_job_name(r) for r in rows
-            if r["status"] != "ok" and (r.get("selected") != "no" or (r.get("point", ""), r["arm"]) not in chosen)]
+    return [
+        (f"{r['point']}/" if r.get("point") else "") + row_job_name(r)
+        for r in rows
+        if r["status"] != "ok" and (r.get("selected") != "no" or (r.get("point", ""), r["arm"]) not in chosen)
+    ]
 
 
 def failed_runs(study_dir: Path) -> dict[str, str]:

@@ -101,27 +101,39 @@ def finished(rows: list[dict], arm: str) -> dict[int, dict]:
     return {int(r["seed"]): r for r in rows if r["arm"] == arm and r["status"] == "ok"}
 
 
-def aggregate(arms: list[str], contrasts: dict[str, list[str]], gap_ratio: list[str], phase: list[str],
-              rows: list[dict], stages: dict[tuple[str, int], list[dict]]) -> dict:
+def aggregate(
+    arms: list[str],
+    contrasts: dict[str, list[str]],
+    gap_ratio: list[str],
+    phase: list[str],
+    rows: list[dict],
+    stages: dict[tuple[str, int], list[dict]],
+) -> dict:
     """Every number the report shows. `rows` are results.csv's; `stages` maps a run, (arm, seed), to its
     summary's per-stage records (only the phase arms' are read)."""
     per_arm = {}
     for arm in arms:
         ok = finished(rows, arm)
-        per_arm[arm] = {"val_ce": mean_ci([float(r["val_ce"]) for r in ok.values() if r["val_ce"] != ""]),
-                        "val_nll": mean_ci([float(r["val_nll"]) for r in ok.values() if r["val_nll"] != ""]),
-                        "failed": sorted(int(r["seed"]) for r in rows if r["arm"] == arm and r["status"] != "ok"),
-                        "compute": {k: (sum(float(r[k]) for r in ok.values()) / len(ok) if ok else None)
-                                    for k in COMPUTE}}
+        per_arm[arm] = {
+            "val_ce": mean_ci([float(r["val_ce"]) for r in ok.values() if r["val_ce"] != ""]),
+            "val_nll": mean_ci([float(r["val_nll"]) for r in ok.values() if r["val_nll"] != ""]),
+            "failed": sorted(int(r["seed"]) for r in rows if r["arm"] == arm and r["status"] != "ok"),
+            "compute": {k: (sum(float(r[k]) for r in ok.values()) / len(ok) if ok else None) for k in COMPUTE},
+        }
     per_contrast = {name: paired(rows, a, b) for name, (a, b) in contrasts.items()}
     ratio = None
     if gap_ratio:
         x, y = (per_contrast[c] for c in gap_ratio)
         seeds = sorted(set(x["seeds"]) & set(y["seeds"]))
-        ratio = fieller_ratio([x["diffs"][x["seeds"].index(s)] for s in seeds],
-                              [y["diffs"][y["seeds"].index(s)] for s in seeds])
-    return {"arms": per_arm, "contrasts": per_contrast, "gap_ratio": ratio,
-            "phase": phase_table(phase[0], phase[1], rows, stages) if phase else None}
+        ratio = fieller_ratio(
+            [x["diffs"][x["seeds"].index(s)] for s in seeds], [y["diffs"][y["seeds"].index(s)] for s in seeds]
+        )
+    return {
+        "arms": per_arm,
+        "contrasts": per_contrast,
+        "gap_ratio": ratio,
+        "phase": phase_table(phase[0], phase[1], rows, stages) if phase else None,
+    }
 
 
 def paired(rows: list[dict], a: str, b: str) -> dict:
@@ -143,13 +155,21 @@ def phase_table(a: str, b: str, rows: list[dict], stages: dict[tuple[str, int], 
     n_stages = min(len(x) for pair in per_seed.values() for x in pair)
     out = []
     for k in range(n_stages):
-        for point in (["start", "end"] if k > 0 else ["end"]):
+        for point in ["start", "end"] if k > 0 else ["end"]:
             va = [per_seed[s][0][k][point]["val/ce"] for s in seeds]
             vb = [per_seed[s][1][k][point]["val/ce"] for s in seeds]
             diff = mean_ci([y - x for x, y in zip(va, vb, strict=True)])
-            out.append({"stage": k, "point": "after growth" if point == "start" else "stage end",
-                        "n_layer": per_seed[seeds[0]][0][k]["n_layer"], "a": sum(va) / len(va), "b": sum(vb) / len(vb),
-                        "diff": diff, "leader": b if diff["mean"] < 0 else a})
+            out.append(
+                {
+                    "stage": k,
+                    "point": "after growth" if point == "start" else "stage end",
+                    "n_layer": per_seed[seeds[0]][0][k]["n_layer"],
+                    "a": sum(va) / len(va),
+                    "b": sum(vb) / len(vb),
+                    "diff": diff,
+                    "leader": b if diff["mean"] < 0 else a,
+                }
+            )
     ends = [r for r in out if r["point"] == "stage end"]
     crossover = None
     for prev, cur in zip(ends, ends[1:], strict=False):
@@ -182,8 +202,7 @@ def fieller_ratio(x: list[float], y: list[float]) -> dict:
     t2 = t95(n - 1) ** 2
     a = my * my - t2 * vyy
     if a <= 0:
-        return {"ratio": ratio, "lo": None, "hi": None, "n": n,
-                "why": "the denominator's 95% interval contains 0"}
+        return {"ratio": ratio, "lo": None, "hi": None, "n": n, "why": "the denominator's 95% interval contains 0"}
     b = -2 * (mx * my - t2 * vxy)
     c = mx * mx - t2 * vxx
     disc = max(b * b - 4 * a * c, 0.0)

@@ -78,14 +78,22 @@ def validate_sweep(s: SweepConfig, run_sections: tuple[str, ...]) -> None:
     need(len(s.axes) <= 2, "sweep.axes", f"one or two axes, got {len(s.axes)}")
     for i, ax in enumerate(s.axes):
         key = f"sweep.axes.{i}"
-        need(ax.key.startswith(run_sections), f"{key}.key", f"'{ax.key}' is not a run-config key "
-             f"({', '.join(k.rstrip('.') for k in run_sections)})")
+        need(
+            ax.key.startswith(run_sections),
+            f"{key}.key",
+            f"'{ax.key}' is not a run-config key ({', '.join(k.rstrip('.') for k in run_sections)})",
+        )
         need(len(ax.values) > 0, f"{key}.values", "needs at least one value")
-        need(len({str(v) for v in ax.values}) == len(ax.values), f"{key}.values", f"values must differ, got {ax.values}")
+        need(
+            len({str(v) for v in ax.values}) == len(ax.values), f"{key}.values", f"values must differ, got {ax.values}"
+        )
         for other, values in ax.also.items():
             need(other.startswith(run_sections), f"{key}.also.{other}", "is not a run-config key")
-            need(len(values) == len(ax.values), f"{key}.also.{other}",
-                 f"needs one value per value of {ax.key} ({len(ax.values)}), got {len(values)}")
+            need(
+                len(values) == len(ax.values),
+                f"{key}.also.{other}",
+                f"needs one value per value of {ax.key} ({len(ax.values)}), got {len(values)}",
+            )
     need(len({ax.key for ax in s.axes}) == len(s.axes), "sweep.axes", "two axes on the same key")
     need(s.budget_rule in (None, "params"), "sweep.budget_rule", f"null or 'params', got '{s.budget_rule}'")
     need(s.budget_exponent > 0, "sweep.budget_exponent", f"must be positive, got {s.budget_exponent}")
@@ -163,20 +171,33 @@ def capacity_lines(configs: list[tuple[str, RunConfig]]) -> list[str]:
     """A table of each point's teacher / student non-embedding parameters, and a sentence saying whether the ratio
     is the same at every point (a contrast that changes along the axis can then be attributed to the axis) or not."""
     rows = [(label, capacity(cfg)) for label, cfg in configs]
-    L = ["## Teacher and student capacity", "", "| point | student non-embedding | teacher non-embedding | teacher / student |",
-         "|---|---|---|---|"]
+    L = [
+        "## Teacher and student capacity",
+        "",
+        "| point | student non-embedding | teacher non-embedding | teacher / student |",
+        "|---|---|---|---|",
+    ]
     for label, c in rows:
         t, r = (f"{c['teacher']:,}", f"{c['ratio']:.2f}×") if c["ratio"] else ("unknown", "—")
         L.append(f"| {label} | {c['student']:,} | {t} | {r} |")
     ratios = [c["ratio"] for _, c in rows]
     if None in ratios:
-        L += ["", "The teacher's shape is unknown at some point: whether the capacity ratio moves with the axis is not known."]
+        L += [
+            "",
+            "The teacher's shape is unknown at some point: whether the capacity ratio moves with the axis is not known.",
+        ]
     elif max(ratios) / min(ratios) <= 1.05:
-        L += ["", f"The teacher / student ratio is the same at every point ({min(ratios):.2f}× – {max(ratios):.2f}×): a "
-              "change along the axis is not a change of the capacity gap."]
+        L += [
+            "",
+            f"The teacher / student ratio is the same at every point ({min(ratios):.2f}× – {max(ratios):.2f}×): a "
+            "change along the axis is not a change of the capacity gap.",
+        ]
     else:
-        L += ["", f"The teacher / student ratio moves from {ratios[0]:.2f}× to {ratios[-1]:.2f}× along the points: a contrast "
-              "that changes along the axis may be a capacity effect, not an effect of the axis itself."]
+        L += [
+            "",
+            f"The teacher / student ratio moves from {ratios[0]:.2f}× to {ratios[-1]:.2f}× along the points: a contrast "
+            "that changes along the axis may be a capacity effect, not an effect of the axis itself.",
+        ]
     return L + [""]
 
 
@@ -205,26 +226,41 @@ def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, 
     if open_:
         text += f"; undetermined at {', '.join(open_)}"
     if changes:
-        text += ". The sign changes " + " and ".join(f"between {axis} {v1} and {v2}" for v1, v2 in changes) + \
-            " (both intervals exclude 0)."
+        text += (
+            ". The sign changes "
+            + " and ".join(f"between {axis} {v1} and {v2}" for v1, v2 in changes)
+            + " (both intervals exclude 0)."
+        )
     else:
         text += ". No sign change is resolved along the axis."
     return text
 
 
-def sweep_report_lines(study, table: dict[str, list[tuple[Point, dict]]], figures: dict[str, str],
-                       configs: list[tuple[str, RunConfig]] = ()) -> list[str]:
+def sweep_report_lines(
+    study,
+    table: dict[str, list[tuple[Point, dict]]],
+    figures: dict[str, str],
+    configs: list[tuple[str, RunConfig]] = (),
+) -> list[str]:
     """report.md of a sweep: each point's capacity (`configs`: a run config per point label), then per contrast a
     table over the points, the figure and the generated sentences."""
     s = study.sweep
     ax0 = s.axes[0]
-    L = [f"# Sweep study `{study.name}`", "",
-         f"{len(study.arms)} arms × {len(study.seeds)} seeds at each of {len(points(s))} points "
-         f"({' × '.join(f'{a.key} ∈ {a.values}' for a in s.axes)}); base preset `{study.base}`, budget scale "
-         f"{study.budget_scale}" + (f", budgets × (N/N_first)^{s.budget_exponent} with N the non-embedding parameters"
-                                    if s.budget_rule == "params" else "") +
-         ". Each point is a study of its own: `points/<label>/report.md`. Contrasts are b − a of the final val/ce, "
-         "paired over seeds, with 95% t-intervals; a sign is *resolved* where the interval excludes 0.", ""]
+    L = [
+        f"# Sweep study `{study.name}`",
+        "",
+        f"{len(study.arms)} arms × {len(study.seeds)} seeds at each of {len(points(s))} points "
+        f"({' × '.join(f'{a.key} ∈ {a.values}' for a in s.axes)}); base preset `{study.base}`, budget scale "
+        f"{study.budget_scale}"
+        + (
+            f", budgets × (N/N_first)^{s.budget_exponent} with N the non-embedding parameters"
+            if s.budget_rule == "params"
+            else ""
+        )
+        + ". Each point is a study of its own: `points/<label>/report.md`. Contrasts are b − a of the final val/ce, "
+        "paired over seeds, with 95% t-intervals; a sign is *resolved* where the interval excludes 0.",
+        "",
+    ]
     if configs:
         L += capacity_lines(list(configs))
     for name, entries in table.items():
@@ -270,8 +306,7 @@ def plot_contrast(study, name: str, entries: list[tuple[Point, dict]], path: Pat
         xs = [p.coords[0] if numeric else axes[0].values.index(p.coords[0]) for p, _ in sel]
         ys = [c["mean"] for _, c in sel]
         err = [c["ci95"] or 0.0 for _, c in sel]
-        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3,
-                    label=None if g is None else f"{short(axes[1].key)}={g}")
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=None if g is None else f"{short(axes[1].key)}={g}")
     ax.axhline(0.0, color="0.5", lw=0.8)
     if numeric:
         ax.set_xscale("log", base=2)
@@ -292,9 +327,13 @@ def plot_contrast(study, name: str, entries: list[tuple[Point, dict]], path: Pat
 
 def point_study(study, p: Point, factor: float):
     """The study one point runs: the sweep's arms and seeds with the point's overrides and budget."""
-    return dataclasses.replace(study, name=f"{study.name}@{p.label}", sweep=SweepConfig(),
-                               overrides=list(study.overrides) + list(p.overrides),
-                               budget_scale=study.budget_scale * factor)
+    return dataclasses.replace(
+        study,
+        name=f"{study.name}@{p.label}",
+        sweep=SweepConfig(),
+        overrides=list(study.overrides) + list(p.overrides),
+        budget_scale=study.budget_scale * factor,
+    )
 
 
 def arms_at(study, budget: float) -> list[str]:
@@ -314,9 +353,15 @@ def rung_study(study, p: Point):
     c = study.claims
     regime = study.regime if both([c.pre_grow, c.post_grow]) else dataclasses.replace(study.regime, scale_factor=None)
     return dataclasses.replace(
-        study, name=f"{study.name}@{p.label}", budgets=[], budget_scale=p.coords[0],
-        arms={name: dataclasses.replace(study.arms[name], budgets=[]) for name in arms}, contrasts=contrasts,
+        study,
+        name=f"{study.name}@{p.label}",
+        budgets=[],
+        budget_scale=p.coords[0],
+        arms={name: dataclasses.replace(study.arms[name], budgets=[]) for name in arms},
+        contrasts=contrasts,
         gap_ratio=study.gap_ratio if all(x in contrasts for x in study.gap_ratio) else [],
         phase=study.phase if both(study.phase) else [],
         diagnostics_pair=study.diagnostics_pair if both(study.diagnostics_pair) else [],
-        claims=roles_within(c, arms), regime=regime)
+        claims=roles_within(c, arms),
+        regime=regime,
+    )
