@@ -23,8 +23,10 @@ from normgrow import cache
 from normgrow.config import load_config
 from normgrow.curriculum import plan_stages
 from normgrow.data import BatchIterator, n_sequences, train_pool
+from normgrow.growth import set_trainable
 from normgrow.pipeline import build_inputs, teacher_path
-from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
+from normgrow.step import build_optimizer, train_step, wrap_for_training
+from normgrow.train import build_student
 
 
 def main() -> None:
@@ -61,7 +63,7 @@ def main() -> None:
     for i in range(6):
         b = next(it)
         t1 = time.perf_counter()
-        train_step(model, step_fn, opt, b, inputs, lr=1e-4)
+        train_step(model, step_fn, opt, b, cfg, inputs.info, inputs.train_teacher, lr=1e-4)
         if i >= 2:
             times.append(time.perf_counter() - t1)
     student_tps = B * T / float(np.median(times))

@@ -23,7 +23,8 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, torch
 from normgrow.config import load_config
-from normgrow.speed import time_steps, resolved
+from normgrow.dtypes import resolved
+from normgrow.speed import time_steps
 from normgrow.data import cache_root
 from normgrow.dist import pick_device
 import dataclasses

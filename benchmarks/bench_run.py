@@ -31,9 +31,11 @@ from normgrow.config import load_config, resolved_head_dim
 from normgrow.costs import teacher_flops_per_token
 from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
 from normgrow.data import BatchIterator
+from normgrow.growth import set_trainable
 from normgrow.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
 from normgrow.pipeline import build_inputs
-from normgrow.train import build_optimizer, build_student, set_trainable, train_step, wrap_for_training
+from normgrow.step import build_optimizer, train_step, wrap_for_training
+from normgrow.train import build_student
 
 FP32_EAGER = ["train.dtype=float32", "teacher.dtype=float32", "train.compile=false"]
 
@@ -70,7 +72,9 @@ class Variant:
         t0 = time.perf_counter()
         self.inputs.teacher.chunks(x)
         t1 = time.perf_counter()
-        train_step(self.model, self.step_fn, self.opt, batch, self.inputs, lr=1e-4)
+        train_step(
+            self.model, self.step_fn, self.opt, batch, self.cfg, self.inputs.info, self.inputs.train_teacher, lr=1e-4
+        )
         t2 = time.perf_counter()
         if timed:
             self.teacher_times.append(t1 - t0)

@@ -23,12 +23,11 @@ collectively), padding with unused ones where it holds fewer validation rows (`_
 view of the validation set is kept across evaluations when it fits in KEEP_TEACHER_BYTES (same numbers,
 bit for bit: tests/test_train.py).
 
-`autocast` and `micro_batch_size` are shared with the training step (train.train_step).
+`autocast` and `micro_batch_size` are the training step's (step.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
@@ -41,18 +40,8 @@ from normgrow.data import Prepared, probe_batch, select_sequences, val_sequences
 from normgrow.diagnostics import Probe, diagnose, make_probe
 from normgrow.losses import KEEP_TEACHER_BYTES, eval_sums_split
 from normgrow.model import Student
+from normgrow.step import autocast, micro_batch_size
 from normgrow.teacher import Teacher
-
-
-def autocast(cfg: RunConfig, device: torch.device):
-    if cfg.train.dtype == "bfloat16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def micro_batch_size(cfg: RunConfig, info: dist.DistInfo) -> int:
-    return cfg.train.micro_batch_size or cfg.train.batch_size // info.world_size
-
 
 # ----------------------------------------------------------------------------- the measurement
 

@@ -38,25 +38,9 @@ from normgrow import sharding
 from normgrow.config import RunConfig
 from normgrow.curriculum import StagePlan, grow, plan_stages, replay_growth
 from normgrow.model import Student
+from normgrow.step import build_optimizer
 
 # ----------------------------------------------------------------------------- trainability and optimizer
-
-
-def build_optimizer(model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices of the blocks and the LM head only (not norms or embeddings).
-
-    Only trainable parameters enter the optimizer, in a deterministic order (module order), so a
-    checkpointed optimizer state maps back onto the same parameters.
-    """
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (decay if p.ndim == 2 and not name.startswith("embed_tokens") else no_decay).append(p)
-    t = cfg.train
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
 
 
 def set_trainable(model: Student, plan: StagePlan) -> None:

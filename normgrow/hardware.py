@@ -1,23 +1,7 @@
-"""What this machine computes fast: the dtype `train.dtype=auto` and `teacher.dtype=auto` resolve to.
+"""What this machine is and how fast it computes: its CPU (model, feature flags), a bare matmul timed in float32
+and under bfloat16 autocast, a matmul peak for MFU, memory, and the figures a GPU's smoke check records.
 
-bfloat16 autocast (float32 master weights) pays only where bfloat16 matrix multiplication is
-native: CUDA devices that support it, and CPUs with AMX or AVX-512-BF16 (measured on the AMX kind:
-bfloat16 matmul ≈ 6× float32). On an AVX2-only CPU torch emulates it, and the student's step ran
-25× *slower* in bfloat16 (docs/LOG.md), so `auto` must never pick it there. The rule:
-
-1. CUDA: bfloat16 if the device supports it, else float32.
-2. CPU without the `amx_bf16` or `avx512_bf16` flag (from /proc/cpuinfo): float32, no probe.
-3. CPU with one of them: a short timed probe — the same matmul in float32 and under bfloat16
-   autocast, best of several repetitions — and bfloat16 only if it is at least `MIN_SPEEDUP`
-   times faster. The probe's record (timings, verdict, CPU model, flags, torch version) is cached
-   per machine under `<cache>/hardware/`, so it runs once; every run's resolved config.yaml names
-   the dtype it used.
-
-A fast bare matmul is necessary, not sufficient: at the default study's shape on an AVX-512-BF16 CPU
-the student's step ran 1.4× *slower* under bfloat16 autocast (attention's backward, casts; docs/LOG.md).
-So a run's `auto` goes one step further where rule 3 says bfloat16 (speed.auto_dtypes): the run's own
-student step and teacher forward are timed in both dtypes, each part bfloat16 only if ≥ 1.2× faster.
-"""
+These are measurements; the rule that turns them into `train.dtype=auto`'s choice is dtypes.py's."""
 
 from __future__ import annotations
 
@@ -34,7 +18,6 @@ import torch
 from normgrow import atomic
 
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
-MIN_SPEEDUP = 1.5  # margin over 1.0: autocast adds casts the probe's bare matmul does not pay
 PROBE_SHAPE = (2048, 512, 512)  # (tokens, d_in, d_out): a projection of a CPU-sized batch
 
 
@@ -121,28 +104,6 @@ def native_bf16(device: torch.device | str = "cpu") -> bool:
 
 def machine_key(info: CpuInfo) -> str:
     return hashlib.sha256(json.dumps([info.model, sorted(info.flags), torch.__version__]).encode()).hexdigest()[:16]
-
-
-def fast_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
-    """('bfloat16' or 'float32', the record behind the choice) for this device."""
-    if device.type == "cuda":
-        ok = torch.cuda.is_bf16_supported()
-        return ("bfloat16" if ok else "float32"), {"device": torch.cuda.get_device_name(device), "bf16_supported": ok}
-    if device.type != "cpu":
-        return "float32", {"device": device.type, "reason": "only CUDA and CPU are probed"}
-    info = cpu_info()
-    have = sorted(info.flags & BF16_FLAGS)
-    if not have:
-        return "float32", {"cpu": info.model, "reason": "no amx_bf16 / avx512_bf16 flag: bfloat16 is emulated"}
-    path = cache_root / "hardware" / f"cpu-{machine_key(info)}.json"
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        record = {"cpu": info.model, "bf16_flags": have, "torch": torch.__version__, **probe_cpu_bf16()}
-        record["choice"] = "bfloat16" if record["speedup"] >= MIN_SPEEDUP else "float32"
-        # concurrent runs of a study write the same verdict; a read-only cache keeps none (measured per run)
-        atomic.remember(path, json.dumps(record, indent=1))
-    return record["choice"], record
 
 
 def available_memory(device: torch.device) -> int | None:

@@ -17,7 +17,7 @@ do not depend on τ (Hinton et al. 2015):
     plus `nll_weight` · nll at τ = 1.
 
 Normalization: each call returns Σ_tokens ℓ / n_tokens for the caller's `n_tokens`, so that the
-calls of one optimizer step add up to a per-token mean. The training step (train.train_step) passes
+calls of one optimizer step add up to a per-token mean. The training step (step.train_step) passes
 the tokens its rank contributes to the step and lets DDP average over ranks: the result is the
 per-token mean over the global batch for any split into micro-batches and ranks (a loss normalized
 per micro-batch or per rank instead would be wrong by a factor under accumulation or data

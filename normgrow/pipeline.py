@@ -14,16 +14,18 @@ teacher of its own), which is why building it lives here.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from normgrow import atomic, cache, checkpoint, dist, speed
-from normgrow.config import RunConfig, load_config
+from normgrow import atomic, cache, checkpoint, dist, dtypes
+from normgrow.config import DataConfig, RunConfig, load_config, teacher_key_view
 from normgrow.costs import student_state_bytes, teacher_bytes
 from normgrow.curriculum import check_pool_repeats, match_budget, student_at_stage
 from normgrow.data import (
@@ -37,6 +39,7 @@ from normgrow.data import (
     train_pool,
 )
 from normgrow.diagnostics import diagnose, make_probe, max_difference
+from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.export import export_student
 from normgrow.hardware import available_memory
@@ -44,12 +47,10 @@ from normgrow.locks import DirLock
 from normgrow.model import parameters_of
 from normgrow.rundir import check_same_run, read_jsonl, read_summary
 from normgrow.teacher import (
+    DEFAULT_TEACHER,
     NO_TEACHER,
     TeacherError,
-    default_teacher_config,
-    default_teacher_dir,
     load_teacher,
-    resolve_teacher_path,
     unigram_nll,
 )
 from normgrow.train import RunInputs, train
@@ -88,51 +89,6 @@ def resolve_config(cfg: RunConfig, prep: Prepared) -> RunConfig:
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=v))
 
 
-def resolve_dtypes(cfg: RunConfig, info: dist.DistInfo, log: Log = print) -> RunConfig:
-    """train.dtype / teacher.dtype `auto` → what this device computes this run's work fastest in (speed.auto_dtypes),
-    so the run's resolved config.yaml says which was used. Under torchrun rank 0 decides for every rank."""
-    if "auto" not in (cfg.train.dtype, cfg.teacher.dtype):
-        return cfg
-    resolved, record = speed.resolve_auto(cfg, info.device, cache_root(cfg.data)) if info.is_main else (None, None)
-    resolved = dist.broadcast_object(resolved)
-    if record is not None and "student_float32_s" in record:
-        log(f"dtype auto: {dtype_evidence(cfg, resolved, record)}")
-    return resolved
-
-
-def dtype_evidence(cfg: RunConfig, resolved: RunConfig, record: dict) -> str:
-    """What `auto` resolved to (only the parts that were `auto`) and the probe's timings behind it, as one phrase."""
-    parts = []
-    if cfg.train.dtype == "auto":
-        parts.append(
-            f"student {resolved.train.dtype} (step {record['student_float32_s'] * 1e3:.0f} ms float32 / "
-            f"{record['student_bfloat16_s'] * 1e3:.0f} ms bfloat16)"
-        )
-    if cfg.teacher.dtype == "auto":
-        timed = (
-            f" (forward {record['teacher_float32_s'] * 1e3:.0f} / {record['teacher_bfloat16_s'] * 1e3:.0f} ms)"
-            if "teacher_float32_s" in record
-            else ""
-        )
-        parts.append(f"teacher {resolved.teacher.dtype}{timed}")
-    return ", ".join(parts) + f"; {record['rule']}"
-
-
-def keep_saved_dtypes(cfg: RunConfig, out: Path) -> RunConfig:
-    """A run directory that holds a run keeps the dtypes it started with: `auto` takes the saved config's."""
-    if "auto" not in (cfg.train.dtype, cfg.teacher.dtype) or not (out / "config.yaml").is_file():
-        return cfg
-    try:
-        saved = load_config(str(out / "config.yaml"))
-    except ConfigError:
-        return cfg  # check_same_run names what is wrong with it
-    train = dataclasses.replace(cfg.train, dtype=saved.train.dtype) if cfg.train.dtype == "auto" else cfg.train
-    teacher = (
-        dataclasses.replace(cfg.teacher, dtype=saved.teacher.dtype) if cfg.teacher.dtype == "auto" else cfg.teacher
-    )
-    return dataclasses.replace(cfg, train=train, teacher=teacher)
-
-
 def build_inputs(
     cfg: RunConfig,
     info: dist.DistInfo | None = None,
@@ -148,7 +104,7 @@ def build_inputs(
     or config leaves nothing behind."""
     info = info or dist.setup(cfg.train.device)
     say = log if info.is_main else quiet
-    cfg = resolve_dtypes(cfg, info, say)
+    cfg = dtypes.resolve_run(cfg, info, cache_root(cfg.data), say)
     if info.is_main:
         path, prep = prepare_data(cfg, log=say, build_teacher=build_teacher, progress=progress)
     dist.barrier()
@@ -265,13 +221,66 @@ def run(cfg: RunConfig, out_dir: str | Path, log: Log = print, progress: bool = 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     out = Path(out_dir)
-    cfg = keep_saved_dtypes(cfg, out)
+    cfg = dtypes.keep_saved(cfg, out)
     done = finished_summary(cfg, out, log if info.is_main else quiet)
     if done is not None:
         (log if info.is_main else quiet)(f"{out}: already finished")
         return done
     inputs = build_inputs(cfg, info, log=log, progress=progress)
     return train(inputs, out, log=log, progress=progress)
+
+
+# ----------------------------------------------------------------------------- the default teacher
+
+
+def default_teacher_config(cfg: RunConfig) -> RunConfig:
+    """The default teacher's own run: the `teacher` preset trained on the student's data config."""
+    base = load_config(cfg.teacher.default_preset)
+    if base.train.dtype == "auto":  # resolved by the machine (not the student's choice): the key names the dtype
+        dtype = dtypes.machine_dtype(pick_device(cfg.train.device), cache_root(cfg.data))[0]
+        base = dataclasses.replace(base, train=dataclasses.replace(base.train, dtype=dtype))
+    # the student's corpus, tokenizer, split and sequence length; evaluation sizes are the teacher preset's own,
+    # so changing how a student is evaluated does not retrain its teacher; the teacher trains on the whole split,
+    # never on a student's training pool (nor under its repeat bound)
+    data = dataclasses.replace(
+        cfg.data,
+        tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
+        val_tokens=base.data.val_tokens,
+        probe_sequences=base.data.probe_sequences,
+        train_pool_sequences=DataConfig.train_pool_sequences,
+        max_pool_repeats=DataConfig.max_pool_repeats,
+    )
+    return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
+
+
+def default_teacher_key(cfg: RunConfig) -> str:
+    """Hash of the default teacher's training recipe: its resolved config as the key sees it, which each field
+    declares in config.py (`Meaning`: key-free fields at their defaults, fields added later left out at their
+    old behaviour), so that a setting which cannot change the teacher's weights does not retrain it."""
+    recipe = teacher_key_view(default_teacher_config(cfg))
+    return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.create(recipe), sort_keys=False).encode()).hexdigest()[:16]
+
+
+def default_teacher_dir(cfg: RunConfig) -> Path:
+    """Where the default teacher of this recipe and corpus is cached (built by pipeline.build_default_teacher):
+    named by the recipe's key and the corpus's content hash, so a corpus edited in place gets a teacher of
+    its own instead of the one trained on the old text."""
+    corpus = corpus_sha256(default_teacher_config(cfg).data)
+    return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}-{corpus[:12]}"
+
+
+def resolve_teacher_path(cfg: RunConfig) -> str | None:
+    """teacher.path → a loadable path or hub id; None for `none`. The default teacher must be built
+    (pipeline.teacher_path builds it when missing)."""
+    path = cfg.teacher.path
+    if path == NO_TEACHER:
+        return None
+    if path != DEFAULT_TEACHER:
+        return path
+    out = default_teacher_dir(cfg)
+    if not (out / "normgrow_teacher.json").is_file():
+        raise TeacherError(f"teacher.path: the default teacher for this data config is not built yet ({out})")
+    return str(out)
 
 
 # ----------------------------------------------------------------------------- the default teacher

@@ -22,7 +22,6 @@ cached; building it combines training and export, so it lives above them (pipeli
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -30,16 +29,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from normgrow import sharding
-from normgrow.config import DataConfig, ModelConfig, RunConfig, load_config, teacher_key_view
-from normgrow.data import cache_root, corpus_sha256
-from normgrow.dist import pick_device
+from normgrow.config import ModelConfig, RunConfig, load_config
 from normgrow.errors import NormgrowError
-from normgrow.hardware import fast_dtype
 from normgrow.losses import TeacherChunks
 
 NO_TEACHER = "none"
@@ -48,29 +43,6 @@ DEFAULT_TEACHER = "default"
 
 class TeacherError(NormgrowError):
     """The teacher cannot be loaded or does not fit the tokenizer/student."""
-
-
-# ----------------------------------------------------------------------------- the default teacher
-
-
-def default_teacher_config(cfg: RunConfig) -> RunConfig:
-    """The default teacher's own run: the `teacher` preset trained on the student's data config."""
-    base = load_config(cfg.teacher.default_preset)
-    if base.train.dtype == "auto":  # resolved by the machine (not the student's choice): the key names the dtype
-        dtype = fast_dtype(pick_device(cfg.train.device), cache_root(cfg.data))[0]
-        base = dataclasses.replace(base, train=dataclasses.replace(base.train, dtype=dtype))
-    # the student's corpus, tokenizer, split and sequence length; evaluation sizes are the teacher preset's own,
-    # so changing how a student is evaluated does not retrain its teacher; the teacher trains on the whole split,
-    # never on a student's training pool (nor under its repeat bound)
-    data = dataclasses.replace(
-        cfg.data,
-        tokenizer="bpe" if cfg.data.tokenizer == "teacher" else cfg.data.tokenizer,
-        val_tokens=base.data.val_tokens,
-        probe_sequences=base.data.probe_sequences,
-        train_pool_sequences=DataConfig.train_pool_sequences,
-        max_pool_repeats=DataConfig.max_pool_repeats,
-    )
-    return dataclasses.replace(base, data=data, teacher=dataclasses.replace(base.teacher, path=NO_TEACHER))
 
 
 # Shapes of hub teachers the presets name, for cost estimates without the hub (their published config.json).
@@ -101,36 +73,6 @@ def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def default_teacher_key(cfg: RunConfig) -> str:
-    """Hash of the default teacher's training recipe: its resolved config as the key sees it, which each field
-    declares in config.py (`Meaning`: key-free fields at their defaults, fields added later left out at their
-    old behaviour), so that a setting which cannot change the teacher's weights does not retrain it."""
-    recipe = teacher_key_view(default_teacher_config(cfg))
-    return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.create(recipe), sort_keys=False).encode()).hexdigest()[:16]
-
-
-def default_teacher_dir(cfg: RunConfig) -> Path:
-    """Where the default teacher of this recipe and corpus is cached (built by pipeline.build_default_teacher):
-    named by the recipe's key and the corpus's content hash, so a corpus edited in place gets a teacher of
-    its own instead of the one trained on the old text."""
-    corpus = corpus_sha256(default_teacher_config(cfg).data)
-    return cache_root(cfg.data) / "teachers" / f"default-{default_teacher_key(cfg)}-{corpus[:12]}"
-
-
-def resolve_teacher_path(cfg: RunConfig) -> str | None:
-    """teacher.path → a loadable path or hub id; None for `none`. The default teacher must be built
-    (pipeline.teacher_path builds it when missing)."""
-    path = cfg.teacher.path
-    if path == NO_TEACHER:
-        return None
-    if path != DEFAULT_TEACHER:
-        return path
-    out = default_teacher_dir(cfg)
-    if not (out / "normgrow_teacher.json").is_file():
-        raise TeacherError(f"teacher.path: the default teacher for this data config is not built yet ({out})")
-    return str(out)
 
 
 def unigram_nll(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:

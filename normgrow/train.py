@@ -18,14 +18,16 @@
         write_summary(run)
 
 The growth event itself (new blocks, what trains, the optimizer state carried over, its measurement) is in
-growth.py; evaluation (validation, model selection, the diagnostics' probe) in evaluate.py.
+growth.py; evaluation (validation, model selection, the diagnostics' probe) in evaluate.py; the step itself
+(autocast, micro-batches, the optimizer, DDP and compiled blocks) in step.py; the lr schedule and what is due after
+each step in cadence.py.
 
 Everything a run writes goes into its run directory (rundir.py). Running again on an existing run
 directory resumes from its latest checkpoint: the events logged after that checkpoint are dropped
 and recomputed, so a killed-and-resumed run writes the same metrics as an uninterrupted one
 (bitwise on a CPU with the same thread count). Under `torchrun` every rank trains on its slice of
 each global batch (DDP; gloo on CPU, NCCL on GPU); rank 0 alone writes. The loss is a per-token
-mean over the global batch, whatever the split (see `train_step`).
+mean over the global batch, whatever the split (see `step.train_step`).
 
 The loop consumes `RunInputs` — the resolved config, data, teacher or teacher cache, device —
 assembled by `pipeline.build_inputs`, the one place that builds them.
@@ -35,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import platform
 import sys
 import time
@@ -45,21 +46,20 @@ from pathlib import Path
 
 import torch
 import transformers
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from normgrow import checkpoint, dist, sharding
 from normgrow.cache import TeacherCache
-from normgrow.compiling import compile_blocks, use_compile_cache
+from normgrow.cadence import DENSE, INTERVAL, STAGE_END, due, lr_at, schedule_span
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
-from normgrow.data import Batch, BatchIterator, Prepared, cache_root, n_sequences, train_pool
+from normgrow.curriculum import StagePlan, plan_stages, step_cost
+from normgrow.data import BatchIterator, Prepared, n_sequences, train_pool
 from normgrow.diagnostics import boundary_summary
-from normgrow.errors import ConfigError, NormgrowError
-from normgrow.evaluate import Evaluator, autocast, micro_batch_size, open_evaluator
-from normgrow.growth import build_optimizer, grow_student, restore, set_trainable, val_jumps
+from normgrow.errors import NormgrowError
+from normgrow.evaluate import Evaluator, open_evaluator
+from normgrow.growth import grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
-from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss
+from normgrow.losses import SparseTeacher, TeacherChunks
 from normgrow.model import Student
 from normgrow.rundir import (
     MetricsWriter,
@@ -70,6 +70,7 @@ from normgrow.rundir import (
     truncate_jsonl,
     write_json,
 )
+from normgrow.step import NonFinite, build_optimizer, check_micro_batch, train_step, uses_fsdp, wrap_for_training
 from normgrow.teacher import Teacher, copy_embeddings
 from normgrow.version import __version__
 
@@ -94,140 +95,6 @@ class RunInputs:
         if self.cache is not None:
             return SparseTeacher(*self.cache.sequences(index, self.info.device))
         return self.teacher.chunks(x) if self.teacher is not None else None
-
-
-# ----------------------------------------------------------------------------- schedule
-
-
-def lr_at(tokens: int, cfg: RunConfig, start: int, total: int) -> float:
-    """Learning rate for a step beginning at `tokens`, in a schedule spanning [start, start + total)."""
-    t = cfg.train
-    pos = tokens - start + tokens_per_step(cfg)  # tokens seen once this step is done: the first step has lr > 0
-    if t.warmup_tokens and pos <= t.warmup_tokens:
-        return t.lr * pos / t.warmup_tokens
-    if t.schedule == "constant":
-        return t.lr
-    if t.schedule == "cosine":
-        progress = (pos - t.warmup_tokens) / max(1, total - t.warmup_tokens)
-        frac = 0.5 * (1 + math.cos(math.pi * min(1.0, max(0.0, progress))))
-    else:  # wsd: stable, then a linear decay over the last decay_fraction of the budget
-        decay_start = total * (1 - t.decay_fraction)
-        frac = 1.0 if pos <= decay_start else max(0.0, 1 - (pos - decay_start) / (total - decay_start))
-    return t.lr * (t.min_lr_ratio + (1 - t.min_lr_ratio) * frac)
-
-
-def schedule_span(plans: list[StagePlan], stage: int, cfg: RunConfig) -> tuple[int, int]:
-    """(start tokens, length) of the schedule governing `stage`: the whole run, or the stage alone."""
-    if cfg.curriculum.lr_schedule == "global":
-        return 0, sum(p.tokens for p in plans)
-    return sum(p.tokens for p in plans[:stage]), plans[stage].tokens
-
-
-# ----------------------------------------------------------------------------- wrapping and micro-batches
-
-
-def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
-    return cfg.train.sharding == "fsdp" and info.world_size > 1
-
-
-def wrap_for_training(model: Student, info: dist.DistInfo, cfg: RunConfig) -> torch.nn.Module:
-    """The module the training step calls: DDP across ranks (a sharded model is its own wrapper), its blocks
-    compiled where `train.compile` asks (compiling.py: each block on its own, so wrapping again after growth
-    compiles only the appended blocks, and they reuse their placement's graph)."""
-    if cfg.train.compile:
-        if uses_fsdp(cfg, info):
-            raise ConfigError(
-                "train.compile: not supported with train.sharding=fsdp (compile the blocks of a "
-                "replicated student: train.sharding=ddp)"
-            )
-        use_compile_cache(cache_root(cfg.data))
-        compile_blocks(model)
-    if info.world_size > 1 and not sharding.is_sharded(model):
-        return DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda" else None)
-    return model
-
-
-def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
-    """Every accumulation step of a rank the same size (the config checked that it divides the global batch)."""
-    local, mb = cfg.train.batch_size // info.world_size, micro_batch_size(cfg, info)
-    if mb < local and local % mb:
-        raise ConfigError(
-            f"train.micro_batch_size: {mb} does not divide the {local} sequences each of the "
-            f"{info.world_size} ranks holds per step (train.batch_size={cfg.train.batch_size})"
-        )
-
-
-# ----------------------------------------------------------------------------- the step
-
-
-class NonFinite(Exception):
-    """Raised by train_step before the update when the loss or the gradient norm is NaN/inf."""
-
-    def __init__(self, what: str, loss: float):
-        super().__init__(what)
-        self.what, self.loss = what, loss
-
-
-def train_step(
-    model: Student,
-    step_fn: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batch: Batch,
-    inputs: RunInputs,
-    lr: float,
-) -> tuple[float, torch.Tensor]:
-    """One optimizer step on this rank's share of a global batch; returns (train/loss, gradient norm).
-
-    Loss normalization — the contract of losses.distill_loss, enforced here: each micro-batch's loss
-    is its sum over tokens divided by `n_local`, the tokens this rank contributes to the step, so a
-    rank's micro-batch losses add up to its per-token mean. DDP then *averages* the gradients over
-    ranks, which — every rank holding the same number of tokens — is the gradient of the per-token
-    mean over the global batch, the same for any split into ranks and micro-batches (the logged loss
-    is averaged the same way). tests/test_train.py checks one step against 2 × accumulation and 2 ranks.
-    """
-    cfg, info = inputs.cfg, inputs.info
-    for g in optimizer.param_groups:
-        g["lr"] = lr
-    n_local = batch.tokens.shape[0] * cfg.data.seq_len
-    mb = micro_batch_size(cfg, info)
-    micro, index = batch.tokens.split(mb), batch.index.split(mb)
-    loss_sum = torch.zeros((), device=info.device)
-    for i, (part, idx) in enumerate(zip(micro, index, strict=True)):
-        x, y = part[:, :-1].to(info.device), part[:, 1:].to(info.device)  # both (b, T)
-        # DDP and FSDP reduce gradients on the last micro-batch only (no_sync / no gradient sync on the others)
-        sync = contextlib.nullcontext()
-        if sharding.is_sharded(model):
-            sharding.set_gradient_sync(model, i == len(micro) - 1)
-        elif info.world_size > 1 and i < len(micro) - 1:
-            sync = step_fn.no_sync()
-        with sync:
-            with autocast(cfg, info.device):
-                h = step_fn(x, hidden_only=True)  # (b, T, C)
-            d = cfg.distill
-            loss = distill_loss(
-                h.reshape(-1, h.shape[-1]),
-                model.lm_head.weight,
-                inputs.train_teacher(x, idx),
-                y.reshape(-1),
-                n_tokens=n_local,
-                kind=d.loss,
-                temperature=d.temperature,
-                jsd_beta=d.jsd_beta,
-                nll_weight=d.nll_weight,
-                chunk=d.chunk_tokens,
-            )
-            loss.backward()
-        loss_sum += loss.detach()
-    dist.all_reduce_sum(loss_sum)
-    train_loss = loss_sum.item() / info.world_size
-    params = [p for p in model.parameters() if p.requires_grad]
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf"))
-    grad_norm = sharding.full_tensor(grad_norm)  # a DTensor under FSDP
-    if not (math.isfinite(train_loss) and torch.isfinite(grad_norm)):
-        raise NonFinite("loss" if not math.isfinite(train_loss) else "gradient norm", train_loss)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return train_loss, grad_norm
 
 
 # ----------------------------------------------------------------------------- run state
@@ -532,21 +399,9 @@ def growth_event(run: Run, plan: StagePlan) -> dict:
 # ----------------------------------------------------------------------------- the loop
 
 
-def in_dense_window(cfg: RunConfig, plan: StagePlan, stage_step: int) -> bool:
-    """Is the step that just ended (the stage's `stage_step`-th) a dense evaluation of the window after a growth
-    event: a stage after the first, stage step ≤ train.dense_eval_steps and a multiple of train.dense_eval_every?"""
-    t = cfg.train
-    return plan.index > 0 and stage_step <= t.dense_eval_steps and stage_step % t.dense_eval_every == 0
-
-
 def validation_only(metrics: dict[str, float]) -> dict[str, float]:
     """The val/… entries of a full evaluation: what the stage records (summary.json, growth jumps) keep."""
     return {k: v for k, v in metrics.items() if k.startswith("val/")}
-
-
-def crossed(tokens: int, per_step: int, every: int) -> bool:
-    """Did the step that just ended cross a multiple of `every` tokens?"""
-    return tokens // every != (tokens - per_step) // every
 
 
 class Throughput:
@@ -572,7 +427,10 @@ def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
         lr = lr_at(st.tokens, cfg, sched_start, sched_len)
         try:
             with run.timed("train"):
-                loss, grad_norm = train_step(run.model, run.step_fn, run.optimizer, next(run.batches), run.inputs, lr)
+                batch, inputs = next(run.batches), run.inputs
+                loss, grad_norm = train_step(
+                    run.model, run.step_fn, run.optimizer, batch, cfg, inputs.info, inputs.train_teacher, lr
+                )
         except NonFinite as e:
             last = checkpoint.latest(run.out / "checkpoints")
             raise TrainingDiverged(
@@ -586,36 +444,30 @@ def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
 
 
 def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, bar: tqdm) -> None:
-    """What is due after a step: train log, evaluation (and the stage end), diagnostics, checkpoint."""
-    cfg, st = run.cfg, run.state
-    per_step = tokens_per_step(cfg)
-    last = st.stage_step == plan.steps
-    if st.step % cfg.train.log_every_steps == 0 or last:
+    """What is due after a step (cadence.due): train log, evaluation (and the stage end), diagnostics, checkpoint."""
+    st = run.state
+    now = due(run.cfg, plan, len(run.plans), st.stage_step, st.step, st.tokens)
+    if now.log:
         tps = speed.rate()
         run.record("train", {**train_metrics, "perf/tokens_per_s": tps})
         bar.set_postfix(loss=f"{train_metrics['train/loss']:.4f}", tok_s=f"{tps:,.0f}", depth=plan.n_layer)
-    dense = in_dense_window(cfg, plan, st.stage_step) and not last
-    if last:
+    if now.evaluation == STAGE_END:
         measured = run.evaluate()
         run.record("stage_end", measured)
         run.diagnose("stage_end")
         st.stages[-1]["end"] = validation_only(measured)
-        if run.evals.select is not None and plan.index == len(run.plans) - 1:  # the selection set, once, at the end
-            sel = run.evaluate_selection()
-            run.record("select", sel)
-            st.stages[-1]["select"] = sel
-    elif dense:
+    elif now.evaluation == DENSE:
         run.record("dense", run.evaluate_curve())
         run.diagnose("dense")
-    elif crossed(st.tokens, per_step, cfg.train.eval_every_tokens):
+    elif now.evaluation == INTERVAL:
         run.record("eval", run.evaluate_curve())
-    if (
-        cfg.diagnostics.every_tokens
-        and not (last or dense)
-        and crossed(st.tokens, per_step, cfg.diagnostics.every_tokens)
-    ):
+    if now.select:  # the selection set, once, at the end
+        sel = run.evaluate_selection()
+        run.record("select", sel)
+        st.stages[-1]["select"] = sel
+    if now.diagnosis:
         run.diagnose("interval")
-    if last or crossed(st.tokens, per_step, cfg.train.checkpoint_every_tokens):
+    if now.checkpoint:
         run.save()
 
 

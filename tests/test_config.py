@@ -192,7 +192,7 @@ def test_a_micro_batch_that_does_not_divide_a_ranks_share_is_refused():
     import torch
 
     from normgrow.dist import DistInfo
-    from normgrow.train import check_micro_batch
+    from normgrow.step import check_micro_batch
 
     cfg = load_config("tiny", ["train.batch_size=12", "train.micro_batch_size=4"])  # 4 divides 12 ...
     check_micro_batch(cfg, DistInfo(0, 1, 0, torch.device("cpu")))

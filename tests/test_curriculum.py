@@ -13,9 +13,10 @@ from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
 from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
-from normgrow.growth import build_optimizer, rebuild_optimizer, set_trainable
+from normgrow.growth import rebuild_optimizer, set_trainable
 from normgrow.model import Student
 from normgrow.pipeline import run
+from normgrow.step import build_optimizer
 
 QUIET = dict(log=lambda *_: None, progress=False)
 APPEND = GROWTH["append"]

@@ -21,9 +21,10 @@ from normgrow.curriculum import GROWTH, plan_stages, student_at_stage
 from normgrow.data import SOURCES, corpus_sha256, prepare
 from normgrow.diagnostics import DIAGNOSTICS
 from normgrow.errors import ConfigError
-from normgrow.growth import build_optimizer, set_trainable
+from normgrow.growth import set_trainable
 from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
 from normgrow.pipeline import run
+from normgrow.step import build_optimizer
 from normgrow.study.claims import CLAIMS, sign_claim, values
 from normgrow.study.config import load_study
 from normgrow.study.launch import LAUNCHERS, inline

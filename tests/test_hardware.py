@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from conftest import cli
-from normgrow import dist, speed
+from normgrow import dist, dtypes
 from normgrow.config import load_config, save_config
-from normgrow.hardware import BF16_FLAGS, MIN_SPEEDUP, cpu_info, fast_dtype
-from normgrow.pipeline import keep_saved_dtypes, resolve_dtypes
+from normgrow.dtypes import MIN_SPEEDUP, keep_saved, machine_dtype
+from normgrow.hardware import BF16_FLAGS, cpu_info
 
 AVX2 = """processor\t: 0
 model name\t: AMD EPYC 7B13
@@ -38,7 +38,7 @@ def test_cpu_flags_are_read_from_cpuinfo():
 
 
 def test_auto_on_this_cpu_follows_its_flags_and_caches_the_probe(tmp_path):
-    dtype, record = fast_dtype(torch.device("cpu"), tmp_path)
+    dtype, record = machine_dtype(torch.device("cpu"), tmp_path)
     probes = list((tmp_path / "hardware").glob("*.json")) if (tmp_path / "hardware").exists() else []
     if not cpu_info().flags & BF16_FLAGS:
         # no native bfloat16: float32, and no probe is run or written
@@ -50,7 +50,7 @@ def test_auto_on_this_cpu_follows_its_flags_and_caches_the_probe(tmp_path):
     assert saved["speedup"] == saved["float32_s"] / saved["bfloat16_s"]
     assert dtype == ("bfloat16" if saved["speedup"] >= MIN_SPEEDUP else "float32") == saved["choice"]
     mtime = probes[0].stat().st_mtime_ns
-    assert fast_dtype(torch.device("cpu"), tmp_path) == (dtype, saved) and probes[0].stat().st_mtime_ns == mtime
+    assert machine_dtype(torch.device("cpu"), tmp_path) == (dtype, saved) and probes[0].stat().st_mtime_ns == mtime
 
 
 def _on_cpu():
@@ -60,11 +60,13 @@ def _on_cpu():
 def test_resolved_config_names_a_concrete_dtype(tmp_path):
     """`auto` resolves to a dtype; explicit dtypes are kept as they are."""
     cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
-    out = resolve_dtypes(cfg, _on_cpu(), log=lambda *_: None)
+    out = dtypes.resolve_run(cfg, _on_cpu(), tmp_path, log=lambda *_: None)
     assert out.train.dtype in ("float32", "bfloat16") and out.teacher.dtype in ("float32", "bfloat16")
-    pinned = resolve_dtypes(load_config("tiny"), _on_cpu())  # the tests' preset pins float32
+    pinned = dtypes.resolve_run(load_config("tiny"), _on_cpu(), tmp_path)  # the tests' preset pins float32
     assert (pinned.train.dtype, pinned.teacher.dtype) == ("float32", "float32")
-    explicit = resolve_dtypes(load_config("default", ["train.dtype=float32", "teacher.dtype=bfloat16"]), _on_cpu())
+    explicit = dtypes.resolve_run(
+        load_config("default", ["train.dtype=float32", "teacher.dtype=bfloat16"]), _on_cpu(), tmp_path
+    )
     assert (explicit.train.dtype, explicit.teacher.dtype) == ("float32", "bfloat16")
 
 
@@ -74,37 +76,37 @@ def test_auto_follows_the_runs_own_step_where_bfloat16_is_native(tmp_path):
     verdict is cached per shape: read back, not measured again, and a changed shape has its own."""
     cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
     cpu = torch.device("cpu")
-    speed._MEASURED.clear()
-    student, teacher, record = speed.auto_dtypes(cfg, cpu, tmp_path)
+    dtypes._VERDICTS.clear()
+    student, teacher, record = dtypes.auto_dtypes(cfg, cpu, tmp_path)
     records = sorted((tmp_path / "hardware").glob("dtype-*.json")) if (tmp_path / "hardware").exists() else []
-    if fast_dtype(cpu, tmp_path)[0] == "float32":
+    if machine_dtype(cpu, tmp_path)[0] == "float32":
         assert (student, teacher) == ("float32", "float32") and records == []
         return
-    assert len(records) == 1 and records[0] == speed.dtype_record_path(cfg, cpu, tmp_path)
+    assert len(records) == 1 and records[0] == dtypes.dtype_record_path(cfg, cpu, tmp_path)
     saved = json.loads(records[0].read_text())
     for part, got in (("student", student), ("teacher", teacher)):
         f32, bf16 = saved[f"{part}_float32_s"], saved[f"{part}_bfloat16_s"]
         assert f32 > 0 and bf16 > 0
-        assert got == saved[part] == ("bfloat16" if f32 >= speed.STEP_MIN_SPEEDUP * bf16 else "float32")
+        assert got == saved[part] == ("bfloat16" if f32 >= dtypes.STEP_MIN_SPEEDUP * bf16 else "float32")
     mtime = records[0].stat().st_mtime_ns
-    speed._MEASURED.clear()
-    assert speed.auto_dtypes(cfg, cpu, tmp_path)[:2] == (student, teacher)
+    dtypes._VERDICTS.clear()
+    assert dtypes.auto_dtypes(cfg, cpu, tmp_path)[:2] == (student, teacher)
     assert records[0].stat().st_mtime_ns == mtime
     wider = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "model.d_model=64"])
-    assert speed.dtype_record_path(wider, cpu, tmp_path) != records[0]
+    assert dtypes.dtype_record_path(wider, cpu, tmp_path) != records[0]
     # explicit dtypes and compile do not change which verdict a shape reads
     other = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=bfloat16", "train.compile=true"])
-    assert speed.dtype_record_path(other, cpu, tmp_path) == records[0]
+    assert dtypes.dtype_record_path(other, cpu, tmp_path) == records[0]
 
 
 def test_a_cached_verdict_is_what_every_run_of_the_shape_uses(tmp_path):
     """What the record file says is what `auto` resolves to (here written by hand: a bfloat16 student beside a
     float32 teacher), so the runs of a study read the one verdict the study wrote before them."""
     cpu = torch.device("cpu")
-    if fast_dtype(cpu, tmp_path)[0] == "float32":
+    if machine_dtype(cpu, tmp_path)[0] == "float32":
         pytest.skip("no native bfloat16 on this CPU: `auto` is float32 without a step probe")
     cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
-    path = speed.dtype_record_path(cfg, cpu, tmp_path)
+    path = dtypes.dtype_record_path(cfg, cpu, tmp_path)
     path.write_text(
         json.dumps(
             {
@@ -116,8 +118,8 @@ def test_a_cached_verdict_is_what_every_run_of_the_shape_uses(tmp_path):
             }
         )
     )
-    speed._MEASURED.clear()
-    out = resolve_dtypes(cfg, _on_cpu(), log=lambda *_: None)
+    dtypes._VERDICTS.clear()
+    out = dtypes.resolve_run(cfg, _on_cpu(), tmp_path, log=lambda *_: None)
     assert (out.train.dtype, out.teacher.dtype) == ("bfloat16", "float32")
 
 
@@ -126,10 +128,10 @@ def test_a_run_directory_keeps_the_dtypes_it_started_with(tmp_path):
     recognised, a resumed one cannot switch dtype); explicit dtypes are left to check_same_run."""
     save_config(load_config("tiny", ["train.dtype=bfloat16", "teacher.dtype=float32"]), tmp_path / "config.yaml")
     auto = load_config("tiny", ["train.dtype=auto", "teacher.dtype=auto"])
-    kept = keep_saved_dtypes(auto, tmp_path)
+    kept = keep_saved(auto, tmp_path)
     assert (kept.train.dtype, kept.teacher.dtype) == ("bfloat16", "float32")
-    assert keep_saved_dtypes(load_config("tiny"), tmp_path).train.dtype == "float32"
-    assert keep_saved_dtypes(auto, tmp_path / "new").train.dtype == "auto"
+    assert keep_saved(load_config("tiny"), tmp_path).train.dtype == "float32"
+    assert keep_saved(auto, tmp_path / "new").train.dtype == "auto"
 
 
 def test_a_finished_auto_run_is_recognised_when_run_again(tmp_path, tiny_cache):
@@ -183,6 +185,6 @@ def test_no_teacher_means_no_probe_for_the_teachers_dtype(tmp_path):
     cfg = load_config(
         "tiny", [f"data.cache_dir={tmp_path}", "teacher.path=none", "train.dtype=bfloat16", "teacher.dtype=auto"]
     )
-    out, record = speed.resolve_auto(cfg, torch.device("cpu"), tmp_path)
+    out, record = dtypes.resolve_auto(cfg, torch.device("cpu"), tmp_path)
     assert (out.train.dtype, out.teacher.dtype, record) == ("bfloat16", "bfloat16", None)
     assert not list(tmp_path.glob("hardware/dtype-*.json"))

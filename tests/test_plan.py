@@ -152,9 +152,9 @@ def test_the_evaluation_schedule_is_the_one_a_run_logs(tiny_cache, tmp_path):
     """What plan counts per stage (full evaluations, curve evaluations, diagnoses, the selection set) against the
     events a real growth run writes, with a dense window, interval evaluations and interval diagnoses."""
     from conftest import events, tiny_cfg
+    from normgrow.cadence import evaluation_counts
     from normgrow.curriculum import plan_stages
     from normgrow.pipeline import run
-    from normgrow.speed import evaluation_schedule
 
     cfg = tiny_cfg(
         tiny_cache,
@@ -168,7 +168,7 @@ def test_the_evaluation_schedule_is_the_one_a_run_logs(tiny_cache, tmp_path):
     )
     run(cfg, tmp_path / "r", log=lambda *_: None, progress=False)
     plans = plan_stages(cfg)
-    counted = evaluation_schedule(cfg, plans)
+    counted = evaluation_counts(cfg, plans)
     diags = [json.loads(line) for line in (tmp_path / "r" / "diagnostics.jsonl").read_text().splitlines()]
     for plan, n in zip(plans, counted, strict=True):
         logged = [e for e in events(tmp_path / "r") if e.get("stage") == plan.index]

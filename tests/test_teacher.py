@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3
 from conftest import cli, tiny_cfg
 from normgrow import checkpoint
 from normgrow.model import Student
-from normgrow.pipeline import run
-from normgrow.teacher import TeacherError, default_teacher_dir, load_teacher
+from normgrow.pipeline import default_teacher_dir, run
+from normgrow.teacher import TeacherError, load_teacher
 
 QUIET = dict(log=lambda *_: None, progress=False)
 
@@ -295,7 +295,7 @@ KEY_FIX = (
 def test_default_teacher_key_covers_its_recipe_only(tmp_path):
     """Settings that cannot change the default teacher's weights do not retrain it; its recipe does."""
     from normgrow.config import load_config
-    from normgrow.teacher import default_teacher_key
+    from normgrow.pipeline import default_teacher_key
 
     def key(*student, teacher_yaml=""):
         preset = "teacher-tiny"
@@ -343,7 +343,7 @@ def test_cached_default_teachers_keep_their_keys():
     where `auto` resolves to float32 as the dtype it was trained in)."""
     from normgrow.config import load_config
     from normgrow.hardware import BF16_FLAGS, cpu_info
-    from normgrow.teacher import default_teacher_key
+    from normgrow.pipeline import default_teacher_key
 
     pinned = {"tiny": "1220da9fb7215c4e"}
     if not cpu_info().flags & BF16_FLAGS:  # the default teacher since issue 13's redesign (4 × d_model 192)

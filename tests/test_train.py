@@ -14,9 +14,9 @@ from safetensors.torch import load_file
 
 from conftest import assert_same_run, cli, events, kill_and_resume, tiny_cfg
 from normgrow import checkpoint
+from normgrow.cadence import lr_at
 from normgrow.config import load_config
 from normgrow.pipeline import run
-from normgrow.train import lr_at
 
 
 def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
@@ -348,7 +348,7 @@ def test_eval_is_exact_full_vocabulary(tiny_cache, tmp_path):
 
     import normgrow.export  # noqa: F401  (registers the normgrow model type)
     from normgrow.data import prepare, val_sequences
-    from normgrow.teacher import default_teacher_dir
+    from normgrow.pipeline import default_teacher_dir
 
     cfg = tiny_cfg(tiny_cache, "model.norm=post", "data.val_tokens=256")
     summary = run(cfg, tmp_path / "run", log=lambda *_: None, progress=False)

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from normgrow import speed
+from normgrow import dtypes, speed
 from normgrow.config import RunConfig, read_yaml
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
 from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, planned_totals
@@ -293,7 +293,10 @@ def wall_lines(
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        records = [speed.measure(c, device, cache_root(c.data), again) for c in cfgs]
+        records = [
+            speed.measure(dtypes.resolved(c, device, cache_root(c.data)), device, cache_root(c.data), again)
+            for c in cfgs
+        ]
     finally:
         torch.set_num_threads(old)
     machine = cpu_info().model if device.type == "cpu" else torch.cuda.get_device_name(device)

@@ -19,14 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
-
-from normgrow import atomic, speed
+from normgrow import atomic, dtypes
 from normgrow.data import cache_root
 from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
-from normgrow.pipeline import build_cache, dtype_evidence, prepare_data
+from normgrow.pipeline import build_cache, prepare_data
 from normgrow.rundir import read_summary
 from normgrow.study.claims import Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
@@ -68,7 +66,7 @@ def prepare_shared(
     jobs: list[Job], log: Callable[[str], None], progress: bool = True, threads: int | None = None
 ) -> None:
     """Default teacher, tokenizer and token shards (and a teacher cache when asked), once per distinct
-    (data, teacher) config, before any job starts; then `dtype: auto`'s verdict per shape (resolve_auto_dtypes)."""
+    (data, teacher) config, before any job starts; then `dtype: auto`'s verdict per shape (dtypes.resolve_for_jobs)."""
     seen = set()
     for job in jobs:
         key = (
@@ -85,32 +83,9 @@ def prepare_shared(
                 prepare_data(job.cfg, log=log, progress=progress)
         except NormgrowError as e:  # the affected jobs fail on their own, with this error in their logs
             log(f"shared preparation for {job.name} failed: {e}")
-    resolve_auto_dtypes(jobs, log, threads)
-
-
-def resolve_auto_dtypes(jobs: list[Job], log: Callable[[str], None], threads: int | None) -> None:
-    """Where a CPU's probe decides `dtype: auto` (speed.auto_dtypes), probe each distinct shape once here, at the
-    runs' thread count, before any run starts: the runs then read one cached verdict instead of racing to write
-    their own, so a study's runs cannot end up in different dtypes on one machine."""
-    seen = set()
-    old = torch.get_num_threads()
-    try:
-        if threads:
-            torch.set_num_threads(threads)
-        for job in jobs:
-            cfg = job.cfg
-            if "auto" not in (cfg.train.dtype, cfg.teacher.dtype):
-                continue
-            device = pick_device(cfg.train.device)
-            path = speed.dtype_record_path(cfg, device, cache_root(cfg.data)) if device.type == "cpu" else None
-            if path in seen:
-                continue
-            seen.add(path)
-            resolved, record = speed.resolve_auto(cfg, device, cache_root(cfg.data))
-            if record is not None and "student_float32_s" in record:
-                log(f"dtype auto for {job.arm}'s shape: {dtype_evidence(cfg, resolved, record)}")
-    finally:
-        torch.set_num_threads(old)
+    dtypes.resolve_for_jobs(
+        ((j.arm, j.cfg, pick_device(j.cfg.train.device), cache_root(j.cfg.data)) for j in jobs), log, threads
+    )
 
 
 class Summary(NamedTuple):
