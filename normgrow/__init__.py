@@ -30,8 +30,8 @@ from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
 from normgrow.data import CorpusSource, register_corpus_source  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.model import Block, register_placement  # noqa: E402
-from normgrow.study.claims import register_claim  # noqa: E402
 from normgrow.study.launch import register_launcher  # noqa: E402
+from normgrow.study.verdicts import register_claim  # noqa: E402
 from normgrow.version import __version__  # noqa: E402
 
 __all__ = [

@@ -38,7 +38,7 @@ from normgrow.registry import load_extensions
 from normgrow.report import plot_runs
 from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
-from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.config import load_study, study_fields
 from normgrow.study.launch import die_with_parent, threads_per_job
 from normgrow.study.plan import (
     describe,
@@ -87,7 +87,7 @@ def _is_main_process() -> bool:
 
 def cmd_config(args: argparse.Namespace) -> None:
     if args.fields or args.study:
-        for key, default, doc in describe_fields(StudyConfig if args.study else RunConfig):
+        for key, default, doc in study_fields() if args.study else describe_fields(RunConfig):
             print(f"{key:40s} {default:>14s}  {doc}")
         return
     print(to_yaml(_load(args)), end="")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from normgrow.errors import NormgrowError
-from normgrow.study.claims import NOT_TESTED, Claim, evaluate_claims
 from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.contrasts import contrast
 from normgrow.study.ladder import (
     FADING,
     GROWING,
@@ -19,15 +19,15 @@ from normgrow.study.ladder import (
     UNDETERMINED,
     retention,
 )
-from normgrow.study.measures import study_measures
-from normgrow.study.results import verified_results
-from normgrow.study.stats import contrast_sign, paired
+from normgrow.study.record import RunRecord, study_measures, verified_results
+from normgrow.study.stats import Contrast
 from normgrow.study.sweep import budget_label
+from normgrow.study.verdicts import NOT_TESTED, Claim, evaluate_claims, study_roles
 
 
-def study_claims(study: StudyConfig, rows: list[dict], out: Path) -> list[Claim]:
-    """The claims' verdicts of a finished study from its rows (results.csv) and run directories."""
-    return evaluate_claims(study.claims, study_measures(rows, out))
+def study_claims(study: StudyConfig, records: list[RunRecord]) -> list[Claim]:
+    """The claims' verdicts of a finished study from its records (results.csv and run directories)."""
+    return evaluate_claims(study.claims, study_measures(records))
 
 
 def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
@@ -58,29 +58,29 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     for name, (x, y) in b.contrasts.items():
         if a.contrasts.get(name) != [x, y]:
             continue
-        ca, cb = paired(rows_a, x, y), paired(rows_b, x, y)
-        if ca["mean"] is None or cb["mean"] is None:
+        ca, cb = contrast(rows_a, x, y), contrast(rows_b, x, y)
+        if ca.est.mean is None or cb.est.mean is None:
             L.append(f"| {name} | — | — | — | no paired seeds | — | — |")
             continue
-        change, r = cb["mean"] - ca["mean"], retention(ca, cb)
+        change, r = cb.est.mean - ca.est.mean, retention(ca, cb)
         sa, sb = _sign(ca), _sign(cb)
         compared += 1
-        labels[r["label"]] = labels.get(r["label"], 0) + 1
+        labels[r.label] = labels.get(r.label, 0) + 1
         signs_same += sa == sb
-        small += abs(change) <= b.claims.margin
+        small += abs(change) <= study_roles(b.claims).margin
         rho = (
             "undefined"
-            if r["ratio"] is None
-            else f"{r['ratio']:+.2f}"
-            + (f" [{r['lo']:+.2f}, {r['hi']:+.2f}]" if r["lo"] is not None else f" (no interval: {r['why']})")
+            if r.ratio is None
+            else f"{r.ratio:+.2f}"
+            + (f" [{r.lo:+.2f}, {r.hi:+.2f}]" if r.lo is not None else f" (no interval: {r.why})")
         )
         L.append(
-            f"| {name} | {ca['mean']:+.4f} ± {_hw(ca)} | {cb['mean']:+.4f} ± {_hw(cb)} | {change:+.4f} | {rho} "
-            f"| {r['label']} | {sa} → {sb} |"
+            f"| {name} | {ca.est.mean:+.4f} ± {_hw(ca)} | {cb.est.mean:+.4f} ± {_hw(cb)} | {change:+.4f} | {rho} "
+            f"| {r.label} | {sa} → {sb} |"
         )
     claims = [
         (ca, cb)
-        for ca, cb in zip(study_claims(a, rows_a, base_dir), study_claims(b, rows_b, other_dir), strict=True)
+        for ca, cb in zip(study_claims(a, rows_a), study_claims(b, rows_b), strict=True)
         if not (ca.verdict == cb.verdict == NOT_TESTED)
     ]
     if claims:
@@ -95,7 +95,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         f"Retention from budget scale {a.budget_scale} to {b.budget_scale}: "
         + (", ".join(f"{labels[k]} {k}" for k in order if k in labels) or "none")
         + f" of {compared} contrasts; "
-        f"{small} of {compared} moved by no more than the claims' margin of {b.claims.margin:g} nats (their 'about "
+        f"{small} of {compared} moved by no more than the claims' margin of {study_roles(b.claims).margin:g} nats (their 'about "
         f"zero'). Signs: {signs_same} of {compared} unchanged."
         + (
             f" Claims: {sum(ca.verdict == cb.verdict for ca, cb in claims)} of {len(claims)} verdicts unchanged."
@@ -106,7 +106,7 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
     return L
 
 
-def _finished_study(d: Path) -> tuple[StudyConfig, list[dict]]:
+def _finished_study(d: Path) -> tuple[StudyConfig, list[RunRecord]]:
     """A finished plain study's definition and its rows (each arm's selected learning rate); a sweep or a ladder
     is refused with a pointer to its sub-studies."""
     if not (d / "study.yaml").is_file() or not (d / "results.csv").is_file():
@@ -120,13 +120,13 @@ def _finished_study(d: Path) -> tuple[StudyConfig, list[dict]]:
             "budgets); compare two of its budgets instead (DIR/budgets/<label>, e.g. "
             f"{d / 'budgets' / budget_label(study.budgets[-1])})"
         )
-    return study, [r for r in verified_results(d) if r.get("selected") != "no"]
+    return study, [r for r in verified_results(d) if r.kept]
 
 
-def _sign(c: dict) -> str:
+def _sign(c: Contrast) -> str:
     """− / + where the 95% interval of a contrast lies below / above 0, ? where it contains 0 (or is unknown)."""
-    return {-1: "−", 1: "+", 0: "?"}[contrast_sign(c)]
+    return {-1: "−", 1: "+", 0: "?"}[c.est.sign]
 
 
-def _hw(c: dict) -> str:
-    return "—" if c["ci95"] is None else f"{c['ci95']:.4f}"
+def _hw(c: Contrast) -> str:
+    return "—" if c.est.half is None else f"{c.est.half:.4f}"

@@ -33,11 +33,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from normgrow import registry
-from normgrow.config import check_numbers, load_structured, need, read_yaml
+from normgrow.config import check_numbers, describe_fields, load_structured, need, read_yaml
 from normgrow.errors import ConfigError
-from normgrow.study.claims import ClaimsConfig, validate_roles
 from normgrow.study.regime import RegimeConfig, validate_regime
 from normgrow.study.sweep import SweepConfig, arms_at, budget_label, validate_sweep
+from normgrow.study.verdicts import normalize_claims, section_fields
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 
@@ -123,8 +123,10 @@ class StudyConfig:
     """Two curriculum arms [a, b] compared at every stage boundary (the crossover analysis)."""
     diagnostics_pair: list[str] = field(default_factory=list)
     """Arms whose diagnostics figures are drawn side by side (default: the phase arms)."""
-    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
-    """Which arms play which part in the paper's claims (claims.py); the report gives each claim a verdict."""
+    claims: dict[str, Any] = field(default_factory=dict)
+    """Which arm plays which part in the registered claims (roles: pre_grow: <arm>, matched: [<joint>, <grow>], …) and
+    the claims' settings (margin, …): the roles and settings the claims declare (verdicts.py, paper.py; `normgrow
+    config --study` lists them). The report gives each registered claim a verdict."""
     select_tokens: int = 16384
     """Size of the model-selection set (data.select_tokens) of the arms that sweep learning rates."""
     collapse_threshold: float = 0.5
@@ -180,6 +182,7 @@ def load_study(name_or_path: str | None = None, overrides: list[str] = ()) -> St
     study_over = [o for o in overrides if not o.startswith(RUN_SECTIONS)]
     study = load_structured(StudyConfig, [(str(path), read_yaml(path))], study_over)
     study = dataclasses.replace(study, overrides=list(study.overrides) + run_over)
+    study = canonical(study)
     validate_study(study)
     for item in run_over:
         key, _, value = item.partition("=")
@@ -205,6 +208,12 @@ STUDY_UPPER = {
     "launcher.threads": 4096,
     "launcher.torchrun_nproc": 4096,
 }
+
+
+def canonical(study: StudyConfig) -> StudyConfig:
+    """The study with its `claims:` section checked and completed (verdicts.normalize_claims: every registered role
+    and setting, in registration order), as it is compared and saved."""
+    return dataclasses.replace(study, claims=normalize_claims(study.claims, study.arms))
 
 
 def validate_study(s: StudyConfig) -> None:
@@ -242,8 +251,6 @@ def validate_study(s: StudyConfig) -> None:
         need(
             not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}"
         )
-    validate_roles(s.claims, s.arms)
-    need(s.claims.margin > 0, "claims.margin", f"must be positive, got {s.claims.margin}")
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
     validate_sweep(s.sweep, RUN_SECTIONS)
@@ -432,6 +439,14 @@ def validate_arm_budgets(s: StudyConfig) -> None:
             f"contrasts.{cname}",
             f"its arms {pair[0]} and {pair[1]} never run at the same budget",
         )
+
+
+def study_fields() -> list[tuple[str, str, str]]:
+    """(dotted key, default, help) of every field of a study file, the registered claims' roles and settings
+    among them."""
+    rows = describe_fields(StudyConfig)
+    at = next(i for i, (key, _, _) in enumerate(rows) if key == "claims") + 1
+    return rows[:at] + section_fields() + rows[at:]
 
 
 def study_yaml(study: StudyConfig) -> str:

@@ -22,25 +22,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow.report import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
-from normgrow.rundir import read_jsonl
-from normgrow.study.claims import ClaimsConfig, gap_by_seed, study_roles
+from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.measures import Measures, scale_ratios
+from normgrow.study.record import RunRecord
+from normgrow.study.verdicts import gap_by_seed, study_roles
 
 
-def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Path:
+def plot_study_val_ce(study, records: list[RunRecord], out: Path) -> Path:
     """The learning curve (report.curve_records: curve/ce at every evaluation, val/ce for older runs) against
     active-layer tokens for every arm (first finished seed), stage boundaries marked."""
     fig, ax = pyplot().subplots(figsize=(7.5, 4.5))
-    norms = sorted({r["norm"] for r in rows})  # one line style per placement, one colour per arm
+    norms = sorted({r.norm for r in records})  # one line style per placement, one colour per arm
     keys = set()
     for i, arm in enumerate(study.arms):
-        ok = _finished(rows, arm)
+        ok = _finished(records, arm)
         if not ok:
             continue
-        m = read_jsonl(study_dir / ok[0]["run_dir"] / "metrics.jsonl")
+        m = ok[0].metrics
         key, ev = curve_records(m)
         keys.add(key)
-        ls = LINE_STYLES[norms.index(ok[0]["norm"]) % len(LINE_STYLES)]
+        ls = LINE_STYLES[norms.index(ok[0].norm) % len(LINE_STYLES)]
         ax.plot(
             [r["active_layer_tokens"] for r in ev],
             [r[key] for r in ev],
@@ -48,7 +49,7 @@ def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
             marker="o",
             ms=2.5,
             color=COLORS[i % 10],
-            label=f"{arm} (seed {ok[0]['seed']})",
+            label=f"{arm} (seed {ok[0].seed})",
         )
         for r in m:
             if r["event"] == "stage_start" and r["stage"] > 0:
@@ -63,18 +64,18 @@ def plot_study_val_ce(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
     return save_figure(fig, out / "val_ce_vs_compute.png")
 
 
-def plot_phase_gap(phase: dict, out: Path) -> Path:
+def plot_phase_gap(phase: Phase, out: Path) -> Path:
     """b − a at every stage boundary, with 95% intervals when there are several seeds."""
     fig, ax = pyplot().subplots(figsize=(6.4, 4))
-    rows = phase["rows"]
-    labels = [f"s{r['stage']} ({r['n_layer']}b)\n{r['point']}" for r in rows]
-    means = [r["diff"]["mean"] for r in rows]
-    errs = [r["diff"]["ci95"] or 0.0 for r in rows]
+    rows = phase.rows
+    labels = [f"s{r.stage} ({r.n_layer}b)\n{r.point}" for r in rows]
+    means = [r.diff.mean for r in rows]
+    errs = [r.diff.half or 0.0 for r in rows]
     ax.bar(range(len(rows)), means, yerr=errs, capsize=3, color=[COLORS[0] if m < 0 else COLORS[3] for m in means])
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
-    ax.set_ylabel(f"val/ce: {phase['b']} − {phase['a']}")
-    ax.set_title(f"phase-wise gap (below 0: {phase['b']} leads)")
+    ax.set_ylabel(f"val/ce: {phase.b} − {phase.a}")
+    ax.set_title(f"phase-wise gap (below 0: {phase.b} leads)")
     ax.grid(alpha=0.3, axis="y")
     return save_figure(fig, out / "phase_gap.png")
 
@@ -120,15 +121,15 @@ def after_growth_curves(runs: list[list[dict]]) -> dict[int, dict]:
     return out
 
 
-def plot_after_growth(study, rows: list[dict], study_dir: Path, out: Path) -> Path | None:
+def plot_after_growth(study, records: list[RunRecord], out: Path) -> Path | None:
     """after_growth.png: one panel per growth event, for each arm of the study's phase pair the curve minus its
     value at the event against steps since it (after_growth_curves: mean over seeds, min–max band). None when
     neither arm has a growth event."""
     curves = {}
     for arm in study.phase:
-        ok = _finished(rows, arm)
+        ok = _finished(records, arm)
         if ok:
-            curves[arm] = after_growth_curves([read_jsonl(study_dir / r["run_dir"] / "metrics.jsonl") for r in ok])
+            curves[arm] = after_growth_curves([r.metrics for r in ok])
     events = sorted({s for c in curves.values() for s in c})
     if not events:
         return None
@@ -159,22 +160,22 @@ def plot_after_growth(study, rows: list[dict], study_dir: Path, out: Path) -> Pa
     return save_figure(fig, out / "after_growth.png")
 
 
-def _finished(rows: list[dict], arm: str) -> list[dict]:
+def _finished(records: list[RunRecord], arm: str) -> list[RunRecord]:
     """An arm's finished runs, lowest seed first."""
-    return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
+    return sorted((r for r in records if r.arm == arm and r.ok), key=lambda r: r.seed)
 
 
-def study_figures(study, rows: list[dict], agg: dict, study_dir: Path) -> list[Path]:
+def study_figures(study, records: list[RunRecord], agg: Aggregate, study_dir: Path) -> list[Path]:
     """The study's figures: val/ce against compute, the phase-wise gap, and the diagnostics figures of the
     diagnostics pair (or the phase arms) side by side."""
     plots = study_dir / "plots"
-    figs = [plot_study_val_ce(study, rows, study_dir, plots)]
-    if agg["phase"] and agg["phase"]["rows"]:
-        figs.append(plot_phase_gap(agg["phase"], plots))
-    if (after := plot_after_growth(study, rows, study_dir, plots)) is not None:
+    figs = [plot_study_val_ce(study, records, plots)]
+    if agg.phase and agg.phase.rows:
+        figs.append(plot_phase_gap(agg.phase, plots))
+    if (after := plot_after_growth(study, records, plots)) is not None:
         figs.append(after)
     pair = study.diagnostics_pair or study.phase
-    runs = [study_dir / ok[0]["run_dir"] for arm in pair if (ok := _finished(rows, arm))]
+    runs = [path for arm in pair if (ok := _finished(records, arm)) and (path := ok[0].path) is not None]
     if runs:
         made = plot_runs(runs, plots)
         figs += [made[k] for k in ("boundary_rms", "struct_content", "identity", "collapse") if k in made]
@@ -198,7 +199,7 @@ class DosePoint:
     y: float  # the grow gap CE[arm] − CE[post_grow] of final val/ce (nats/token)
 
 
-def dose_points(claims: ClaimsConfig, budgets: list[tuple[float, Measures]]) -> list[DosePoint]:
+def dose_points(claims: dict, budgets: list[tuple[float, Measures]]) -> list[DosePoint]:
     """The points of every budget's measures ({arm: {seed: RunMeasures}}), for the pre-like grow arms the study names:
     none unless its claims name post_grow, pre_grow and pre_grow_renorm. A seed lacking the boundary RMS at some
     event of either run, or a finished run of either arm, gives no point."""
@@ -291,7 +292,7 @@ def plot_dose_response(points: list[DosePoint], ref: str, out: Path) -> Path:
     return save_figure(fig, out / "dose_response.png")
 
 
-def dose_response(claims: ClaimsConfig, budgets: list[tuple[float, Measures]], plots: Path) -> tuple[Path, str] | None:
+def dose_response(claims: dict, budgets: list[tuple[float, Measures]], plots: Path) -> tuple[Path, str] | None:
     """The dose–response figure (under `plots`) and its sentence for a study (one budget) or a budget ladder (every
     budget's measures); None where the study names none of its roles' points."""
     points = dose_points(claims, budgets)

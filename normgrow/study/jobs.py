@@ -27,7 +27,7 @@ from normgrow import atomic
 from normgrow.config import RunConfig, load_config, load_structured, read_yaml, resume_may_differ, to_dict, to_yaml
 from normgrow.errors import ConfigError
 from normgrow.rundir import config_differences, read_summary
-from normgrow.study.config import StudyConfig, study_yaml
+from normgrow.study.config import StudyConfig, canonical, study_yaml
 from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
 
 
@@ -222,7 +222,7 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
     """study.yaml (and the given subdirectories); an existing study dir must hold the same study."""
     saved = out / "study.yaml"
     if saved.is_file():
-        old = load_structured(StudyConfig, [(str(saved), read_yaml(saved))])
+        old = canonical(load_structured(StudyConfig, [(str(saved), read_yaml(saved))]))
         differ = [
             f.name
             for f in dataclasses.fields(StudyConfig)

@@ -38,9 +38,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from normgrow.config import ModelConfig
-from normgrow.study.claims import NOT_TESTED, Claim, claim_arms, claims_reading
-from normgrow.study.stats import fieller_ratio, paired
+from normgrow.study.contrasts import contrast
+from normgrow.study.record import RunRecord
+from normgrow.study.stats import Contrast, fieller_ratio
 from normgrow.study.sweep import Point, arms_at, budget_label, non_embedding_params
+from normgrow.study.verdicts import NOT_TESTED, Claim, claim_arms, claims_reading
 
 REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
 
@@ -78,15 +80,27 @@ def retention_label(lo: float | None, hi: float | None) -> str:
     return UNDETERMINED
 
 
-def retention(c_from: dict, c_to: dict) -> dict:
-    """ρ = Δ(to) / Δ(from) of one contrast between two budgets (or two studies), from their `stats.paired` records:
+@dataclass(frozen=True)
+class Retention:
+    """ρ of one contrast between two budgets: Fieller's ratio and interval, the seeds, its label and why it has no
+    interval where it has none."""
+
+    ratio: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    why: str
+    seeds: list[int]
+    label: str
+
+
+def retention(c_from: Contrast, c_to: Contrast) -> Retention:
+    """ρ = Δ(to) / Δ(from) of one contrast between two budgets (or two studies), from their paired contrasts:
     Fieller's 95% interval over the seeds both have, its label, and why there is no interval where there is none."""
-    seeds = sorted(set(c_from["seeds"]) & set(c_to["seeds"]))
-    x = [c_to["diffs"][c_to["seeds"].index(s)] for s in seeds]
-    y = [c_from["diffs"][c_from["seeds"].index(s)] for s in seeds]
-    r = fieller_ratio(x, y)
-    why = r["why"]
-    if r["ratio"] is None and seeds:
+    seeds = sorted(set(c_from.seeds) & set(c_to.seeds))
+    r = fieller_ratio([c_to.at(s) for s in seeds], [c_from.at(s) for s in seeds])
+    why = r.why
+    if r.ratio is None and seeds:
         why = "the denominator Δ (of the smaller budget, or the base study) is 0"
     elif why == "the denominator's 95% interval contains 0":
         why = "the denominator Δ (of the smaller budget, or the base study) is not resolved from 0: its 95% interval contains 0, so Fieller's is unbounded"
@@ -94,9 +108,9 @@ def retention(c_from: dict, c_to: dict) -> dict:
         why = "no seed finished both arms at both budgets"
     elif why == "one seed":
         why = "one seed at both budgets: no interval"
-    elif r["lo"] is not None and retention_label(r["lo"], r["hi"]) == UNDETERMINED:
-        why = MEANING[UNDETERMINED] if r["lo"] <= 0 else WIDE
-    return {**r, "seeds": seeds, "label": retention_label(r["lo"], r["hi"]), "why": why}
+    elif r.lo is not None and retention_label(r.lo, r.hi) == UNDETERMINED:
+        why = MEANING[UNDETERMINED] if r.lo <= 0 else WIDE
+    return Retention(r.ratio, r.lo, r.hi, r.n, why, seeds, retention_label(r.lo, r.hi))
 
 
 @dataclass
@@ -105,7 +119,7 @@ class Rung:
 
     point: Point  # label b<scale>, coords (scale,)
     arms: list[str] = field(default_factory=list)  # the arms run at this budget (ArmConfig.budgets)
-    contrasts: dict[str, dict] = field(default_factory=dict)  # contrast → stats.paired record; none where not run
+    contrasts: dict[str, Contrast] = field(default_factory=dict)  # none where the contrast is not run
     kl: dict[str, float | None] = field(default_factory=dict)  # contrast → mean val/kl of its two arms
     tokens_per_param: dict[str, float | None] = field(default_factory=dict)  # contrast → arm a's tokens / N
     claims: list[Claim] = field(default_factory=list)
@@ -115,23 +129,23 @@ class Rung:
         return self.point.coords[0]
 
 
-def arm_mean(rows: list[dict], arm: str, key: str) -> float | None:
+def arm_mean(records: list[RunRecord], arm: str, key: str) -> float | None:
     """Mean of a results.csv column over an arm's finished runs that record it (None without any)."""
-    vals = [float(r[key]) for r in rows if r["arm"] == arm and r["status"] == "ok" and r.get(key) not in ("", None)]
+    vals = [v for r in records if r.arm == arm and r.ok and (v := r.value(key)) is not None]
     return sum(vals) / len(vals) if vals else None
 
 
-def ladder_rung(study, p: Point, rows: list[dict], models: dict[str, ModelConfig], claims: list[Claim]) -> Rung:
-    """The numbers of one budget from its kept rows (each arm's selected learning rate), the full-depth student of
+def ladder_rung(study, p: Point, records: list[RunRecord], models: dict[str, ModelConfig], claims: list[Claim]) -> Rung:
+    """The numbers of one budget from its kept records (each arm's selected learning rate), the full-depth student of
     every arm (`models`) and the rung's claims."""
     rung = Rung(p, arms_at(study, p.coords[0]), claims=list(claims))
     for name, (a, b) in study.contrasts.items():
         if a not in rung.arms or b not in rung.arms:
             continue  # not run at this budget: nothing to compute
-        rung.contrasts[name] = paired(rows, a, b)
-        kls = [arm_mean(rows, arm, "val_kl") for arm in (a, b)]
-        rung.kl[name] = None if None in kls else sum(kls) / 2
-        tokens = arm_mean(rows, a, "tokens")
+        rung.contrasts[name] = contrast(records, a, b)
+        kls = [arm_mean(records, arm, "val_kl") for arm in (a, b)]
+        rung.kl[name] = None if kls[0] is None or kls[1] is None else (kls[0] + kls[1]) / 2
+        tokens = arm_mean(records, a, "tokens")
         rung.tokens_per_param[name] = (
             None if tokens is None or a not in models else tokens / non_embedding_params(models[a])
         )
@@ -141,16 +155,17 @@ def ladder_rung(study, p: Point, rows: list[dict], models: dict[str, ModelConfig
 # ----------------------------------------------------------------------------- the ladder's report
 
 
-def _delta(c: dict) -> str:
-    if c["mean"] is None:
+def _delta(c: Contrast) -> str:
+    e = c.est
+    if e.mean is None:
         return "no paired seeds"
-    return f"{c['mean']:+.4f}" + (f" ± {c['ci95']:.4f}" if c["ci95"] is not None else " (one seed, no interval)")
+    return f"{e.mean:+.4f}" + (f" ± {e.half:.4f}" if e.half is not None else " (one seed, no interval)")
 
 
-def _rho(r: dict) -> str:
-    if r["ratio"] is None:
+def _rho(r: Retention) -> str:
+    if r.ratio is None:
         return "undefined"
-    return f"{r['ratio']:+.2f}" + (f" [{r['lo']:+.2f}, {r['hi']:+.2f}]" if r["lo"] is not None else "")
+    return f"{r.ratio:+.2f}" + (f" [{r.lo:+.2f}, {r.hi:+.2f}]" if r.lo is not None else "")
 
 
 def reference(study, rungs: list[Rung]) -> Rung:
@@ -173,25 +188,25 @@ def sentence(study, name: str, rungs: list[Rung]) -> str:
     ran = [
         f"{_delta(r.contrasts[name])} at budget {r.budget:g}"
         for r in rungs
-        if name in r.contrasts and r.contrasts[name]["mean"] is not None
+        if name in r.contrasts and r.contrasts[name].est.mean is not None
     ]
     head = f"{name} ({b} − {a}) " + (
         f"is {not_run(name, [ref])}" + (f"; it is {', '.join(ran)}" if ran else "")
         if c is None
         else f"is {_delta(c)} at budget {ref.budget:g}"
-        if c["mean"] is not None
+        if c.est.mean is not None
         else f"has no paired seeds at budget {ref.budget:g}"
     )
     step = f"from budget {lo.budget:g} to {hi.budget:g}"
     if not_run(name, [lo, hi]):
         return f"{head}; {step} its retention ratio is not computed ({not_run(name, [lo, hi])}): undetermined."
     r = retention(lo.contrasts[name], hi.contrasts[name])
-    if r["ratio"] is None:
-        return f"{head}; {step} its retention ratio is undefined ({r['why']}): undetermined."
-    if r["lo"] is None:
-        return f"{head}; {step} it keeps ρ = {r['ratio']:+.2f} of itself, with no interval ({r['why']}): undetermined."
-    meaning = WIDE if r["label"] == UNDETERMINED and r["lo"] > 0 else MEANING[r["label"]]
-    return f"{head}; {step} it keeps ρ = {_rho(r)} of itself (Fieller 95%, {r['n']} seeds): {r['label']} — {meaning}."
+    if r.ratio is None:
+        return f"{head}; {step} its retention ratio is undefined ({r.why}): undetermined."
+    if r.lo is None:
+        return f"{head}; {step} it keeps ρ = {r.ratio:+.2f} of itself, with no interval ({r.why}): undetermined."
+    meaning = WIDE if r.label == UNDETERMINED and r.lo > 0 else MEANING[r.label]
+    return f"{head}; {step} it keeps ρ = {_rho(r)} of itself (Fieller 95%, {r.n} seeds): {r.label} — {meaning}."
 
 
 def ladder_headline(study, rungs: list[Rung]) -> list[str]:
@@ -221,9 +236,9 @@ def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
             L.append(f"| {r.budget:g} | not run at this budget | — | — | — | — | — |")
             continue
         c, kl, tpp = r.contrasts[name], r.kl[name], r.tokens_per_param[name]
-        share = f"{c['mean'] / kl:+.1%}" if c["mean"] is not None and kl else "—"
+        share = f"{c.est.mean / kl:+.1%}" if c.est.mean is not None and kl else "—"
         L.append(
-            f"| {r.budget:g} | {_delta(c)} | {c['n']} | {_verdicts(r.claims, readers)} | "
+            f"| {r.budget:g} | {_delta(c)} | {c.est.n} | {_verdicts(r.claims, readers)} | "
             f"{'—' if kl is None else f'{kl:.4f}'} | {share} | {'—' if tpp is None else f'{tpp:.3g}'} |"
         )
     L += ["", "| from → to | ρ = Δ(to) / Δ(from) [95% Fieller] | seeds | label |", "|---|---|---|---|"]
@@ -232,8 +247,8 @@ def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
             L.append(f"| {lo.budget:g} → {hi.budget:g} | not computed: {not_run(name, [lo, hi])} | — | — |")
             continue
         r = retention(lo.contrasts[name], hi.contrasts[name])
-        note = f" — no interval: {r['why']}" if r["lo"] is None else ""
-        L.append(f"| {lo.budget:g} → {hi.budget:g} | {_rho(r)}{note} | {r['n']} | {r['label']} |")
+        note = f" — no interval: {r.why}" if r.lo is None else ""
+        L.append(f"| {lo.budget:g} → {hi.budget:g} | {_rho(r)}{note} | {r.n} | {r.label} |")
     return L + [""]
 
 

@@ -1,5 +1,5 @@
-"""The per-run measures a study's claims, report and figures read: one typed record per run, built here and
-nowhere else from the run directory (summary.json and diagnostics.jsonl).
+"""The per-run measures a study's claims, report and figures read: the claims' view of a run record
+(record.RunRecord.measures), built here and nowhere else from its summary, config and diagnostics records.
 
     RunMeasures
         val_ce, stage_ce                 final validation CE; validation CE at every stage end
@@ -8,7 +8,7 @@ nowhere else from the run directory (summary.json and diagnostics.jsonl).
                                          included), the teacher's forward FLOPs and their sum `total_flops`
         dtype                            "student/teacher" compute dtypes the run resolved (`dtype: auto`
                                          depends on the machine, and so can a verdict)
-        growth                           one GrowthEvent per growth event (depths, init, logit and CE jumps)
+        growth                           one GrowthRecord per growth event (depths, init, logit and CE jumps)
         boundary_drift, struct_drift     |log| drift of the boundary RMS and of the structural/content RMS ratio
                                          from a growth event to the end of the next stage, mean over events
         first_new_update                 the first appended block's ‖F(h)‖/‖h‖ at the end of its stage, mean
@@ -35,16 +35,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from normgrow.config import RunConfig, load_config
+from normgrow.config import RunConfig
 from normgrow.costs import teacher_flops_per_token
-from normgrow.rundir import read_jsonl, read_summary
 
 
 @dataclass
-class GrowthEvent:
+class GrowthRecord:
     stage: int  # the stage the event starts
     depth_from: int
     depth_to: int
@@ -82,7 +80,7 @@ class RunMeasures:
     match_scale: float | None = None
     compute: dict[str, float] = field(default_factory=dict)
     dtype: str | None = None
-    growth: list[GrowthEvent] = field(default_factory=list)
+    growth: list[GrowthRecord] = field(default_factory=list)
     boundary_drift: float | None = None
     struct_drift: float | None = None
     first_new_update: float | None = None
@@ -193,11 +191,6 @@ def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool
     return out
 
 
-def run_config(run_dir: Path) -> RunConfig | None:
-    """The run's resolved config (None without one)."""
-    return load_config(str(run_dir / "config.yaml")) if (run_dir / "config.yaml").is_file() else None
-
-
 def run_compute(cfg: RunConfig | None, summary: dict) -> dict[str, float]:
     """The compute a run consumed: its summary's counters, plus the teacher's forward FLOPs over its tokens
     (costs.teacher_flops_per_token, from the run's resolved config; 0 for a teacher of unknown shape)."""
@@ -214,17 +207,17 @@ def run_compute(cfg: RunConfig | None, summary: dict) -> dict[str, float]:
     }
 
 
-def run_measures(run_dir: Path) -> RunMeasures:
-    """The measures of one run, from its summary and diagnostics."""
-    s, cfg = read_summary(run_dir) or {}, run_config(run_dir)
+def run_measures(summary: dict, cfg: RunConfig | None, diagnostics: list[dict]) -> RunMeasures:
+    """The measures of one run, from its summary, resolved config and diagnostics records (record.RunRecord)."""
+    s = summary
     bounds = s.get("boundaries") or []
-    records = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if r["event"] in SNAPSHOT_EVENTS]
+    records = [r for r in diagnostics if r["event"] in SNAPSHOT_EVENTS]
     ends = [r for r in records if r["event"] == "stage_end"]
     final = ends[-1] if ends else {}
     prefix = (bounds[-1] if bounds else {}).get("last_prefix_block") or {}
     first_new = [b["first_new_block"]["branch_update_end"] for b in bounds if "first_new_block" in b]
     growth = [
-        GrowthEvent(
+        GrowthRecord(
             st["index"],
             g["grow/from"],
             g["grow/to"],
@@ -262,18 +255,3 @@ def run_measures(run_dir: Path) -> RunMeasures:
 
 RECORD_KEYS = frozenset({"event", "step", "tokens", "active_layer_tokens", "n_layer", "stage"})  # a record's
 # position in the run, not a diagnostic
-
-
-def study_measures(rows: list[dict], out: Path) -> Measures:
-    """{arm: {seed: RunMeasures}} of the finished runs of the rows kept (each arm's chosen learning rate);
-    a row whose run directory is gone contributes its val/ce only."""
-    measures: Measures = {}
-    for r in rows:
-        if r.get("status") != "ok" or r.get("selected") == "no":
-            continue
-        run_dir = out / r["run_dir"] if r.get("run_dir") else None
-        m = run_measures(run_dir) if run_dir is not None and run_dir.is_dir() else RunMeasures()
-        if m.val_ce is None:
-            m.val_ce = float(r["val_ce"])
-        measures.setdefault(r["arm"], {})[int(r["seed"])] = m
-    return measures

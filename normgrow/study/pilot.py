@@ -48,11 +48,10 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
-from normgrow.study.claims import ClaimsConfig
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
 from normgrow.study.jobs import Job, plan_jobs
+from normgrow.study.record import RunRecord, select_lrs
 from normgrow.study.regime import RegimeConfig
-from normgrow.study.results import select_lrs
 
 PILOT_DIR = "pilot"
 CHOICE_FILE = "lr_choice.json"
@@ -95,7 +94,7 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         gap_ratio=[],
         phase=[],
         diagnostics_pair=[],
-        claims=ClaimsConfig(),
+        claims={},
         lr_pilot=LrPilotConfig(),
     )
 
@@ -134,15 +133,13 @@ def shared_rate(study: StudyConfig, arm: str) -> float:
         raise ConfigError(f"arms.{arm}: {e}") from None
 
 
-def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict]) -> dict:
+def _arm_choice(study: StudyConfig, arm: str, selection: dict, records: list[RunRecord]) -> dict:
     src = piloted_as(study, arm)
     sel = selection[src]
     chosen, shared = sel["chosen"], shared_rate(study, arm)
     rates = [{"lr": lr, "select_ce": v["mean"], "seeds": v["n"]} for lr, v in sel["lrs"].items()]
     failed = [
-        {"lr": float(r["lr"]), "seed": int(r["seed"]), "status": r["status"], "error": r["error"]}
-        for r in rows
-        if r["arm"] == src and r["status"] != "ok"
+        {"lr": r.lr, "seed": r.seed, "status": r.status, "error": r.error} for r in records if r.arm == src and not r.ok
     ]
     at_shared = next((r for r in rates if math.isclose(r["lr"], shared, rel_tol=1e-9)), None)
     best = next((r["select_ce"] for r in rates if r["lr"] == chosen), None)
@@ -170,7 +167,9 @@ def _arm_choice(study: StudyConfig, arm: str, selection: dict, rows: list[dict])
     }
 
 
-def choose_rates(study: StudyConfig, pilot_rows: list[dict], extra: dict[str, list[float]] | None = None) -> dict:
+def choose_rates(
+    study: StudyConfig, pilot_records: list[RunRecord], extra: dict[str, list[float]] | None = None
+) -> dict:
     """The choice (what lr_choice.json holds) from the pilot's results.csv rows (every round's): per arm of `study` its
     rate (null when its pilot arm finished no rate on every seed), every rate's mean select/ce, the shared rate and its
     regret. `extra`: the rates extension rounds added, per piloted arm."""
@@ -179,8 +178,7 @@ def choose_rates(study: StudyConfig, pilot_rows: list[dict], extra: dict[str, li
     pilot = dataclasses.replace(
         pilot, arms={arm: dataclasses.replace(a, lrs=[*a.lrs, *extra.get(arm, [])]) for arm, a in pilot.arms.items()}
     )
-    rows = [dict(r) for r in pilot_rows]
-    selection = select_lrs(pilot, rows)
+    records, selection = select_lrs(pilot, pilot_records)
     p = study.lr_pilot
     return {
         "pilot": {
@@ -195,7 +193,7 @@ def choose_rates(study: StudyConfig, pilot_rows: list[dict], extra: dict[str, li
             "measure": "select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
             "the lowest is chosen; regret = select/ce(shared) − select/ce(chosen)",
         },
-        "arms": {arm: _arm_choice(study, arm, selection, rows) for arm in study.arms},
+        "arms": {arm: _arm_choice(study, arm, selection, records) for arm in study.arms},
     }
 
 

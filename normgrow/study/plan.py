@@ -34,10 +34,12 @@ from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.hardware import cpu_info, recorded_gpu_rate
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
+from normgrow.study.contrasts import contrast
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
 from normgrow.study.pilot import PILOT_DIR, pilot_study
-from normgrow.study.results import read_results
-from normgrow.study.stats import detectable, paired, sd_interval, seeds_for, t_quantile
+from normgrow.study.record import read_results
+from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
+from normgrow.study.verdicts import study_roles
 
 GIB = 2**30
 
@@ -238,8 +240,8 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
     pilot = load_study(str(pilot_dir / "study.yaml"))
     if pilot.sweep.axes:
         raise NormgrowError(f"{pilot_dir}: is a sweep study; pass one of its points (DIR/points/<label>) as --pilot")
-    rows = [r for r in read_results(pilot_dir / "results.csv") if r.get("selected") != "no"]
-    n, delta = len(study.seeds), study.claims.margin
+    rows = [r for r in read_results(pilot_dir / "results.csv", runs=False) if r.kept]
+    n, delta = len(study.seeds), study_roles(study.claims).margin
     L = [
         f"Power from the pilot {pilot_dir} (budget scale {pilot.budget_scale}; this study: {study.budget_scale}), "
         f"paired over seeds, two-sided 95%, {power:.0%} power; this study plans {n} seeds, margin δ = {delta:g}:",
@@ -249,16 +251,16 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
         "|---|---|---|---|---|---|",
     ]
     for name, (a, b) in study.contrasts.items():
-        c = paired(rows, a, b)
-        if c["n"] < 2 or not c["sd"]:
-            mean = "—" if c["mean"] is None else f"{c['mean']:+.4f}"
-            L.append(f"| {name} | {mean} ({c['n']}) | unknown: fewer than two paired seeds | — | — | — |")
+        c = contrast(rows, a, b).est
+        if c.n < 2 or not c.sd:
+            mean = "—" if c.mean is None else f"{c.mean:+.4f}"
+            L.append(f"| {name} | {mean} ({c.n}) | unknown: fewer than two paired seeds | — | — | — |")
             continue
-        sd, (sd_lo, sd_hi) = c["sd"], sd_interval(c["sd"], c["n"])
+        sd, (sd_lo, sd_hi) = c.sd, sd_interval(c.sd, c.n)
         half = t_quantile(n - 1) * sd / n**0.5 if n >= 2 else None
         need, need_hi = seeds_for(delta, sd, power), seeds_for(delta, sd_hi, power)
         L.append(
-            f"| {name} | {c['mean']:+.4f} ({c['n']}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
+            f"| {name} | {c.mean:+.4f} ({c.n}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
             f"{'— (one seed)' if half is None else f'{half:.4f}'} | "
             f"{'—' if n < 2 else f'{detectable(sd, n, power):.4f}'} | {need or '> 10000'} ({need_hi or '> 10000'}) |"
         )

@@ -45,7 +45,7 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.config import need
 from normgrow.study.measures import Measures, scale_ratios
-from normgrow.study.stats import finished, mean_ci
+from normgrow.study.stats import Estimate, estimate
 
 PASS, FAIL, UNDETERMINED, NOT_MEASURED = "pass", "fail", "undetermined", "not measured"
 NOT_RUN = "not run at this budget"  # a ladder's budget where the arms a check reads do not run
@@ -95,7 +95,7 @@ def validate_regime(r: RegimeConfig, claims) -> None:
         f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}",
     )
     need(
-        r.scale_factor is None or (claims.pre_grow and claims.post_grow),
+        r.scale_factor is None or (claims.get("pre_grow") and claims.get("post_grow")),
         "regime.scale_factor",
         "compares the claims roles pre_grow and post_grow: name both arms (claims.pre_grow, claims.post_grow)",
     )
@@ -117,7 +117,7 @@ def _what(study, key: str, ladder: bool) -> str:
         return f"the mean over the arms of their mean final val/kl ≥ {r.min_kl:g} nats/token{where}"
     where = ", at every budget" if ladder else ""
     return (
-        f"at the growth events the boundary stream's RMS differs between {c.pre_grow} and {c.post_grow} by at "
+        f"at the growth events the boundary stream's RMS differs between {c['pre_grow']} and {c['post_grow']} by at "
         f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "
         f"for all tokens and for the structural tokens{where}"
     )
@@ -163,44 +163,46 @@ def combine(outcomes: list[str]) -> str:
     return PASS if outcomes else NOT_MEASURED
 
 
-def _ci(s: dict, nd: int) -> str:
-    if s["mean"] is None:
+def _ci(s: Estimate, nd: int) -> str:
+    if s.mean is None:
         return "—"
-    if s["ci95"] is None:
-        return f"{s['mean']:.{nd}f} (one seed, no interval)"
-    return f"{s['mean']:.{nd}f} ± {s['ci95']:.{nd}f}"
+    if s.half is None:
+        return f"{s.mean:.{nd}f} (one seed, no interval)"
+    return f"{s.mean:.{nd}f} ± {s.half:.{nd}f}"
 
 
 def collapse_check(arms: list[str], measures: Measures, limit: float) -> Check:
     """Check 1 from the runs' measures: every arm's mean collapse share over seeds ≤ limit."""
     per = {
-        a: mean_ci([m.collapse_share for m in measures.get(a, {}).values() if m.collapse_share is not None])
+        a: estimate([m.collapse_share for m in measures.get(a, {}).values() if m.collapse_share is not None])
         for a in arms
     }
-    have = {a: s for a, s in per.items() if s["mean"] is not None}
-    failing = [a for a, s in have.items() if s["mean"] > limit]
+    have = {a: s for a, s in per.items() if s.mean is not None}
+    failing = [a for a, s in have.items() if s.mean > limit]
     missing = [a for a in arms if a not in have]
     outcome = FAIL if failing else NOT_MEASURED if missing else PASS
-    worst = max(have, key=lambda a: have[a]["mean"], default=None)
+    worst = max(have, key=lambda a: have[a].mean, default=None)
     measured = "—" if worst is None else f"worst `{worst}`: {_ci(have[worst], 3)}"
     if failing:
-        detail = ", ".join(f"`{a}` {have[a]['mean']:.3f}" for a in failing) + f" above {limit:g}"
+        detail = ", ".join(f"`{a}` {have[a].mean:.3f}" for a in failing) + f" above {limit:g}"
     elif missing:
         detail = "no collapse share (no finished run with diagnostics) for " + ", ".join(f"`{a}`" for a in missing)
     else:
-        detail = f"every arm at or below {limit:g} (worst `{worst}`, {have[worst]['mean']:.3f})"
-    values = {"arms": per, "failing": failing, "not_measured": missing, "worst": worst}
+        detail = f"every arm at or below {limit:g} (worst `{worst}`, {have[worst].mean:.3f})"
+    values = {
+        "arms": {a: e.as_dict() for a, e in per.items()},
+        "failing": failing,
+        "not_measured": missing,
+        "worst": worst,
+    }
     return Check("max_collapse", outcome, measured, f"≤ {limit:g} for every arm", detail, values=values)
 
 
-def kl_check(arms: list[str], rows: list[dict], limit: float) -> Check:
-    """Check 2 from results rows: the mean over the arms of their mean final val/kl ≥ limit. Its interval, over the
-    seeds, is shown where every arm finished the same seeds (the per-seed mean over the arms)."""
-    per = {
-        a: {s: float(r["val_kl"]) for s, r in finished(rows, a).items() if r.get("val_kl") not in ("", None)}
-        for a in arms
-    }
-    per = {a: v for a, v in per.items() if v}
+def kl_check(arms: list[str], kls: dict[str, dict[int, float]], limit: float) -> Check:
+    """Check 2 from each arm's final val/kl by seed (its finished runs): the mean over the arms of their mean final
+    val/kl ≥ limit. Its interval, over the seeds, is shown where every arm finished the same seeds (the per-seed mean
+    over the arms)."""
+    per = {a: kls[a] for a in arms if kls.get(a)}
     if not per:
         return Check(
             "min_kl",
@@ -214,7 +216,7 @@ def kl_check(arms: list[str], rows: list[dict], limit: float) -> Check:
     value = sum(means.values()) / len(means)
     seeds = sorted(set.intersection(*(set(v) for v in per.values())))
     balanced = all(set(v) == set(seeds) for v in per.values())
-    s = mean_ci([sum(per[a][sd] for a in per) / len(per) for sd in seeds]) if balanced else None
+    s = estimate([sum(per[a][sd] for a in per) / len(per) for sd in seeds]) if balanced else None
     measured = (_ci(s, 4) if s else f"{value:.4f} (arms finished different seeds: no interval)") + (
         f" over {len(per)} of {len(arms)} arms" if len(per) < len(arms) else ""
     )
@@ -228,17 +230,17 @@ def kl_check(arms: list[str], rows: list[dict], limit: float) -> Check:
         measured,
         f"≥ {limit:g} nats/token",
         detail,
-        values={"value": value, "arms": means, "interval": s},
+        values={"value": value, "arms": means, "interval": s.as_dict() if s else None},
     )
 
 
-def class_reading(s: dict, edge: float) -> str:
+def class_reading(s: Estimate, edge: float) -> str:
     """Check 3's reading of one token class from the mean_ci record of its per-seed log ratios and log(factor)."""
-    if s["mean"] is None:
+    lo, hi = s.lo, s.hi
+    if s.mean is None:
         return NOT_MEASURED
-    if s["ci95"] is None:
+    if lo is None or hi is None:
         return UNDETERMINED
-    lo, hi = s["mean"] - s["ci95"], s["mean"] + s["ci95"]
     if lo > edge or hi < -edge:
         return PRESENT
     if -edge < lo and hi < edge:
@@ -246,28 +248,28 @@ def class_reading(s: dict, edge: float) -> str:
     return UNDETERMINED
 
 
-def _ratio_text(s: dict) -> str:
-    if s["mean"] is None:
+def _ratio_text(s: Estimate) -> str:
+    if s.mean is None:
         return "—"
-    times = f" (×{math.exp(s['mean']):.3g})"
-    if s["ci95"] is None:
-        return f"{s['mean']:+.3f}{times}, one seed: no interval"
-    return f"{s['mean']:+.3f} [{s['mean'] - s['ci95']:+.3f}, {s['mean'] + s['ci95']:+.3f}]{times}"
+    times = f" (×{math.exp(s.mean):.3g})"
+    if s.lo is None or s.hi is None:
+        return f"{s.mean:+.3f}{times}, one seed: no interval"
+    return f"{s.mean:+.3f} [{s.lo:+.3f}, {s.hi:+.3f}]{times}"
 
 
 def scale_check(measures: Measures, pre: str, post: str, factor: float) -> Check:
     """Check 3 from the runs' measures: log(pre's / post's boundary RMS at growth), all and structural tokens."""
     edge, parts, values = math.log(factor), [], {}
     for cls, structural in (("all", False), ("structural", True)):
-        s = mean_ci(list(scale_ratios(measures, pre, post, structural).values()))
+        s = estimate(list(scale_ratios(measures, pre, post, structural).values()))
         reading = class_reading(s, edge)
-        values[cls] = {**s, "reading": reading}
+        values[cls] = {**s.as_dict(), "reading": reading}
         parts.append((cls, s, reading))
     outcome = combine([{PRESENT: PASS, ABSENT: FAIL}.get(r, r) for _, _, r in parts])
     measured = "; ".join(f"{cls}: {_ratio_text(s)}" for cls, s, _ in parts)
     detail = "; ".join(
         f"{cls} tokens {r}"
-        + (f" ({_ratio_text(s)})" if s["mean"] is not None else " (no seed has both arms' boundary RMS at growth)")
+        + (f" ({_ratio_text(s)})" if s.mean is not None else " (no seed has both arms' boundary RMS at growth)")
         for cls, s, r in parts
     )
     return Check(
@@ -275,15 +277,16 @@ def scale_check(measures: Measures, pre: str, post: str, factor: float) -> Check
     )
 
 
-def study_checks(study, rows: list[dict], measures: Measures) -> list[Check]:
-    """The study's registered checks from its kept rows (each arm's selected rate) and their measures."""
+def study_checks(study, kls: dict[str, dict[int, float]], measures: Measures) -> list[Check]:
+    """The study's registered checks from its arms' final val/kl by seed and their runs' measures (each arm's
+    selected rate)."""
     r, arms, out = study.regime, list(study.arms), []
     if r.max_collapse is not None:
         out.append(collapse_check(arms, measures, r.max_collapse))
     if r.min_kl is not None:
-        out.append(kl_check(arms, rows, r.min_kl))
+        out.append(kl_check(arms, kls, r.min_kl))
     if r.scale_factor is not None:
-        out.append(scale_check(measures, study.claims.pre_grow, study.claims.post_grow, r.scale_factor))
+        out.append(scale_check(measures, study.claims.get("pre_grow"), study.claims.get("post_grow"), r.scale_factor))
     return out
 
 
@@ -291,20 +294,19 @@ def _not_run(key: str, budget: float, threshold: str) -> Check:
     return Check(key, NOT_RUN, NOT_RUN, threshold, NOT_RUN, budget)
 
 
-def ladder_checks(study, rungs: list[tuple[float, list[str], list[dict], Measures]]) -> list[Check]:
-    """A ladder's checks from its budgets' (budget, arms run there, kept rows, measures): checks 1 and 3 at every
-    budget, check 2 at the largest."""
-    r, c, out = study.regime, study.claims, []
+def ladder_checks(study, rungs: list[tuple[float, list[str], dict[str, dict[int, float]], Measures]]) -> list[Check]:
+    """A ladder's checks from its budgets' (budget, arms run there, their final val/kl by seed, measures): checks 1
+    and 3 at every budget, check 2 at the largest."""
+    r, out = study.regime, []
+    pre, post = study.claims.get("pre_grow"), study.claims.get("post_grow")
     for budget, arms, _, measures in rungs if r.max_collapse is not None else []:
         out.append(dataclasses.replace(collapse_check(arms, measures, r.max_collapse), budget=budget))
     if r.min_kl is not None:
-        budget, arms, rows, _ = rungs[-1]
-        out.append(dataclasses.replace(kl_check(arms, rows, r.min_kl), budget=budget))
+        budget, arms, kls, _ = rungs[-1]
+        out.append(dataclasses.replace(kl_check(arms, kls, r.min_kl), budget=budget))
     for budget, arms, _, measures in rungs if r.scale_factor is not None else []:
-        if c.pre_grow in arms and c.post_grow in arms:
-            out.append(
-                dataclasses.replace(scale_check(measures, c.pre_grow, c.post_grow, r.scale_factor), budget=budget)
-            )
+        if pre in arms and post in arms:
+            out.append(dataclasses.replace(scale_check(measures, pre, post, r.scale_factor), budget=budget))
         else:
             out.append(_not_run("scale_factor", budget, f"beyond ±log {r.scale_factor:g}"))
     return out
@@ -331,7 +333,7 @@ def _what_cell(study, key: str) -> str:
     if key == "min_kl":
         return "mean over the arms of their mean final val/kl (nats/token)"
     return (
-        f"log(RMS of `{c.pre_grow}` / RMS of `{c.post_grow}`) of the boundary stream at the growth events, per "
+        f"log(RMS of `{c['pre_grow']}` / RMS of `{c['post_grow']}`) of the boundary stream at the growth events, per "
         "seed the mean over events; all tokens and structural tokens"
     )
 

@@ -1,9 +1,9 @@
-"""A study's report.md: every number from results.csv rows, the statistics (stats.py), the claims'
-verdicts (claims.py), the regime checks' readings (regime.py, above the claims) and the per-run measures
+"""A study's report.md: every number from the run records (record.py), the statistics (contrasts.py), the
+claims' verdicts (verdicts.py), the regime checks' readings (regime.py, above the claims) and the per-run measures
 (measures.py); figures from figures.py.
 
 No sentence that states a finding is written by hand: the claims section prints the sentences
-claims.py generates from the numbers and their intervals, and the tables print numbers with their
+the claims generate from the numbers and their intervals, and the tables print numbers with their
 intervals (or say that one seed gives none).
 """
 
@@ -12,12 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.rundir import read_summary
-from normgrow.study.claims import Claim
+from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, header_line
+from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
+from normgrow.study.stats import Estimate
+from normgrow.study.verdicts import Claim, study_roles
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
     "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "
@@ -31,12 +33,12 @@ def _fmt(x, nd: int = 4) -> str:
     return "—" if x is None or x == "" else f"{float(x):.{nd}f}"
 
 
-def _ci(stat: dict, nd: int = 4) -> str:
-    if stat["mean"] is None:
+def _ci(stat: Estimate, nd: int = 4) -> str:
+    if stat.mean is None:
         return "—"
-    if stat["ci95"] is None:
-        return f"{stat['mean']:.{nd}f}"
-    return f"{stat['mean']:.{nd}f} ± {stat['ci95']:.{nd}f}"
+    if stat.half is None:
+        return f"{stat.mean:.{nd}f}"
+    return f"{stat.mean:.{nd}f} ± {stat.half:.{nd}f}"
 
 
 def _mean(values: list) -> float | None:
@@ -44,8 +46,8 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _finished(rows: list[dict], arm: str) -> list[dict]:
-    return sorted((r for r in rows if r["arm"] == arm and r["status"] == "ok"), key=lambda r: int(r["seed"]))
+def _finished(records: list[RunRecord], arm: str) -> list[RunRecord]:
+    return sorted((r for r in records if r.arm == arm and r.ok), key=lambda r: r.seed)
 
 
 def _dtype_lines(measures: Measures) -> list[str]:
@@ -66,7 +68,9 @@ def _dtype_lines(measures: Measures) -> list[str]:
     ]
 
 
-def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path, lr_choice: dict | None = None) -> list[str]:
+def _header(
+    study, rows: list[RunRecord], all_rows: list[RunRecord], study_dir: Path, lr_choice: dict | None = None
+) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
     L.append(
@@ -83,11 +87,9 @@ def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path, lr_c
     # a top-k cache lumps the teacher's tail into one bucket; a full-distribution one (k = V) is the online loss
     cached = sorted(
         {
-            s["train_teacher"]
+            r.summary["train_teacher"]
             for r in rows
-            if r["status"] == "ok"
-            for s in [read_summary(study_dir / r["run_dir"])]
-            if s and "teacher cache + tail bucket" in (s.get("train_teacher") or "")
+            if r.ok and "teacher cache + tail bucket" in (r.summary.get("train_teacher") or "")
         }
     )
     if cached:
@@ -99,12 +101,11 @@ def _header(study, rows: list[dict], all_rows: list[dict], study_dir: Path, lr_c
             "online runs before quoting them.",
             "",
         ]
-    failed = [r for r in all_rows if r["status"] != "ok"]
+    failed = [r for r in all_rows if not r.ok]
     if failed:
         L += ["**Runs that did not finish:**", ""]
         L += [
-            f"- `{r['arm']}` seed {r['seed']}{' lr ' + str(r['lr']) if r.get('selected') else ''}: {r['status']} — "
-            f"{r['error']}"
+            f"- `{r.arm}` seed {r.seed}{' lr ' + str(r.lr) if r.selected else ''}: {r.status} — {r.error}"
             for r in failed
         ]
         L.append("")
@@ -121,20 +122,21 @@ def collapsed_arms(study, measures: Measures) -> list[str]:
     return out
 
 
-def _mean_kl(rows: list[dict]) -> float | None:
+def _mean_kl(rows: list[RunRecord]) -> float | None:
     """The finished runs' mean val/kl: how far the arms are from their teacher."""
-    return _mean([float(r["val_kl"]) for r in rows if r["status"] == "ok" and r.get("val_kl") not in ("", None)])
+    return _mean([r.value("val_kl") for r in rows if r.ok])
 
 
 CLAIMS_TITLE = "## The paper's claims at this scale"
 
 
 def claims_section(
-    study, rows: list[dict], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE
+    study, rows: list[RunRecord], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE
 ) -> list[str]:
     """The claims section of a study's report (its verdicts table and sentences) under `title`; a budget ladder's
     report prints its reference budget's with a title of its own. `rows` are the runs the statistics use."""
-    return _claims_section(list(claims), collapsed_arms(study, measures), study.claims.margin, _mean_kl(rows), title)
+    margin = study_roles(study.claims).margin
+    return _claims_section(list(claims), collapsed_arms(study, measures), margin, _mean_kl(rows), title)
 
 
 def _claims_section(
@@ -179,7 +181,9 @@ def _claims_section(
     ]
     for c in claims:
         value = (
-            "—" if c.mean is None else (f"{c.mean:+.4f}" + (f" [{c.lo:+.4f}, {c.hi:+.4f}]" if c.lo is not None else ""))
+            "—"
+            if c.est.mean is None
+            else (f"{c.est.mean:+.4f}" + (f" [{c.est.lo:+.4f}, {c.est.hi:+.4f}]" if c.est.lo is not None else ""))
         )
         p = "—" if c.p is None else f"{c.p:.2g}"
         verdict, holm = ("*descriptive*", "—") if c.kind == "descriptive" else (f"**{c.verdict}**", c.holm)
@@ -190,23 +194,23 @@ def _claims_section(
     return L + [""]
 
 
-def _arms_section(rows: list[dict], agg: dict, selection: dict, piloted: dict) -> list[str]:
+def _arms_section(rows: list[RunRecord], agg: Aggregate, selection: dict, piloted: dict) -> list[str]:
     L = [
         "## Validation CE per arm",
         "",
         "| arm | norm | curriculum | lr | val/ce (mean ± 95% CI) | sd | val/nll | seeds |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for arm, a in agg["arms"].items():
-        r0 = next((r for r in rows if r["arm"] == arm), None)
+    for arm, a in agg.arms.items():
+        r0 = next((r for r in rows if r.arm == arm), None)
         if r0 is None:
             continue
-        lr = f"{float(r0['lr']):g}" + (" (selected)" if arm in selection else " (pilot)" if arm in piloted else "")
+        lr = f"{r0.lr:g}" + (" (selected)" if arm in selection else " (pilot)" if arm in piloted else "")
         if arm in piloted and piloted[arm]["chosen"] is None:
             lr = "— (no pilot rate)"
         L.append(
-            f"| {arm} | {r0['norm']} | {r0['curriculum']} | {lr} | {_ci(a['val_ce'])} | {_fmt(a['val_ce']['sd'])} | "
-            f"{_fmt(a['val_nll']['mean'])} | {a['val_ce']['n']}{' (failed: ' + str(a['failed']) + ')' if a['failed'] else ''} |"
+            f"| {arm} | {r0.norm} | {r0.curriculum} | {lr} | {_ci(a.val_ce)} | {_fmt(a.val_ce.sd)} | "
+            f"{_fmt(a.val_nll.mean)} | {a.val_ce.n}{' (failed: ' + str(a.failed) + ')' if a.failed else ''} |"
         )
     return L + [""]
 
@@ -229,8 +233,8 @@ def _selection_section(selection: dict) -> list[str]:
     return L + [""]
 
 
-def _contrasts_section(study, agg: dict) -> list[str]:
-    if not agg["contrasts"]:
+def _contrasts_section(study, agg: Aggregate) -> list[str]:
+    if not agg.contrasts:
         return []
     L = [
         "## Contrasts (paired over seeds, b − a; negative = b better)",
@@ -238,46 +242,46 @@ def _contrasts_section(study, agg: dict) -> list[str]:
         "| contrast | a | b | b − a (mean ± 95% CI) | per seed |",
         "|---|---|---|---|---|",
     ]
-    for name, c in agg["contrasts"].items():
-        per = ", ".join(f"{d:+.4f}" for d in c["diffs"]) or "—"
-        L.append(f"| {name} | {c['a']} | {c['b']} | {_ci(c) if c['mean'] is not None else '—'} | {per} |")
+    for name, c in agg.contrasts.items():
+        per = ", ".join(f"{d:+.4f}" for d in c.diffs) or "—"
+        L.append(f"| {name} | {c.a} | {c.b} | {_ci(c.est) if c.est.mean is not None else '—'} | {per} |")
     L.append("")
-    ratio = agg["gap_ratio"]
+    ratio = agg.gap_ratio
     if study.gap_ratio and ratio is not None:
         x, y = study.gap_ratio
-        if ratio["ratio"] is None:
-            L += [f"Ratio {x} / {y}: undefined ({ratio['why'] or 'the denominator is 0'}).", ""]
-        elif ratio["lo"] is None:
-            L += [f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}; its interval is undefined ({ratio['why']}).", ""]
+        if ratio.ratio is None:
+            L += [f"Ratio {x} / {y}: undefined ({ratio.why or 'the denominator is 0'}).", ""]
+        elif ratio.lo is None:
+            L += [f"Ratio {x} / {y} (signed): {ratio.ratio:+.2f}; its interval is undefined ({ratio.why}).", ""]
         else:
             L += [
-                f"Ratio {x} / {y} (signed): {ratio['ratio']:+.2f}, 95% interval [{ratio['lo']:+.2f}, {ratio['hi']:+.2f}] "
-                f"(Fieller, {ratio['n']} seeds).",
+                f"Ratio {x} / {y} (signed): {ratio.ratio:+.2f}, 95% interval [{ratio.lo:+.2f}, {ratio.hi:+.2f}] "
+                f"(Fieller, {ratio.n} seeds).",
                 "",
             ]
     return L
 
 
-def _phase_section(ph: dict | None, claims: list[Claim], measures: dict) -> list[str]:
+def _phase_section(ph: Phase | None, claims: list[Claim], measures: dict) -> list[str]:
     if not ph:
         return []
     jumps = [
         g.val_ce_jump
-        for arm in (ph["a"], ph["b"])
+        for arm in (ph.a, ph.b)
         for m in measures.get(arm, {}).values()
         for g in m.growth
         if g.val_ce_jump is not None
     ]
     preserved = bool(jumps) and all(abs(j) < JUMP_TOLERANCE for j in jumps)
-    rows = [r for r in ph["rows"] if not (preserved and r["point"] == "after growth")]
+    rows = [r for r in ph.rows if not (preserved and r.point == "after growth")]
     L = [
-        f"## Phase-wise: `{ph['a']}` vs `{ph['b']}` at every stage boundary",
+        f"## Phase-wise: `{ph.a}` vs `{ph.b}` at every stage boundary",
         "",
-        f"| stage | blocks | point | {ph['a']} | {ph['b']} | {ph['b']} − {ph['a']} (mean ± 95% CI) |",
+        f"| stage | blocks | point | {ph.a} | {ph.b} | {ph.b} − {ph.a} (mean ± 95% CI) |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        L.append(f"| {r['stage']} | {r['n_layer']} | {r['point']} | {r['a']:.4f} | {r['b']:.4f} | {_ci(r['diff'])} |")
+        L.append(f"| {r.stage} | {r.n_layer} | {r.point} | {r.a:.4f} | {r.b:.4f} | {_ci(r.diff)} |")
     L.append("")
     if preserved:
         L += [
@@ -312,24 +316,22 @@ def _growth_section(study, measures: dict) -> list[str]:
     return L + [""] if len(L) > n else []
 
 
-def _compute_section(agg: dict, rows: list[dict]) -> list[str]:
+def _compute_section(agg: Aggregate, rows: list[RunRecord]) -> list[str]:
     L = [
         "## Compute and budget matching (mean over finished seeds)",
         "",
         "| arm | tokens | active-layer tokens | trainable-layer tokens | est. FLOPs | matched to |",
         "|---|---|---|---|---|---|",
     ]
-    for arm, a in agg["arms"].items():
-        cp = a["compute"]
+    for arm, a in agg.arms.items():
+        cp = a.compute
         ok = _finished(rows, arm)
         match = ""
-        if ok and ok[0]["matched_to"]:
-            scales = [float(r["match_scale"]) for r in ok if r["match_scale"] != ""]
+        if ok and ok[0].matched_to:
+            scales = [v for r in ok if (v := r.value("match_scale")) is not None]
             scale = _mean(scales)
             way = "upward" if scale is not None and scale >= 1 else "downward"
-            match = (
-                f"{ok[0]['matched_to']} by active-layer tokens ({way}, ×{scale:.3f})" if scale else ok[0]["matched_to"]
-            )
+            match = f"{ok[0].matched_to} by active-layer tokens ({way}, ×{scale:.3f})" if scale else ok[0].matched_to
         if cp["tokens"] is None:
             L.append(f"| {arm} | — | — | — | — | {match} |")
         else:
@@ -406,12 +408,10 @@ def scalar_diagnostics(m) -> dict[str, float]:
     return {k: v for k, v in m.diagnostics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def diagnostics_table(study, rows: list[dict], measures: Measures) -> list[str]:
+def diagnostics_table(study, rows: list[RunRecord], measures: Measures) -> list[str]:
     """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
     cols = {
-        arm: scalar_diagnostics(measures[arm][int(ok[0]["seed"])])
-        if int(ok[0]["seed"]) in measures.get(arm, {})
-        else {}
+        arm: scalar_diagnostics(measures[arm][ok[0].seed]) if ok[0].seed in measures.get(arm, {}) else {}
         for arm in study.arms
         if (ok := _finished(rows, arm))
     }
@@ -441,16 +441,17 @@ def dose_section(dose: tuple[Path, str] | None) -> list[str]:
     return [DOSE_TITLE, "", sentence, "", f"![{path.stem}](plots/{path.name})", ""]
 
 
-def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> list[str]:
+def headline(study, agg: Aggregate, claims: list[Claim], collapsed: list[str]) -> list[str]:
     """The few lines a study ends with on the terminal: each contrast with its interval, the claims'
     verdicts counted, and the collapsed arms if any (all from the numbers; details in report.md)."""
     L = []
-    for name, c in agg["contrasts"].items():
-        if c["mean"] is None:
-            L.append(f"{name} ({c['b']} − {c['a']}): no paired seeds finished")
+    for name, c in agg.contrasts.items():
+        e = c.est
+        if e.mean is None:
+            L.append(f"{name} ({c.b} − {c.a}): no paired seeds finished")
             continue
-        ci = f" ± {c['ci95']:.4f} (95% CI, {c['n']} seeds)" if c["ci95"] is not None else " (1 seed, no interval)"
-        L.append(f"{name} ({c['b']} − {c['a']}, val/ce): {c['mean']:+.4f}{ci}")
+        ci = f" ± {e.half:.4f} (95% CI, {e.n} seeds)" if e.half is not None else " (1 seed, no interval)"
+        L.append(f"{name} ({c.b} − {c.a}, val/ce): {e.mean:+.4f}{ci}")
     if claims:
         counts: dict[str, int] = {}
         for c in claims:
@@ -471,15 +472,15 @@ def headline(study, agg: dict, claims: list[Claim], collapsed: list[str]) -> lis
 
 def write_report(
     study,
-    rows: list[dict],
-    agg: dict,
+    rows: list[RunRecord],
+    agg: Aggregate,
     study_dir: Path,
-    claims: list[Claim] = (),
-    measures: dict | None = None,
+    claims: list[Claim] | tuple[Claim, ...] = (),
+    measures: Measures | None = None,
     selection: dict | None = None,
-    all_rows: list[dict] | None = None,
+    all_rows: list[RunRecord] | None = None,
     lr_choice: dict | None = None,
-    regime: list[Check] = (),
+    regime: list[Check] | tuple[Check, ...] = (),
 ) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
@@ -495,7 +496,7 @@ def write_report(
     L += choice_lines(lr_choice)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
-    L += _phase_section(agg["phase"], list(claims), measures)
+    L += _phase_section(agg.phase, list(claims), measures)
     L += _growth_section(study, measures)
     L += _compute_section(agg, rows)
     L += _boundary_section(study, measures)

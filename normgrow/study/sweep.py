@@ -40,8 +40,8 @@ from typing import Any
 from normgrow.config import ModelConfig, RunConfig, need
 from normgrow.model import block_parameters
 from normgrow.report import pyplot
-from normgrow.study.claims import roles_within
-from normgrow.study.stats import contrast_sign
+from normgrow.study.stats import Contrast
+from normgrow.study.verdicts import roles_within
 from normgrow.teacher import teacher_shape
 
 
@@ -201,12 +201,12 @@ def capacity_lines(configs: list[tuple[str, RunConfig]]) -> list[str]:
     return L + [""]
 
 
-def sign_of(c: dict) -> str | None:
+def sign_of(c: Contrast) -> str | None:
     """'-' or '+' when the 95% interval excludes 0, None when it does not (or there is no interval)."""
-    return {-1: "-", 1: "+", 0: None}[contrast_sign(c)]
+    return {-1: "-", 1: "+", 0: None}[c.est.sign]
 
 
-def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, dict]], where: str = "") -> str:
+def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, Contrast]], where: str = "") -> str:
     """One sentence, from the numbers, on the sign of contrast `name` (b − a) along an axis: where it is
     resolved, where not, and between which resolved points it changes."""
     signs = [(v, sign_of(c)) for v, c in series]
@@ -238,7 +238,7 @@ def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, 
 
 def sweep_report_lines(
     study,
-    table: dict[str, list[tuple[Point, dict]]],
+    table: dict[str, list[tuple[Point, Contrast]]],
     figures: dict[str, str],
     configs: list[tuple[str, RunConfig]] = (),
 ) -> list[str]:
@@ -267,11 +267,11 @@ def sweep_report_lines(
         a, b = study.contrasts[name]
         L += [f"## {name} ({b} − {a})", "", "| point | b − a (mean ± 95% CI) | seeds | sign |", "|---|---|---|---|"]
         for p, c in entries:
-            if c["mean"] is None:
+            if c.est.mean is None:
                 L.append(f"| {p.label} | — | 0 | — |")
                 continue
-            hw = f" ± {c['ci95']:.4f}" if c["ci95"] is not None else ""
-            L.append(f"| {p.label} | {c['mean']:+.4f}{hw} | {c['n']} | {sign_of(c) or 'undetermined'} |")
+            hw = f" ± {c.est.half:.4f}" if c.est.half is not None else ""
+            L.append(f"| {p.label} | {c.est.mean:+.4f}{hw} | {c.est.n} | {sign_of(c) or 'undetermined'} |")
         L.append("")
         for line in sentences(study, name, entries):
             L.append(line)
@@ -281,7 +281,7 @@ def sweep_report_lines(
     return L
 
 
-def sentences(study, name: str, entries: list[tuple[Point, dict]]) -> list[str]:
+def sentences(study, name: str, entries: list[tuple[Point, Contrast]]) -> list[str]:
     """The sign sentences of one contrast: along the first axis, once per value of the second."""
     a, b = study.contrasts[name]
     axes = study.sweep.axes
@@ -294,7 +294,7 @@ def sentences(study, name: str, entries: list[tuple[Point, dict]]) -> list[str]:
     return out
 
 
-def plot_contrast(study, name: str, entries: list[tuple[Point, dict]], path: Path) -> None:
+def plot_contrast(study, name: str, entries: list[tuple[Point, Contrast]], path: Path) -> None:
     """The contrast against the first axis with 95% intervals, one line per value of the second axis."""
     plt = pyplot()
     axes = study.sweep.axes
@@ -302,10 +302,10 @@ def plot_contrast(study, name: str, entries: list[tuple[Point, dict]], path: Pat
     groups = [None] if len(axes) == 1 else list(axes[1].values)
     numeric = all(isinstance(v, (int, float)) for v in axes[0].values)
     for g in groups:
-        sel = [(p, c) for p, c in entries if (g is None or p.coords[1] == g) and c["mean"] is not None]
+        sel = [(p, c) for p, c in entries if (g is None or p.coords[1] == g) and c.est.mean is not None]
         xs = [p.coords[0] if numeric else axes[0].values.index(p.coords[0]) for p, _ in sel]
-        ys = [c["mean"] for _, c in sel]
-        err = [c["ci95"] or 0.0 for _, c in sel]
+        ys = [c.est.mean for _, c in sel]
+        err = [c.est.half or 0.0 for _, c in sel]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=None if g is None else f"{short(axes[1].key)}={g}")
     ax.axhline(0.0, color="0.5", lw=0.8)
     if numeric:
@@ -351,7 +351,8 @@ def rung_study(study, p: Point):
 
     contrasts = {k: pair for k, pair in study.contrasts.items() if both(pair)}
     c = study.claims
-    regime = study.regime if both([c.pre_grow, c.post_grow]) else dataclasses.replace(study.regime, scale_factor=None)
+    grow = [c.get("pre_grow"), c.get("post_grow")]
+    regime = study.regime if both(grow) else dataclasses.replace(study.regime, scale_factor=None)
     return dataclasses.replace(
         study,
         name=f"{study.name}@{p.label}",

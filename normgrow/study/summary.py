@@ -1,0 +1,143 @@
+"""Summarizing a study from what its run directories hold: every run read once into a record (record.py), then
+results.csv, the statistics, the claims, the regime checks and report.md with its figures — for one study directory
+(`summarize`) and for a sweep's points or a ladder's budgets together (`summarize_sweep`: each point's own, then the
+sweep's results.csv and report.md). Running a study and rebuilding its report both end here (runner.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from normgrow import atomic
+from normgrow.study.config import StudyConfig
+from normgrow.study.contrasts import aggregate, contrast
+from normgrow.study.figures import dose_response
+from normgrow.study.jobs import Job
+from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title
+from normgrow.study.measures import Measures
+from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
+from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
+from normgrow.study.report import claims_section, collapsed_arms, dose_section, headline, write_report
+from normgrow.study.sweep import Point, axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
+from normgrow.study.verdicts import Claim, evaluate_claims
+
+
+class Summary(NamedTuple):
+    """What summarizing a study leaves beside its files: report.md's path, the headline lines, the claims'
+    verdicts, every run's record, the runs the statistics use (each arm's selected learning rate) and their
+    measures."""
+
+    path: Path
+    headline: list[str]
+    claims: list[Claim]
+    records: list[RunRecord]
+    kept: list[RunRecord]
+    measures: Measures
+
+
+def kls(study: StudyConfig, kept: list[RunRecord]) -> dict[str, dict[int, float]]:
+    """Each arm's final val/kl by seed (what regime check 2 reads)."""
+    return {arm: values(kept, arm, "val_kl") for arm in study.arms}
+
+
+def summarize(
+    study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path, lr_choice: dict | None = None
+) -> Summary:
+    """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold;
+    `status` the launcher's word on runs that did not finish; `lr_choice` the learning-rate pilot's choice
+    (pilot.py), if the study ran one."""
+    records, selection = select_lrs(study, read_runs(study, jobs, status))
+    write_results([r.row() for r in records], out / "results.csv")
+    kept = [r for r in records if r.kept]  # an arm's chosen learning rate only
+    agg = aggregate(study, kept)
+    measures = study_measures(kept)
+    claims = evaluate_claims(study.claims, measures)
+    checks = study_checks(study, kls(study, kept), measures)
+    write_regime(study, checks, out)
+    path = write_report(
+        study,
+        kept,
+        agg,
+        out,
+        claims=claims,
+        measures=measures,
+        selection=selection,
+        all_rows=records,
+        lr_choice=lr_choice,
+        regime=checks,
+    )
+    heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
+    return Summary(path, heads, claims, records, kept, measures)
+
+
+Sub = tuple[Point, StudyConfig, list[Job], Summary]  # one point of a sweep (budget of a ladder), summarized
+
+
+def summarize_sweep(
+    study: StudyConfig,
+    plan: list[tuple[StudyConfig, Path, list[Job]]],
+    status: dict,
+    out: Path,
+    log: Callable[[str], None] = print,
+    plots: bool = True,
+    lr_choice: dict | None = None,
+) -> Path:
+    """Each point's (budget's) results.csv and report.md, the sweep's results.csv (every run, with its point and
+    axis values; a ladder's with its budget label and budget_scale), its report.md (a sweep's with one figure per
+    contrast) and headline, logged. Returns the sweep's (ladder's) report path."""
+    subs: list[Sub] = []
+    rows, keys, root = [], axis_keys(study), sub_root(study)
+    for (sub, sub_dir, jobs), p in zip(plan, sub_points(study), strict=True):
+        done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir, lr_choice)
+        subs.append((p, sub, jobs, done))
+        axes = dict(zip(keys, p.coords, strict=True))
+        rows += [
+            {"point": p.label, **axes, **r.row(), "run_dir": f"{root}/{p.label}/{r.run_dir}"} for r in done.records
+        ]
+    write_results(rows, out / "results.csv", fields=["point", *keys, *FIELDS])
+    if study.budgets:
+        lines, heads = _ladder_report(study, subs, out, plots)
+    else:
+        lines, heads = _sweep_report(study, subs, out, plots)
+    atomic.write_text(out / "report.md", "\n".join(lines) + "\n")
+    for line in heads:
+        log(line)
+    return out / "report.md"
+
+
+def _sweep_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) -> tuple[list[str], list[str]]:
+    """A sweep's report lines (its figures drawn) and its sign sentences."""
+    table = {
+        name: [(p, contrast(done.kept, a, b)) for p, _, _, done in subs] for name, (a, b) in study.contrasts.items()
+    }
+    figures = {}
+    if plots:
+        for name, entries in table.items():
+            if any(c.est.mean is not None for _, c in entries):
+                plot_contrast(study, name, entries, out / "plots" / f"sweep_{name}.png")
+                figures[name] = f"plots/sweep_{name}.png"
+    configs = [(p.label, jobs[0].cfg) for p, _, jobs, _ in subs if jobs]
+    return sweep_report_lines(study, table, figures, configs), [
+        line for name, entries in table.items() for line in sentences(study, name, entries)
+    ]
+
+
+def _ladder_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) -> tuple[list[str], list[str]]:
+    """A ladder's report lines and its headline: every budget's numbers, its regime checks (regime.json written),
+    the dose–response figure over every budget (drawn into out/plots/), and the reference budget's claims section."""
+    rungs = [
+        ladder_rung(study, p, done.kept, {j.arm: j.cfg.model for j in jobs}, done.claims) for p, _, jobs, done in subs
+    ]
+    sub, done = next((sub, done) for p, sub, _, done in subs if p.coords[0] == study.budget_scale)
+    reference_claims = claims_section(sub, done.kept, done.claims, done.measures, title=reference_title(study))
+    readings = [(p.coords[0], list(sub.arms), kls(sub, done.kept), done.measures) for p, sub, _, done in subs]
+    checks = ladder_checks(study, readings)
+    write_regime(study, checks, out)
+    by_budget = [(p.coords[0], d.measures) for p, _, _, d in subs]
+    dose = dose_section(dose_response(study.claims, by_budget, out / "plots") if plots else None)
+    return (
+        ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose),
+        ladder_headline(study, rungs) + headline_line(checks),
+    )
