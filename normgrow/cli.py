@@ -27,15 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-from normgrow.config import RunConfig, describe_fields, load_config, resolved_head_dim, to_yaml
+from normgrow.config import RunConfig, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
 from normgrow.data import cache_root
 from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line, restore_signals
 from normgrow.export import export_student
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
+from normgrow.plots import plot_runs
 from normgrow.registry import load_extensions
-from normgrow.report import plot_runs
+from normgrow.schema import describe_fields
 from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study, study_fields
@@ -262,7 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normgrow", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"normgrow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_tool_commands(sub)
+    return parser
 
+
+def _add_run_commands(sub) -> None:
+    """The verbs of the main path: a study, one run, and what is done with their directories afterwards."""
     p = sub.add_parser("study", help="the main job: every arm × seed of a study, then its report")
     p.add_argument(
         "config",
@@ -278,12 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", default=None, help="study directory (default: studies/<name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="write the study into a non-empty folder that is not a study directory (its files of the "
-        "same names are replaced)",
-    )
+    force = "write the study into a non-empty folder that is not a study directory (its files of those names replaced)"
+    p.add_argument("--force", action="store_true", help=force)
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("run", help="one training run")
@@ -323,9 +326,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_report)
 
-    _add_tool_commands(sub)
-    return parser
-
 
 def _add_tool_commands(sub) -> None:
     """The verbs around runs: the teacher, data, model shapes, planning, the stand-in and the config."""
@@ -348,6 +348,21 @@ def _add_tool_commands(sub) -> None:
     _add_config_args(p)
     p.set_defaults(func=cmd_model)
 
+    _add_plan_command(sub)
+
+    p = sub.add_parser("standin", help="write a CPU stand-in for the paper's teacher and dataset")
+    p.add_argument("dir", help="new directory for the stand-in")
+    p.add_argument("--documents", type=int, default=600, help="documents of the embedded corpus in its dataset")
+    p.set_defaults(func=cmd_standin)
+
+    p = sub.add_parser("config", help="print the fully resolved config")
+    _add_config_args(p)
+    p.add_argument("--fields", action="store_true", help="list every config field with its default and help")
+    p.add_argument("--study", action="store_true", help="list every field of a study file instead (--fields implied)")
+    p.set_defaults(func=cmd_config)
+
+
+def _add_plan_command(sub) -> None:
     p = sub.add_parser("plan", help="memory per device and device-hours of a study or run, before running it")
     p.add_argument("config", nargs="?", default=None, help="study preset or YAML (or a run preset / YAML)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
@@ -390,17 +405,6 @@ def _add_tool_commands(sub) -> None:
     )
     p.add_argument("--remeasure", action="store_true", help="time the shapes again instead of reusing the cached probe")
     p.set_defaults(func=cmd_plan)
-
-    p = sub.add_parser("standin", help="write a CPU stand-in for the paper's teacher and dataset")
-    p.add_argument("dir", help="new directory for the stand-in")
-    p.add_argument("--documents", type=int, default=600, help="documents of the embedded corpus in its dataset")
-    p.set_defaults(func=cmd_standin)
-
-    p = sub.add_parser("config", help="print the fully resolved config")
-    _add_config_args(p)
-    p.add_argument("--fields", action="store_true", help="list every config field with its default and help")
-    p.add_argument("--study", action="store_true", help="list every field of a study file instead (--fields implied)")
-    p.set_defaults(func=cmd_config)
 
 
 def main(argv: list[str] | None = None) -> int:

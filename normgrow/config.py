@@ -4,15 +4,17 @@
     dotted keys  ─┼─► OmegaConf.merge (types and unknown keys checked) ─► RunConfig ─► validate()
     (defaults)   ─┘
 
-Every field carries a one-line attribute docstring; `field_docs()` reads them back from this file,
-so the docstring is the help text (`normgrow config --fields`). A resolved config saved with
-`save_config` reloads to an equal `RunConfig`. Every field also declares its meaning (`setting`,
-`section`): whether it enters the default teacher's key (`teacher_key_view`) and whether a resumed
+Every field carries a one-line attribute docstring; `schema.field_docs()` reads them back from this
+file, so the docstring is the help text (`normgrow config --fields`). A resolved config saved with
+`save_config` reloads to an equal `RunConfig`. Every field also declares its meaning (`schema.setting`,
+`schema.section`): whether it enters the default teacher's key (`schema.teacher_key_view`) and whether a resumed
 run may change it (`resume_may_differ`); teacher.py and rundir.py read these instead of keeping lists.
+The machinery (meanings, the YAML reader, the merge loop, number bounds) lives in schema.py; this module
+holds the run's fields and their validation.
 
 Presets are the YAML files in `configs/` (installed as the package `normgrow.configs`); a preset is
-named by its file stem (`tiny`) or given as a path. `load_structured` is the one merge loop: run
-configs (`load_config`) and study files (study.py) both go through it.
+named by its file stem (`tiny`) or given as a path. `schema.load_structured` is the one merge loop: run
+configs (`load_config`) and study files (study/config.py) both go through it.
 
 Fields that name an extension (a placement, a growth operator, a diagnostic, a launcher) are plain
 strings checked against their registry (registry.py) at validation time, so names that user code
@@ -21,102 +23,33 @@ registers are valid too.
 
 from __future__ import annotations
 
-import ast
-import copy
 import dataclasses
-import fnmatch
-import functools
 import importlib.resources
-import inspect
-import math
 import os
-import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from normgrow import atomic, registry
 from normgrow.errors import ConfigError
+from normgrow.schema import (
+    check_numbers,
+    leaf_fields,
+    load_structured,
+    meaning_of,
+    need,
+    non_negative,
+    positive,
+    read_yaml,
+    section,
+    setting,
+)
 
 # Placement names that are rules over positions rather than one block class (model.placement_of resolves them).
 PLACEMENT_RULES = ("mixln",)
-
-
-# ----------------------------------------------------------------------------- field meanings
-#
-# Beside its value and help line, a field declares what it means to the rest of the package, once, here:
-# whether it enters the default teacher's content key (teacher.default_teacher_key: the default teacher is trained
-# once per recipe and cached under a hash of its resolved config), whether a resumed run may change it
-# (rundir.check_same_run), and when it or its default arrived after teachers were first keyed. `setting(...)`
-# declares it with the field, `@section(...)` for every field of a section that does not declare its own;
-# tests/test_config.py checks that every field has both decisions:
-#
-#     d_model: int = setting(256, key=True)                      # shapes the teacher: in its key
-#     device: str = setting("auto", key=False, resume=True)      # where it runs: not in the key, may change on resume
-#     mixln_ratio: float = setting(0.25, key=True, before=0.25)  # added later: left out of the key while at 0.25
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET = _Unset()  # a meaning entry not given (None is a value)
-
-
-@dataclass(frozen=True)
-class Meaning:
-    """What a config field means beyond its value (`setting` / `section` declare it; `meaning_of` reads it)."""
-
-    key: bool | None = None
-    """Enters the default teacher's key. False for what cannot change the teacher's weights: where it runs, how often
-    it logs, evaluates and checkpoints, diagnostics, the distillation settings (the teacher trains on next-token CE;
-    the loss chunk changes only the order of float sums). The key then holds the field's default whatever the run
-    sets, so changing it does not retrain the teacher; the full config is still saved with the teacher."""
-    resume: bool | None = None
-    """May differ when a run directory is resumed: where it runs and how a step is laid out in memory (micro-batches,
-    sharding, recomputation), none of which changes what is computed beyond summation order (tests/test_train.py:
-    split invariance; a DDP run resumed sharded). config.yaml keeps the first values."""
-    before: Any = UNSET
-    """The field was added after default teachers were first keyed: while it holds this value (the behaviour from
-    before it existed, which an older key implies) it is left out of the key, so adding it orphans no cached
-    teacher."""
-    old_default: Any = UNSET
-    """The field's default changed after teachers were keyed: while it holds the new default, the key records this old
-    one (teacher.dtype became `auto`, resolved per run), so the change orphaned no cached teacher."""
-
-
-_MEANING = "normgrow.meaning"  # the dataclasses.field metadata entry `setting` fills
-
-
-def setting(
-    default: Any = dataclasses.MISSING,
-    *,
-    factory: Any = dataclasses.MISSING,
-    key: bool | None = None,
-    resume: bool | None = None,
-    before: Any = UNSET,
-    old_default: Any = UNSET,
-) -> Any:
-    """A config field with its `Meaning` (unset entries come from its section's): `default`, or `factory` for a
-    mutable one, as in dataclasses.field."""
-    meaning = Meaning(key, resume, before, old_default)
-    return field(default=default, default_factory=factory, metadata={_MEANING: meaning})
-
-
-def section(*, key: bool | None = None, resume: bool | None = None):
-    """Class decorator: the meaning of every field of a config section that does not declare its own."""
-
-    def declare(cls: type) -> type:
-        cls._meaning = Meaning(key, resume)
-        return cls
-
-    return declare
 
 
 @section(resume=False)
@@ -389,76 +322,6 @@ def preset_path(name_or_path: str) -> Path:
     return Path(str(candidate))
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (YAML keeps the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"key '{key}' given twice", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def read_yaml(path: Path) -> dict:
-    """A YAML mapping from a file; one-line errors naming the file (and line) otherwise."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text (UTF-8) file; expected a YAML config") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
-    return data
-
-
-def omegaconf_message(e: OmegaConfBaseException, source: str) -> str:
-    key = getattr(e, "full_key", None) or "?"
-    msg = str(e).splitlines()[0]
-    return f"{source}: {key}: {msg}"
-
-
-def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: list[str] | tuple[str, ...] = ()):
-    """The one merge loop: `schema`'s defaults ← each (source, mapping) layer in order ← dotted
-    `key=value` overrides, type-checked by OmegaConf. Every error is one line naming its source and key."""
-    merged = OmegaConf.structured(schema)
-    for source, data in layers:
-        try:
-            merged = OmegaConf.merge(merged, OmegaConf.create(data))
-        except OmegaConfBaseException as e:
-            raise ConfigError(omegaconf_message(e, source)) from None
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}': expected key=value (e.g. model.norm=post)")
-        key, _, raw = item.partition("=")
-        try:
-            if any(part.isdigit() for part in key.split(".")):  # into a list's entry: curriculum.stages.1.tokens=…
-                OmegaConf.update(merged, key, OmegaConf.from_dotlist([f"value={raw}"]).value, merge=True)
-            else:
-                merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
-        except OmegaConfBaseException as e:
-            raise ConfigError(omegaconf_message(e, f"override '{item}'")) from None
-        except yaml.YAMLError as e:  # a YAML tag (never executed) or broken flow syntax in the value
-            raise ConfigError(
-                f"override '{item}': {key}: the value is not plain YAML ({str(e).splitlines()[0]})"
-            ) from None
-    try:
-        return OmegaConf.to_object(merged)
-    except OmegaConfBaseException as e:
-        raise ConfigError(omegaconf_message(e, "config")) from None
-
-
 def _preset_layers(preset: str, seen: tuple[str, ...] = ()) -> list[tuple[str, dict]]:
     """A preset and the chain of presets it names with `base:`, base first."""
     path = preset_path(preset)
@@ -528,14 +391,6 @@ def parse_train_blocks(spec: str, n_layer: int, new_blocks: Sequence[int]) -> li
     return idx
 
 
-def need(ok: bool, key: str, msg: str) -> None:
-    """Raise a one-line ConfigError naming `key` unless `ok`."""
-    if not ok:
-        raise ConfigError(f"{key}: {msg}")
-
-
-INT_LIMIT = 2**53  # integers beyond it are not exact as floats, and token counts are multiplied by rates
-FLOAT_LIMIT = 1e15  # no float setting means anything beyond it; larger ones overflow float32 arithmetic
 # fields whose meaningful range ends well below FLOAT_LIMIT (their own checks below give the lower ends)
 UPPER = {
     "seed": 2**32 - 1,
@@ -550,47 +405,9 @@ UPPER = {
 }
 
 
-def number_fields(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any, type]]:
-    """(dotted key, value, int or float) of every number of a config section, walked into sections, lists (key
-    curriculum.stages.<i>.<field>, seeds.<i>) and maps of sections (arms.<name>.…); None values left out."""
-    hints = typing.get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        yield from _numbers(f"{prefix}{f.name}", getattr(obj, f.name), hints[f.name])
-
-
-def _numbers(key: str, value: Any, hint: Any) -> Iterator[tuple[str, Any, type]]:
-    if dataclasses.is_dataclass(value):
-        yield from number_fields(value, key + ".")
-    elif isinstance(value, dict):
-        for name, v in value.items():
-            yield from _numbers(f"{key}.{name}", v, (typing.get_args(hint) or (str, Any))[-1])
-    elif isinstance(value, (list, tuple)):
-        inner = [a for t in (typing.get_args(hint) or (Any,)) for a in (typing.get_args(t) or (t,))]
-        for i, v in enumerate(value):
-            yield from _numbers(f"{key}.{i}", v, inner[0] if inner else Any)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        kinds = [t for t in typing.get_args(hint) or (hint,) if t in (int, float)]
-        yield key, value, kinds[0] if kinds else type(value)
-
-
-def check_numbers(obj: Any, prefix: str = "", upper: dict | None = None) -> None:
-    """Every number of a config finite and representable (ints within ±2^53, floats within ±1e15, narrower where
-    `upper` (UPPER) says, by key pattern: `*` for a list index or a map's name), before any range check compares it:
-    NaN, ±inf and 1e300 are one line naming the field."""
-    upper = UPPER if upper is None else upper
-    for key, value, kind in number_fields(obj, prefix):
-        if kind is float and not math.isfinite(value):
-            raise ConfigError(f"{key}: must be a finite number, got {value}")
-        limit = next(
-            (v for pattern, v in upper.items() if fnmatch.fnmatchcase(key, pattern)),
-            INT_LIMIT if kind is int else FLOAT_LIMIT,
-        )
-        need(abs(value) <= limit, key, f"{value:g} is out of range (at most {limit:g} in magnitude)")
-
-
 def validate(cfg: RunConfig) -> None:
     """Semantic checks the type system cannot express; raises ConfigError naming the field."""
-    check_numbers(cfg)
+    check_numbers(cfg, UPPER)
     need(cfg.seed >= 0, "seed", f"must be non-negative, got {cfg.seed}")
     _validate_model(cfg.model, cfg.teacher)
     _validate_data_teacher_distill(cfg)
@@ -599,11 +416,7 @@ def validate(cfg: RunConfig) -> None:
 
 
 def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
-    for key in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff"):
-        need(getattr(m, key) > 0, f"model.{key}", f"must be positive, got {getattr(m, key)}")
-    need(m.head_dim is None or m.head_dim > 0, "model.head_dim", f"must be positive, got {m.head_dim}")
-    need(m.vocab_size is None or m.vocab_size > 0, "model.vocab_size", f"must be positive, got {m.vocab_size}")
-    need(m.init_depth is None or m.init_depth > 0, "model.init_depth", f"must be positive, got {m.init_depth}")
+    positive(m, "model", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "head_dim", "vocab_size", "init_depth")
     need(m.n_head % m.n_kv_head == 0, "model.n_kv_head", f"{m.n_kv_head} does not divide model.n_head={m.n_head}")
     if m.head_dim is None:
         need(
@@ -616,14 +429,7 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
         "model.head_dim",
         f"must be even for rotary embeddings, got {resolved_head_dim(m)}",
     )
-    need(m.norm_eps > 0, "model.norm_eps", f"must be positive, got {m.norm_eps}")
-    need(m.init_std > 0, "model.init_std", f"must be positive, got {m.init_std}")
-    need(
-        m.embed_init_std is None or m.embed_init_std > 0,
-        "model.embed_init_std",
-        f"must be positive, got {m.embed_init_std}",
-    )
-    need(m.rope_theta > 0, "model.rope_theta", f"must be positive, got {m.rope_theta}")
+    positive(m, "model", "norm_eps", "init_std", "embed_init_std", "rope_theta")
     if m.norm not in PLACEMENT_RULES:
         registry.check("model.norm", m.norm)
     need(0.0 <= m.mixln_ratio <= 1.0, "model.mixln_ratio", f"must be in [0, 1], got {m.mixln_ratio}")
@@ -643,7 +449,7 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
 
 def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     tc = cfg.teacher
-    need(tc.cache_k > 0, "teacher.cache_k", f"must be positive, got {tc.cache_k}")
+    positive(tc, "teacher", "cache_k")
     need(
         not (tc.cache or tc.cache_path) or tc.path != "none",
         "teacher.cache",
@@ -657,9 +463,8 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
 
     d = cfg.data
     registry.check("data.format", d.format)
-    for key in ("vocab_size", "seq_len", "val_tokens", "probe_sequences", "max_document_bytes"):
-        need(getattr(d, key) > 0, f"data.{key}", f"must be positive, got {getattr(d, key)}")
-    need(d.select_tokens >= 0, "data.select_tokens", f"must be non-negative, got {d.select_tokens}")
+    positive(d, "data", "vocab_size", "seq_len", "val_tokens", "probe_sequences", "max_document_bytes")
+    non_negative(d, "data", "select_tokens")
     need(
         0 <= d.curve_tokens <= d.val_tokens,
         "data.curve_tokens",
@@ -676,13 +481,13 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     _validate_pool(d, cfg.train.batch_size)
 
     t = cfg.distill
-    need(t.temperature > 0, "distill.temperature", f"must be positive, got {t.temperature}")
+    positive(t, "distill", "temperature")
     need(0 < t.jsd_beta < 1, "distill.jsd_beta", f"must be in (0, 1), got {t.jsd_beta}")
-    need(t.nll_weight >= 0, "distill.nll_weight", f"must be non-negative, got {t.nll_weight}")
-    need(t.chunk_tokens > 0, "distill.chunk_tokens", f"must be positive, got {t.chunk_tokens}")
+    non_negative(t, "distill", "nll_weight")
+    positive(t, "distill", "chunk_tokens")
 
     g = cfg.diagnostics
-    need(g.every_tokens >= 0, "diagnostics.every_tokens", f"must be non-negative, got {g.every_tokens}")
+    non_negative(g, "diagnostics", "every_tokens")
     need(0 < g.sink_threshold < 1, "diagnostics.sink_threshold", f"must be in (0, 1), got {g.sink_threshold}")
     for name in g.include or []:
         registry.check("diagnostics.include", name)
@@ -690,15 +495,13 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
 
 def _validate_pool(d: DataConfig, batch_size: int) -> None:
     """The pool's size against what the config alone decides (the split's size is checked once it is read)."""
-    need(
-        d.train_pool_sequences >= 0, "data.train_pool_sequences", f"must be non-negative, got {d.train_pool_sequences}"
-    )
+    non_negative(d, "data", "train_pool_sequences")
     need(
         d.train_pool_sequences == 0 or d.train_pool_sequences >= batch_size,
         "data.train_pool_sequences",
         f"{d.train_pool_sequences} is fewer than the train.batch_size={batch_size} sequences of one step",
     )
-    need(d.max_pool_repeats >= 0, "data.max_pool_repeats", f"must be non-negative, got {d.max_pool_repeats}")
+    non_negative(d, "data", "max_pool_repeats")
 
 
 def _validate_curriculum(cfg: RunConfig) -> None:
@@ -720,15 +523,10 @@ def _validate_curriculum(cfg: RunConfig) -> None:
     prev = 0
     for i, s in enumerate(stages):
         key = f"curriculum.stages.{i}"
-        need(s.n_layer > 0, f"{key}.n_layer", f"must be positive, got {s.n_layer}")
+        positive(s, key, "n_layer")
         need(s.n_layer > prev, f"{key}.n_layer", f"stage depths must increase, got {s.n_layer} after {prev}")
         need(s.n_layer <= cfg.model.n_layer, f"{key}.n_layer", f"{s.n_layer} exceeds model.n_layer={cfg.model.n_layer}")
-        need(s.tokens >= 0, f"{key}.tokens", f"must be non-negative, got {s.tokens}")
-        need(
-            s.active_layer_tokens >= 0,
-            f"{key}.active_layer_tokens",
-            f"must be non-negative, got {s.active_layer_tokens}",
-        )
+        non_negative(s, key, "tokens", "active_layer_tokens")
         need(
             (s.tokens > 0) != (s.active_layer_tokens > 0),
             f"{key}.tokens",
@@ -743,40 +541,28 @@ def _validate_curriculum(cfg: RunConfig) -> None:
 
 
 def _validate_train(r: TrainConfig) -> None:
-    for key in (
-        "batch_size",
-        "lr",
-        "eval_every_tokens",
-        "log_every_steps",
-        "checkpoint_every_tokens",
-        "keep_checkpoints",
-    ):
-        need(getattr(r, key) > 0, f"train.{key}", f"must be positive, got {getattr(r, key)}")
-    need(
-        r.micro_batch_size is None or r.micro_batch_size > 0,
-        "train.micro_batch_size",
-        f"must be positive, got {r.micro_batch_size}",
-    )
+    keys = ("batch_size", "lr", "eval_every_tokens", "log_every_steps", "checkpoint_every_tokens", "keep_checkpoints")
+    positive(r, "train", *keys, "micro_batch_size")
     need(
         r.micro_batch_size is None or r.batch_size % r.micro_batch_size == 0,
         "train.micro_batch_size",
         f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}",
     )
-    need(r.warmup_tokens >= 0, "train.warmup_tokens", f"must be non-negative, got {r.warmup_tokens}")
+    non_negative(r, "train", "warmup_tokens")
     need(
         not (r.compile and r.sharding == "fsdp"),
         "train.compile",
         "not supported with train.sharding=fsdp (compile the blocks of a replicated student: train.sharding=ddp)",
     )
-    need(r.dense_eval_steps >= 0, "train.dense_eval_steps", f"must be non-negative, got {r.dense_eval_steps}")
+    non_negative(r, "train", "dense_eval_steps")
     need(r.dense_eval_every >= 1, "train.dense_eval_every", f"must be at least 1, got {r.dense_eval_every}")
     need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")
     need(0 < r.decay_fraction <= 1, "train.decay_fraction", f"must be in (0, 1], got {r.decay_fraction}")
-    need(r.weight_decay >= 0, "train.weight_decay", f"must be non-negative, got {r.weight_decay}")
+    non_negative(r, "train", "weight_decay")
     need(0 <= r.beta1 < 1, "train.beta1", f"must be in [0, 1), got {r.beta1}")
     need(0 <= r.beta2 < 1, "train.beta2", f"must be in [0, 1), got {r.beta2}")
-    need(r.grad_clip >= 0, "train.grad_clip", f"must be non-negative, got {r.grad_clip}")
-    need(r.threads is None or r.threads > 0, "train.threads", f"must be positive, got {r.threads}")
+    non_negative(r, "train", "grad_clip")
+    positive(r, "train", "threads")
     for logger in r.loggers:
         need(logger in ("tensorboard", "wandb"), "train.loggers", f"unknown logger '{logger}' (tensorboard, wandb)")
     need(
@@ -786,94 +572,6 @@ def _validate_train(r: TrainConfig) -> None:
     )
 
 
-# ----------------------------------------------------------------------------- help text
-
-
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """{field: docstring} for a config dataclass, read from the attribute docstrings in this file."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body
-    docs = {}
-    for node, nxt in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            docs[node.target.id] = str(nxt.value.value)
-    return docs
-
-
-def field_default(f: dataclasses.Field) -> Any:
-    """A dataclass field's default value (a fresh one for a default factory)."""
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-
-
-def _is_section_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and dataclasses.is_dataclass(value[0])
-
-
-def leaf_fields(cls: type = RunConfig, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field]]:
-    """(dotted key, section class, field) for every field that holds a value, depth first. Sections are walked
-    into; a list of sections (curriculum.stages) is a field, followed by its entries' fields as `key[].name`."""
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}{f.name}"
-        default = field_default(f)
-        if dataclasses.is_dataclass(default):
-            yield from leaf_fields(type(default), key + ".")
-            continue
-        yield key, cls, f
-        if _is_section_list(default):
-            yield from leaf_fields(type(default[0]), key + "[].")
-
-
-def describe_fields(cls: type = RunConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, default, help) for every leaf field, depth first; a field chosen from a registry (and
-    model.block_norms, a list of placements) lists the names registered now, extensions' included."""
-    rows = []
-    for key, owner, f in leaf_fields(cls, prefix):
-        default = field_default(f)
-        shown = f"[{len(default)} entries]" if _is_section_list(default) else repr(default)
-        doc = field_docs(owner).get(f.name, "")
-        reg = registry.BY_FIELD.get("model.norm" if key == "model.block_norms" else key)
-        if reg is not None:
-            doc += f" [registered {reg.kind}s: {', '.join(reg.names())}]"
-        rows.append((key, shown, doc))
-    return rows
-
-
-# ----------------------------------------------------------------------------- what fields mean (see `Meaning`)
-
-
-def meaning_of(cls: type, f: dataclasses.Field) -> Meaning:
-    """Field `f` of config section `cls`: its own `setting(...)` entries, the unset ones from `@section(...)`."""
-    own = f.metadata.get(_MEANING, Meaning())
-    sec = getattr(cls, "_meaning", Meaning())
-    return dataclasses.replace(
-        own, key=sec.key if own.key is None else own.key, resume=sec.resume if own.resume is None else own.resume
-    )
-
-
-def teacher_key_view(cfg: Any) -> dict:
-    """The config (a RunConfig or one of its sections) as the default teacher's key sees it, which
-    teacher.default_teacher_key hashes: `to_dict(cfg)` with key-free fields at their defaults, fields added later
-    left out while they hold their `before` value, and changed defaults written as the old ones."""
-    fresh = type(cfg)()
-    view = {}
-    for f in dataclasses.fields(cfg):
-        m = meaning_of(type(cfg), f)
-        value = getattr(fresh if m.key is False else cfg, f.name)  # a section (key None) is walked into
-        if dataclasses.is_dataclass(value):
-            value = teacher_key_view(value)
-        elif _is_section_list(value):
-            value = [teacher_key_view(v) for v in value]
-        else:
-            value = copy.deepcopy(value)
-        if m.before is not UNSET and value == m.before:
-            continue
-        if m.old_default is not UNSET and value == getattr(fresh, f.name):
-            value = m.old_default
-        view[f.name] = value
-    return view
-
-
 def resume_may_differ() -> frozenset[str]:
     """Dotted keys (as rundir.config_differences names them) a resumed run directory may change."""
-    return frozenset(key for key, cls, f in leaf_fields() if "[]" not in key and meaning_of(cls, f).resume)
+    return frozenset(key for key, cls, f in leaf_fields(RunConfig) if "[]" not in key and meaning_of(cls, f).resume)

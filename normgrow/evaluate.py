@@ -89,22 +89,8 @@ def evaluate(
             info,
         )
     for i, batch in enumerate(batches):
-        x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
-        with autocast(cfg, info.device):
-            h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
-        view = None
-        if teacher is not None:
-            view = keep.get(i) if keep is not None else None
-            if view is None:
-                view = teacher.chunks(x)
-                if keep is not None:
-                    view.keep, keep[i] = True, view
-        prefix = min(max(mine - i * mb, 0), len(batch)) * x.shape[1]  # this micro-batch's curve tokens
-        chunk = cfg.distill.chunk_tokens
-        upto = None if full else -(-prefix // chunk) * chunk  # a curve pass skips the chunks after the subset's
-        s, c = eval_sums_split(
-            h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto], chunk, prefix
-        )
+        prefix = min(max(mine - i * mb, 0), len(batch)) * (batch.shape[1] - 1)  # this micro-batch's curve tokens
+        s, c = _batch_sums(model, teacher, batch, cfg, info, keep, i, prefix, full)
         totals += torch.tensor([s[k] for k in SUMS], dtype=torch.float64)
         head += torch.tensor([c[k] for k in SUMS], dtype=torch.float64)
     dist.all_reduce_sum(totals)
@@ -116,6 +102,36 @@ def evaluate(
 
 
 SUMS = ("ce", "kl", "teacher_entropy", "nll", "tokens")  # the order of an evaluation's sums tensor
+
+
+def _batch_sums(
+    model: Student,
+    teacher: Teacher | None,
+    batch: torch.Tensor,
+    cfg: RunConfig,
+    info: dist.DistInfo,
+    keep: dict | None,
+    i: int,
+    prefix: int,
+    full: bool,
+) -> tuple[dict, dict]:
+    """One micro-batch's sums over all its tokens and over its first `prefix` tokens (the curve subset's); the
+    teacher's view of micro-batch `i` is read from `keep` when kept there, and kept when `keep` is given."""
+    x, y = batch[:, :-1].to(info.device), batch[:, 1:].to(info.device)
+    with autocast(cfg, info.device):
+        h = model(x, hidden_only=True)  # through forward: FSDP gathers the root's weights in its hooks
+    view = None
+    if teacher is not None:
+        view = keep.get(i) if keep is not None else None
+        if view is None:
+            view = teacher.chunks(x)
+            if keep is not None:
+                view.keep, keep[i] = True, view
+    chunk = cfg.distill.chunk_tokens
+    upto = None if full else -(-prefix // chunk) * chunk  # a curve pass skips the chunks after the subset's
+    return eval_sums_split(
+        h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto], chunk, prefix
+    )
 
 
 def _means(prefix: str, sums: torch.Tensor, with_teacher: bool) -> dict[str, float]:

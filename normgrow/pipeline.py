@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from normgrow import atomic, cache, checkpoint, dist, dtypes
-from normgrow.config import DataConfig, RunConfig, load_config, teacher_key_view
+from normgrow.config import DataConfig, RunConfig, load_config
 from normgrow.costs import student_state_bytes, teacher_bytes
 from normgrow.curriculum import check_pool_repeats, match_budget, student_at_stage
 from normgrow.data import (
@@ -46,6 +46,7 @@ from normgrow.hardware import available_memory
 from normgrow.locks import DirLock
 from normgrow.model import parameters_of
 from normgrow.rundir import check_same_run, read_jsonl, read_summary
+from normgrow.schema import teacher_key_view
 from normgrow.teacher import (
     DEFAULT_TEACHER,
     NO_TEACHER,

@@ -101,6 +101,17 @@ class NonFinite(Exception):
         self.what, self.loss = what, loss
 
 
+def _gradient_sync(
+    model: Student, step_fn: torch.nn.Module, info: dist.DistInfo, last: bool
+) -> contextlib.AbstractContextManager:
+    """DDP and FSDP reduce gradients on the last micro-batch only (no_sync / no gradient sync on the others)."""
+    if sharding.is_sharded(model):
+        sharding.set_gradient_sync(model, last)
+    elif info.world_size > 1 and not last:
+        return step_fn.no_sync()  # type: ignore[operator]  # step_fn is DDP here
+    return contextlib.nullcontext()
+
+
 def train_step(
     model: Student,
     step_fn: torch.nn.Module,
@@ -129,13 +140,7 @@ def train_step(
     d = cfg.distill
     for i, (part, idx) in enumerate(zip(micro, index, strict=True)):
         x, y = part[:, :-1].to(info.device), part[:, 1:].to(info.device)  # both (b, T)
-        # DDP and FSDP reduce gradients on the last micro-batch only (no_sync / no gradient sync on the others)
-        sync: contextlib.AbstractContextManager = contextlib.nullcontext()
-        if sharding.is_sharded(model):
-            sharding.set_gradient_sync(model, i == len(micro) - 1)
-        elif info.world_size > 1 and i < len(micro) - 1:
-            sync = step_fn.no_sync()  # type: ignore[operator]  # step_fn is DDP here
-        with sync:
+        with _gradient_sync(model, step_fn, info, last=i == len(micro) - 1):
             with autocast(cfg, info.device):
                 h = step_fn(x, hidden_only=True)  # (b, T, C)
             loss = distill_loss(

@@ -119,15 +119,7 @@ def load_teacher(
     """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary.
     `shard` (teacher.sharding=fsdp over several ranks): its decoder layers sharded over the ranks, whose every
     teacher forward must then happen in step (train.py and cache.py pad ranks with fewer rows)."""
-    hf_logging.disable_progress_bar()
-    looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
-    if looks_local and not Path(path).expanduser().is_dir():
-        raise TeacherError(f"teacher.path: {path}: no such directory")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
-    except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TeacherError(f"teacher.path: cannot load '{path}': {first}") from None
+    model = _from_pretrained(path, dtype)
     max_pos = getattr(model.config, "max_position_embeddings", None)
     if seq_len is not None and isinstance(max_pos, int) and max_pos < seq_len:
         raise TeacherError(
@@ -171,6 +163,19 @@ def load_teacher(
     )
     _check_projection(teacher, device)
     return teacher
+
+
+def _from_pretrained(path: str, dtype: str) -> torch.nn.Module:
+    """AutoModelForCausalLM.from_pretrained, a missing local directory or a failed load as one line."""
+    hf_logging.disable_progress_bar()
+    looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
+    if looks_local and not Path(path).expanduser().is_dir():
+        raise TeacherError(f"teacher.path: {path}: no such directory")
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TeacherError(f"teacher.path: cannot load '{path}': {first}") from None
 
 
 def _check_projection(teacher: Teacher, device: torch.device) -> None:

@@ -6,19 +6,15 @@ import pytest
 
 from normgrow.config import (
     RunConfig,
-    describe_fields,
-    field_docs,
-    leaf_fields,
     load_config,
-    meaning_of,
     preset_names,
     resume_may_differ,
     save_config,
-    teacher_key_view,
     to_dict,
 )
 from normgrow.errors import ConfigError
 from normgrow.rundir import check_same_run
+from normgrow.schema import describe_fields, field_docs, leaf_fields, meaning_of, teacher_key_view
 
 
 def test_every_preset_loads_and_validates():
@@ -121,7 +117,7 @@ def test_bad_preset_and_yaml_name_the_file(tmp_path):
 
 
 def test_every_field_has_a_help_line():
-    rows = describe_fields()
+    rows = describe_fields(RunConfig)
     assert len(rows) > 50
     missing = [key for key, _, doc in rows if not doc.strip()]
     assert not missing, missing
@@ -132,16 +128,16 @@ def test_every_field_declares_its_meaning():
     """A new field must decide whether it enters the default teacher's key and whether a resumed run may change it."""
     undecided = [
         f"{key} ({what})"
-        for key, cls, f in leaf_fields()
+        for key, cls, f in leaf_fields(RunConfig)
         for what in ("key", "resume")
         if getattr(meaning_of(cls, f), what) is None
     ]
     assert not undecided, (
         f"config fields without a declared meaning: {', '.join(undecided)}. In normgrow/config.py "
         "declare each with setting(default, key=True|False, resume=True|False), or its whole "
-        "section with @section(key=..., resume=...) (see config.Meaning)"
+        "section with @section(key=..., resume=...) (see schema.Meaning)"
     )
-    in_lists = [key for key, cls, f in leaf_fields() if "[]" in key and meaning_of(cls, f).resume]
+    in_lists = [key for key, cls, f in leaf_fields(RunConfig) if "[]" in key and meaning_of(cls, f).resume]
     assert not in_lists, f"{in_lists}: a resumed run compares a list of sections whole; resume=True cannot apply here"
 
 

@@ -18,8 +18,9 @@ import pytest
 from test_hostile import refused, tree_hash
 
 from conftest import cli
-from normgrow.config import RunConfig, field_docs, leaf_fields, load_config
+from normgrow.config import RunConfig, load_config
 from normgrow.errors import ConfigError
+from normgrow.schema import field_docs, leaf_fields
 from normgrow.study.config import StudyConfig, load_study
 
 BAD = ("nan", "inf", "-inf", "0", "-1", "1e300")

@@ -25,10 +25,10 @@ from normgrow.growth import set_trainable
 from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
 from normgrow.pipeline import run
 from normgrow.step import build_optimizer
-from normgrow.study.claims import CLAIMS, sign_claim, values
 from normgrow.study.config import load_study
 from normgrow.study.launch import LAUNCHERS, inline
 from normgrow.study.runner import run_study
+from normgrow.study.verdicts import CLAIMS, ROLES, sign_claim, values
 
 QUIET = dict(log=lambda *_: None, progress=False)
 
@@ -103,6 +103,8 @@ def extensions():
         (DIAGNOSTICS, "toy"),
         (LAUNCHERS, "recording"),
         (CLAIMS, "toy_rms"),
+        (ROLES, "toy_a"),
+        (ROLES, "toy_b"),
     ):
         registry.unregister(name)
 

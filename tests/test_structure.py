@@ -1,7 +1,8 @@
 """The package's shape, written down as tests: no import cycle between modules (the packages' `__init__`
-modules included), no normgrow import hidden inside a function, no function longer than about 80 lines, and
+modules included), no normgrow import hidden inside a function, no module over 600 lines and no function over 60,
 the study layer above the core — nothing outside normgrow/study/ imports it but the command line and the
-package's own `__init__` (which re-exports the registration calls)."""
+package's own `__init__` (which re-exports the registration calls) — and the verdict engine apart from the paper's
+claims: nothing it imports, directly or through other modules, is a module of claims."""
 
 import ast
 from pathlib import Path
@@ -9,7 +10,10 @@ from pathlib import Path
 import normgrow
 
 PACKAGE = Path(normgrow.__file__).parent
-MAX_LINES = 80
+MAX_LINES = 60  # a function
+MAX_MODULE_LINES = 600
+ENGINE = "normgrow.study.verdicts"
+PAPER = {"normgrow.study.paper", "normgrow.study.mechanism"}  # the paper's claims, registered on the engine
 STUDY_USERS = {"normgrow", "normgrow.cli"}  # the only modules outside normgrow.study that may import it
 
 
@@ -64,9 +68,9 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_subpackages_and_init():
     graph = import_graph()
-    assert "normgrow" in graph and "normgrow.study.claims" in graph  # __init__ and subpackage modules are walked
+    assert "normgrow" in graph and "normgrow.study.verdicts" in graph  # __init__ and subpackage modules are walked
     assert "normgrow.version" in graph["normgrow"]
-    assert "normgrow.study.stats" in graph["normgrow.study.claims"]
+    assert "normgrow.study.stats" in graph["normgrow.study.verdicts"]
 
 
 def test_no_import_cycle_between_modules():
@@ -121,3 +125,28 @@ def test_functions_stay_short():
         if fn.end_lineno - fn.lineno + 1 > MAX_LINES
     ]
     assert not long, long
+
+
+def test_modules_stay_under_600_lines():
+    long = {
+        p.name: n for p in sorted(PACKAGE.rglob("*.py")) if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for dep in graph[todo.pop()] - seen:
+            seen.add(dep)
+            todo.append(dep)
+    return seen
+
+
+def test_the_verdict_engine_does_not_import_the_papers_claims():
+    """The engine (claims, roles and settings as registries, verdicts, Holm) reaches no module of claims through its
+    imports (the study package's `__init__`, which registers the paper's claims, is not the engine's to import)."""
+    graph = import_graph()
+    below = reachable({k: v - {"normgrow.study"} for k, v in graph.items()}, ENGINE)
+    assert not below & PAPER, below & PAPER
+    assert ENGINE in reachable(graph, "normgrow.study.paper")  # the paper is registered on the engine, not beside it

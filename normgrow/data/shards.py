@@ -137,8 +137,27 @@ def _write_shards(
         np.save(out / f"{s}_docs.npy", np.array(starts[s], dtype=np.int64))
     tok.save_pretrained(out / "tokenizer")
     np.save(out / "token_classes.npy", token_classes(tok, bos))
+    meta = _shards_meta(d, scan, tok, bos, starts, n_tokens, dtype)
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    total = sum(n_tokens.values())
+    log(
+        f"tokenized {scan.n_documents:,} documents, {total / 1e6:.1f}M tokens "
+        f"(train {n_tokens['train']:,}, val {n_tokens['val']:,}) in {time.time() - t0:.1f} s"
+    )
+
+
+def _shards_meta(
+    d: DataConfig,
+    scan: CorpusScan,
+    tok: PreTrainedTokenizerFast,
+    bos: int,
+    starts: dict[str, list[int]],
+    n_tokens: dict[str, int],
+    dtype: type,
+) -> dict:
+    """meta.json of a shard directory: where its documents came from, how they split, how they were tokenized."""
     source = source_of(d)
-    meta = {
+    return {
         "version": SHARDS_VERSION,
         "corpus": {
             "corpus": d.corpus,
@@ -163,12 +182,6 @@ def _write_shards(
         "tokenizer_sha256": tokenizer_hash(tok),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    total = sum(n_tokens.values())
-    log(
-        f"tokenized {scan.n_documents:,} documents, {total / 1e6:.1f}M tokens "
-        f"(train {n_tokens['train']:,}, val {n_tokens['val']:,}) in {time.time() - t0:.1f} s"
-    )
 
 
 def load_prepared(dir: str | Path) -> Prepared:

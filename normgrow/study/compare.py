@@ -53,31 +53,9 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         "| contrast | base | other | change | ρ = other / base [95%] | retention | sign (base → other) |",
         "|---|---|---|---|---|---|---|",
     ]
-    labels: dict[str, int] = {}
-    signs_same = small = compared = 0
-    for name, (x, y) in b.contrasts.items():
-        if a.contrasts.get(name) != [x, y]:
-            continue
-        ca, cb = contrast(rows_a, x, y), contrast(rows_b, x, y)
-        if ca.est.mean is None or cb.est.mean is None:
-            L.append(f"| {name} | — | — | — | no paired seeds | — | — |")
-            continue
-        change, r = cb.est.mean - ca.est.mean, retention(ca, cb)
-        sa, sb = _sign(ca), _sign(cb)
-        compared += 1
-        labels[r.label] = labels.get(r.label, 0) + 1
-        signs_same += sa == sb
-        small += abs(change) <= study_roles(b.claims).margin
-        rho = (
-            "undefined"
-            if r.ratio is None
-            else f"{r.ratio:+.2f}"
-            + (f" [{r.lo:+.2f}, {r.hi:+.2f}]" if r.lo is not None else f" (no interval: {r.why})")
-        )
-        L.append(
-            f"| {name} | {ca.est.mean:+.4f} ± {_hw(ca)} | {cb.est.mean:+.4f} ± {_hw(cb)} | {change:+.4f} | {rho} "
-            f"| {r.label} | {sa} → {sb} |"
-        )
+    rows, labels, signs_same, small = _contrast_rows(a, rows_a, b, rows_b)
+    L += rows
+    compared = sum(labels.values())
     claims = [
         (ca, cb)
         for ca, cb in zip(study_claims(a, rows_a), study_claims(b, rows_b), strict=True)
@@ -104,6 +82,39 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         ),
     ]
     return L
+
+
+def _contrast_rows(
+    a: StudyConfig, rows_a: list[RunRecord], b: StudyConfig, rows_b: list[RunRecord]
+) -> tuple[list[str], dict[str, int], int, int]:
+    """The table's rows, one per contrast both studies define, and its tallies: retention labels, signs kept,
+    changes within the claims' margin."""
+    L: list[str] = []
+    labels: dict[str, int] = {}
+    signs_same = small = 0
+    for name, (x, y) in b.contrasts.items():
+        if a.contrasts.get(name) != [x, y]:
+            continue
+        ca, cb = contrast(rows_a, x, y), contrast(rows_b, x, y)
+        if ca.est.mean is None or cb.est.mean is None:
+            L.append(f"| {name} | — | — | — | no paired seeds | — | — |")
+            continue
+        change, r = cb.est.mean - ca.est.mean, retention(ca, cb)
+        sa, sb = _sign(ca), _sign(cb)
+        labels[r.label] = labels.get(r.label, 0) + 1
+        signs_same += sa == sb
+        small += abs(change) <= study_roles(b.claims).margin
+        rho = (
+            "undefined"
+            if r.ratio is None
+            else f"{r.ratio:+.2f}"
+            + (f" [{r.lo:+.2f}, {r.hi:+.2f}]" if r.lo is not None else f" (no interval: {r.why})")
+        )
+        L.append(
+            f"| {name} | {ca.est.mean:+.4f} ± {_hw(ca)} | {cb.est.mean:+.4f} ± {_hw(cb)} | {change:+.4f} | {rho} "
+            f"| {r.label} | {sa} → {sb} |"
+        )
+    return L, labels, signs_same, small
 
 
 def _finished_study(d: Path) -> tuple[StudyConfig, list[RunRecord]]:

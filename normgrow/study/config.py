@@ -33,8 +33,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from normgrow import registry
-from normgrow.config import check_numbers, describe_fields, load_structured, need, read_yaml
 from normgrow.errors import ConfigError
+from normgrow.schema import check_numbers, describe_fields, load_structured, need, read_yaml
 from normgrow.study.regime import RegimeConfig, validate_regime
 from normgrow.study.sweep import SweepConfig, arms_at, budget_label, validate_sweep
 from normgrow.study.verdicts import normalize_claims, section_fields
@@ -195,7 +195,7 @@ def load_study(name_or_path: str | None = None, overrides: list[str] = ()) -> St
     return study
 
 
-# the study's numbers whose meaningful range ends below config.FLOAT_LIMIT / INT_LIMIT (check_numbers)
+# the study's numbers whose meaningful range ends below schema.FLOAT_LIMIT / INT_LIMIT (check_numbers)
 STUDY_UPPER = {
     "budget_scale": 1e4,
     "budgets.*": 1e4,
@@ -217,7 +217,7 @@ def canonical(study: StudyConfig) -> StudyConfig:
 
 
 def validate_study(s: StudyConfig) -> None:
-    check_numbers(s, upper=STUDY_UPPER)
+    check_numbers(s, STUDY_UPPER)
     need(len(s.arms) > 0, "arms", "a study needs at least one arm")
     need(len(s.seeds) > 0 and len(set(s.seeds)) == len(s.seeds), "seeds", f"need distinct seeds, got {s.seeds}")
     need(all(x >= 0 for x in s.seeds), "seeds", f"must be non-negative, got {s.seeds}")

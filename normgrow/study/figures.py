@@ -1,6 +1,6 @@
 """A study's figures (plots/): the learning curve against compute for every arm, the phase-wise gap at every
 stage boundary, the curve just after each growth event of the phase arms, and the per-run diagnostics figures
-of two arms side by side (drawn by normgrow.report, the run-level figures, so `normgrow report RUN_DIR …` and
+of two arms side by side (drawn by normgrow.plots, the run-level figures, so `normgrow report RUN_DIR …` and
 a study draw them alike).
 
     val_ce_vs_compute.png   curve/ce at every evaluation (val/ce for runs written before curve/…) against
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from normgrow.report import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
+from normgrow.plots import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
 from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.measures import Measures, scale_ratios
 from normgrow.study.record import RunRecord

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.config import RunConfig, load_config, load_structured, read_yaml, resume_may_differ, to_dict, to_yaml
+from normgrow.config import RunConfig, load_config, resume_may_differ, to_dict, to_yaml
 from normgrow.errors import ConfigError
 from normgrow.rundir import config_differences, read_summary
+from normgrow.schema import load_structured, read_yaml
 from normgrow.study.config import StudyConfig, canonical, study_yaml
 from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
 
@@ -219,8 +220,9 @@ def claim_study_dir(out: Path, force: bool = False) -> None:
 
 
 def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = ()) -> None:
-    """study.yaml (and the given subdirectories); an existing study dir must hold the same study."""
-    saved = out / "study.yaml"
+    """study.yaml (and the given subdirectories); an existing study dir must hold the same study. Both are compared,
+    and the study saved, with their `claims:` sections completed (config.canonical)."""
+    study, saved = canonical(study), out / "study.yaml"
     if saved.is_file():
         old = canonical(load_structured(StudyConfig, [(str(saved), read_yaml(saved))]))
         differ = [

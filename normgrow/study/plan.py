@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow import dtypes, speed
-from normgrow.config import RunConfig, read_yaml
+from normgrow.config import RunConfig
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
 from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, planned_totals
 from normgrow.data import cache_root
 from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.hardware import cpu_info, recorded_gpu_rate
+from normgrow.schema import read_yaml
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.contrasts import contrast
 from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir

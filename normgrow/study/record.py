@@ -265,10 +265,12 @@ def read_results(path: Path, runs: bool = True) -> list[RunRecord]:
     where its directory is still there (relative to the file's folder)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    return [_from_row(row, path.parent, runs) for row in rows]
+    return [from_row(row, path.parent, runs) for row in rows]
 
 
-def _from_row(row: dict, study_dir: Path, runs: bool = True) -> RunRecord:
+def from_row(row: dict, study_dir: Path | None = None, runs: bool = True) -> RunRecord:
+    """The record of one results.csv row (values as strings); with `runs`, the run's summary and config where its
+    directory (under `study_dir`) is still there."""
     r = RunRecord(
         row["arm"],
         int(row["seed"]),
@@ -312,4 +314,4 @@ def verified_results(study_dir: Path) -> list[RunRecord]:
                 raise NormgrowError(
                     f"{path}: line {i}: val_ce {row['val_ce']!r} does not match its run ({found}); {fix}"
                 )
-    return [_from_row(row, study_dir) for row in rows]
+    return [from_row(row, study_dir) for row in rows]

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.config import need
+from normgrow.schema import need
 from normgrow.study.measures import Measures, scale_ratios
 from normgrow.study.stats import Estimate, estimate
 
@@ -117,7 +117,7 @@ def _what(study, key: str, ladder: bool) -> str:
         return f"the mean over the arms of their mean final val/kl ≥ {r.min_kl:g} nats/token{where}"
     where = ", at every budget" if ladder else ""
     return (
-        f"at the growth events the boundary stream's RMS differs between {c['pre_grow']} and {c['post_grow']} by at "
+        f"at the growth events the boundary stream's RMS differs between {c.get('pre_grow')} and {c.get('post_grow')} by at "
         f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "
         f"for all tokens and for the structural tokens{where}"
     )
@@ -235,7 +235,7 @@ def kl_check(arms: list[str], kls: dict[str, dict[int, float]], limit: float) ->
 
 
 def class_reading(s: Estimate, edge: float) -> str:
-    """Check 3's reading of one token class from the mean_ci record of its per-seed log ratios and log(factor)."""
+    """Check 3's reading of one token class from the estimate of its per-seed log ratios and log(factor)."""
     lo, hi = s.lo, s.hi
     if s.mean is None:
         return NOT_MEASURED
@@ -333,7 +333,7 @@ def _what_cell(study, key: str) -> str:
     if key == "min_kl":
         return "mean over the arms of their mean final val/kl (nats/token)"
     return (
-        f"log(RMS of `{c['pre_grow']}` / RMS of `{c['post_grow']}`) of the boundary stream at the growth events, per "
+        f"log(RMS of `{c.get('pre_grow')}` / RMS of `{c.get('post_grow')}`) of the boundary stream at the growth events, per "
         "seed the mean over events; all tokens and structural tokens"
     )
 

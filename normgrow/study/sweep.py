@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normgrow.config import ModelConfig, RunConfig, need
+from normgrow.config import ModelConfig, RunConfig
 from normgrow.model import block_parameters
-from normgrow.report import pyplot
+from normgrow.plots import pyplot
+from normgrow.schema import need
 from normgrow.study.stats import Contrast
 from normgrow.study.verdicts import roles_within
 from normgrow.teacher import teacher_shape

@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 from scipy.stats import t as student_t
-from test_study import T95_DF1, results, write_study
+from test_runner import T95_DF1, results, write_study
 from test_sweep import block_params
 
 from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
-from normgrow.study.claims import ClaimsConfig, claims_reading
 from normgrow.study.config import load_study
 from normgrow.study.jobs import sweep_plan
 from normgrow.study.ladder import retention, retention_label
+from normgrow.study.stats import Contrast, Estimate
+from normgrow.study.verdicts import claims_reading
 
 
 @pytest.mark.parametrize(
@@ -63,7 +64,7 @@ def test_a_ladder_plans_every_budget_as_a_sub_study_in_one_queue(tmp_path):
 
 
 def test_the_claims_that_read_a_contrast_are_the_val_ce_claims_on_exactly_its_arms():
-    cfg = ClaimsConfig(pre_grow="pg", post_grow="qg", pre_joint="pj", post_joint="qj", matched=["qj", "qm"])
+    cfg = dict(pre_grow="pg", post_grow="qg", pre_joint="pj", post_joint="qj", matched=["qj", "qm"])
     # crossover (stage ends), boundary_scale and structural_drift (diagnostics) compare the same arms, not this contrast
     assert claims_reading(cfg, "pg", "qg") == ["grow_gap"]
     assert claims_reading(cfg, "qg", "pg") == ["grow_gap"]
@@ -105,8 +106,8 @@ def test_retention_label_every_branch_and_boundary(lo, hi, label):
 
 
 def rec(seeds, diffs):
-    """A contrast record as stats.paired makes it (only the per-seed differences are read)."""
-    return {"seeds": list(seeds), "diffs": list(diffs)}
+    """A paired contrast (only the per-seed differences are read)."""
+    return Contrast("a", "b", list(seeds), list(diffs), Estimate())
 
 
 def t_stat(x, y, r):
@@ -130,24 +131,24 @@ def t_stat(x, y, r):
 def test_retention_ratio_is_fieller_over_the_seeds_both_budgets_have(x, ratio, label):
     y = [-0.10, -0.09, -0.08]  # Δ at the smaller budget, seeds 0, 1, 2: mean −0.09
     r = retention(rec([0, 1, 2], y), rec([0, 1, 2], x))
-    assert r["ratio"] == pytest.approx(ratio, rel=1e-12) and r["n"] == 3 and r["label"] == label
+    assert r.ratio == pytest.approx(ratio, rel=1e-12) and r.n == 3 and r.label == label
     t95 = student_t.ppf(0.975, 2)
-    for end in (r["lo"], r["hi"]):  # each end is where the t-test of x − ρ·y just stops rejecting
+    for end in (r.lo, r.hi):  # each end is where the t-test of x − ρ·y just stops rejecting
         assert abs(t_stat(x, y, end)) == pytest.approx(t95, rel=1e-9)
     assert abs(t_stat(x, y, ratio)) < t95  # the point estimate is inside
-    assert abs(t_stat(x, y, r["lo"] - 1e-3)) > t95 and abs(t_stat(x, y, r["hi"] + 1e-3)) > t95
+    assert abs(t_stat(x, y, r.lo - 1e-3)) > t95 and abs(t_stat(x, y, r.hi + 1e-3)) > t95
 
 
 def test_retention_pairs_by_seed_and_says_why_there_is_no_interval():
     # seeds 1 and 3 are missing at one budget each: only seeds 0 and 2 are paired, by seed, not by position
     r = retention(rec([0, 1, 2], [-0.10, -0.50, -0.08]), rec([0, 2, 3], [-0.03, -0.01, 9.0]))
-    assert r["seeds"] == [0, 2] and r["ratio"] == pytest.approx(0.04 / 0.18, rel=1e-12)
+    assert r.seeds == [0, 2] and r.ratio == pytest.approx(0.04 / 0.18, rel=1e-12)
     # Δ at the smaller budget straddles 0: Fieller's interval is unbounded
     r = retention(rec([0, 1, 2], [0.10, -0.08, 0.02]), rec([0, 1, 2], [-0.2, -0.17, -0.15]))
-    assert r["lo"] is None and r["label"] == "undetermined" and "not resolved from 0" in r["why"]
+    assert r.lo is None and r.label == "undetermined" and "not resolved from 0" in r.why
     r = retention(rec([0], [-0.1]), rec([0], [-0.05]))
-    assert r["ratio"] == pytest.approx(0.5) and r["lo"] is None and "one seed" in r["why"]
-    assert retention(rec([0], [-0.1]), rec([1], [-0.05]))["why"].startswith("no seed finished")
+    assert r.ratio == pytest.approx(0.5) and r.lo is None and "one seed" in r.why
+    assert retention(rec([0], [-0.1]), rec([1], [-0.05])).why.startswith("no seed finished")
 
 
 def rung_contrast(rows, budget):

@@ -4,12 +4,13 @@ from hand-made pilot rows, and tiny real studies whose main runs train at the ra
 import json
 
 import pytest
-from test_study import results, write_study
+from test_runner import results, write_study
 
 from conftest import cli
 from normgrow.errors import ConfigError
 from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig, twin_of, validate_study
 from normgrow.study.pilot import beyond_edges, choose_rates, extension_study, pilot_study, round_dir, with_rates
+from normgrow.study.record import from_row
 
 
 @pytest.mark.parametrize(
@@ -112,15 +113,18 @@ def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_
 
 
 def row(arm, lr, seed, ce, status="ok"):
-    return {
-        "arm": arm,
-        "lr": str(lr),
-        "seed": str(seed),
-        "status": status,
-        "select_ce": "" if ce is None else str(ce),
-        "error": "" if status == "ok" else "TrainingDiverged: non-finite train/loss",
-        "selected": "",
-    }
+    """A pilot run's results.csv row, as its record."""
+    return from_row(
+        {
+            "arm": arm,
+            "lr": str(lr),
+            "seed": str(seed),
+            "status": status,
+            "select_ce": "" if ce is None else str(ce),
+            "error": "" if status == "ok" else "TrainingDiverged: non-finite train/loss",
+            "selected": "",
+        }
+    )
 
 
 def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_shared_rates_regret():
@@ -156,9 +160,7 @@ def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_sha
     assert c["pg-m"]["regret"] == pytest.approx(0.2)  # the twin's numbers
     assert c["pj"]["regret"] is None and "0.003 has no pilot score" in c["pj"]["regret_note"]  # it failed a seed
     assert c["base"]["regret"] is None and c["base"]["shared"] == 0.003
-    off = choose_rates(hand_study(lrs=[0.001, 0.004], seeds=[0, 1]), [r for r in rows if r["lr"] != "0.003"])["arms"][
-        "pg"
-    ]
+    off = choose_rates(hand_study(lrs=[0.001, 0.004], seeds=[0, 1]), [r for r in rows if r.lr != 0.003])["arms"]["pg"]
     assert off["regret"] is None and off["regret_note"] == (
         "the shared rate 0.003 is not among the pilot's rates: its regret is not measured"
     )

@@ -4,14 +4,20 @@ the generated sign sentences."""
 import dataclasses
 
 import pytest
-from test_study import T95_DF1, results
+from test_runner import T95_DF1, results
 
 from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
 from normgrow.study.jobs import sweep_plan
+from normgrow.study.stats import Contrast, Estimate
 from normgrow.study.sweep import SweepAxis, SweepConfig, points, sign_sentence
+
+
+def c(mean, half):
+    """A contrast with this mean and 95% half-width (over 3 seeds; None: no interval)."""
+    return Contrast("a", "b", [], [], Estimate(3, mean, None, half))
 
 
 def test_points_form_the_grid_with_the_keys_that_move_along():
@@ -32,18 +38,18 @@ def test_points_form_the_grid_with_the_keys_that_move_along():
 
 def test_sign_sentences_say_where_the_sign_is_resolved_and_where_it_changes():
     series = [
-        (32, {"mean": -0.20, "ci95": 0.10}),
-        (64, {"mean": -0.05, "ci95": 0.20}),
-        (128, {"mean": 0.30, "ci95": 0.10}),
-        (256, {"mean": 0.40, "ci95": None}),
+        (32, c(-0.20, 0.10)),
+        (64, c(-0.05, 0.20)),
+        (128, c(0.30, 0.10)),
+        (256, c(0.40, None)),
     ]
     assert sign_sentence("grow_gap", "pre-grow", "post-grow", "d_model", series) == (
         "grow_gap (post-grow − pre-grow): negative (post-grow better) at d_model 32; positive (pre-grow better) at "
         "d_model 128; undetermined at 64, 256. The sign changes between d_model 32 and 128 (both intervals exclude 0)."
     )
-    flat = [(32, {"mean": -0.2, "ci95": 0.1}), (64, {"mean": -0.3, "ci95": 0.1})]
+    flat = [(32, c(-0.2, 0.1)), (64, c(-0.3, 0.1))]
     assert sign_sentence("g", "a", "b", "d_model", flat).endswith("No sign change is resolved along the axis.")
-    none = [(32, {"mean": 0.1, "ci95": 0.2})]
+    none = [(32, c(0.1, 0.2))]
     assert "undetermined at every d_model" in sign_sentence("g", "a", "b", "d_model", none)
 
 

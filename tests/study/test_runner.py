@@ -16,7 +16,7 @@ from conftest import cli, cli_process
 from normgrow.config import load_config
 from normgrow.study.config import ArmConfig, StudyConfig, load_study, study_preset_names
 from normgrow.study.jobs import plan_jobs, sweep_plan
-from normgrow.study.results import select_lrs
+from normgrow.study.record import RunRecord, select_lrs
 
 T95_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% Student-t quantile, 1 degree of freedom (Cauchy)
 
@@ -262,11 +262,11 @@ def test_every_study_preset_loads_and_validates(tmp_path):
         gap.arms[a].budgets for a in claims_arms | renorm
     )
     assert gap.regime.max_collapse == 0.5 and gap.regime.min_kl == 0.5 and gap.regime.scale_factor == 2.0
-    assert gap.claims.pre_grow_renorm == "pre-renorm-grow" and gap.claims.pre_joint_renorm == "pre-renorm-joint"
+    assert gap.claims["pre_grow_renorm"] == "pre-renorm-grow" and gap.claims["pre_joint_renorm"] == "pre-renorm-joint"
     assert set(load_study("paper").arms) == upward | controls | {"pre-shallow", "post-shallow"}
     for name in ("default", "gap", "paper"):  # both matched directions are claims of every shipped claims study
         c = load_study(name).claims
-        assert c.matched and c.joint_matched and c.joint_matched[1] == c.post_grow
+        assert c["matched"] and c["joint_matched"] and c["joint_matched"][1] == c["post_grow"]
     assert all(len(a.lrs) >= 2 for a in load_study("lr-sweep").arms.values())
 
 
@@ -275,7 +275,7 @@ def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
     """The claims' matched pair is [joint, grow] with the grow arm given the joint arm's active-layer
     tokens (matched upward): a joint run shortened to grow's compute only repeats the joint contrast."""
     s = load_study(name)
-    joint, grow = s.claims.matched
+    joint, grow = s.claims["matched"]
     assert s.arms[grow].match == joint and s.arms[joint].match is None
     base = s.arms[grow].preset
     assert (
@@ -286,7 +286,7 @@ def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
     ):
         assert getattr(s.claims, role) in s.arms
     if name != "default":
-        assert load_config(s.arms[s.claims.post_single].preset).curriculum.stages[1].n_layer == 4
+        assert load_config(s.arms[s.claims["post_single"]].preset).curriculum.stages[1].n_layer == 4
 
 
 @pytest.mark.parametrize(
@@ -526,19 +526,13 @@ def test_an_lr_sweep_selects_a_rate_only_on_every_seed():
     the finished seeds, so 0.01's 2.0 beat 0.001's 3.0)."""
     s = StudyConfig(arms={"a": ArmConfig(lrs=[0.01, 0.001])}, seeds=[0, 1])
     rows = [
-        {
-            "arm": "a",
-            "lr": str(lr),
-            "seed": str(seed),
-            "status": "ok" if ce else "failed",
-            "select_ce": str(ce or ""),
-            "selected": "",
-        }
+        RunRecord("a", seed, lr, "ok" if ce else "failed", "", columns={"select_ce": str(ce or "")})
         for lr, seed, ce in ((0.01, 0, 2.0), (0.01, 1, None), (0.001, 0, 3.0), (0.001, 1, 3.0))
     ]
-    sel = select_lrs(s, rows)["a"]
+    rows, selection = select_lrs(s, rows)
+    sel = selection["a"]
     assert sel["chosen"] == 0.001 and sel["lrs"][0.01] == {"mean": None, "n": 1} and sel["lrs"][0.001]["mean"] == 3.0
-    assert [r["selected"] for r in rows] == ["no", "no", "yes", "yes"]
+    assert [r.selected for r in rows] == ["no", "no", "yes", "yes"]
 
 
 def test_report_rebuilt_from_disk_keeps_a_failed_lr_sweep_run_failed(tiny_cache, tmp_path):

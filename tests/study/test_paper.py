@@ -6,22 +6,38 @@ import math
 import pytest
 
 from normgrow.errors import ConfigError
-from normgrow.study.claims import (
+from normgrow.study.contrasts import Aggregate
+from normgrow.study.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
+from normgrow.study.mechanism import identity_verdict
+from normgrow.study.paper import crossover_verdict, magnitude_verdict
+from normgrow.study.report import _claims_section, headline
+from normgrow.study.stats import Estimate
+from normgrow.study.verdicts import (
     CONTRADICTED,
     DESCRIPTIVE,
     NOT_TESTED,
     SUPPORTED,
     UNDETERMINED,
-    ClaimsConfig,
-    crossover_verdict,
     evaluate_claims,
-    identity_verdict,
-    magnitude_verdict,
+    normalize_claims,
     sign_verdict,
-    validate_roles,
 )
-from normgrow.study.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
-from normgrow.study.report import _claims_section, headline
+
+
+def ClaimsConfig(**section) -> dict:  # noqa: N802 - a study file's `claims:` section, as the tests name it
+    return section
+
+
+def iv(n: int, lo: float | None, hi: float | None) -> Estimate:
+    """An estimate over n seeds with the interval [lo, hi]."""
+    if lo is None or hi is None:
+        return Estimate(n)
+    return Estimate(n, (lo + hi) / 2, None, (hi - lo) / 2)
+
+
+def validate_roles(section: dict, arms) -> None:
+    normalize_claims(section, arms)
+
 
 ROLES = ClaimsConfig(
     pre_joint="pj",
@@ -155,7 +171,7 @@ def test_a_study_like_the_paper_supports_its_claims():
     assert c["boundary_scale"].verdict == DESCRIPTIVE and c["boundary_scale"].holm == DESCRIPTIVE
     assert c["boundary_scale"].p is None
     assert c["freeze"].verdict == CONTRADICTED  # this synthetic study has post worse under freeze (+0.03)
-    assert c["grow_gap"].n == 3 and c["grow_gap"].hi < 0
+    assert c["grow_gap"].n == 3 and c["grow_gap"].est.hi < 0
     assert "[-0.0" in c["grow_gap"].sentence and "over 3 seeds" in c["grow_gap"].sentence
     assert "Provenance of the last event's block: initial" in c["identity"].sentence
     # matched by active-layer tokens (×1.000), but with 1.4× the total FLOPs: that reading cannot rule compute out
@@ -184,7 +200,7 @@ HALF = 4.302653 * 0.001 / 3**0.5
 def test_order_of_magnitude_by_hand():
     # paper-like: grow gap [−0.0352841, −0.0303159], joint gap [−0.0020841, +0.0028841]: 0.0303159 ≥ 10 × 0.0028841
     c = verdicts(study(joint_gap=0.0004, grow_gap=-0.0328))["grow_vs_joint"]
-    assert c.verdict == SUPPORTED and c.hi == pytest.approx(-0.0328 + HALF, abs=1e-9)
+    assert c.verdict == SUPPORTED and c.est.hi == pytest.approx(-0.0328 + HALF, abs=1e-9)
     assert f"10 × the joint gap's largest plausible size is {10 * (0.0004 + HALF):.4f}" in c.sentence
     # joint gap 0.001: 10 × (0.001 + 0.0024841) = 0.034841 > 0.0303159, and the joint interval contains 0: undetermined
     assert verdicts(study(joint_gap=0.001, grow_gap=-0.0328))["grow_vs_joint"].verdict == UNDETERMINED
@@ -192,10 +208,12 @@ def test_order_of_magnitude_by_hand():
     # (grow − joint = −0.01 < 0); now |grow| ≤ 0.0324841 < 10 × |joint| ≥ 10 × 0.0175159
     c = verdicts(study(joint_gap=-0.02, grow_gap=-0.03))["grow_vs_joint"]
     assert c.verdict == CONTRADICTED, c.sentence
-    assert magnitude_verdict(3, (-0.30, -0.20), (-0.01, 0.01), 10, 0.01) == SUPPORTED  # 0.20 ≥ 10 × 0.01
-    assert magnitude_verdict(3, (-0.30, -0.05), (-0.01, 0.01), 10, 0.01) == UNDETERMINED  # 0.05 < 0.1 ≤ 0.30
-    assert magnitude_verdict(3, (-0.30, -0.05), (0.04, 0.06), 10, 0.01) == CONTRADICTED  # 0.30 < 10 × 0.04
-    assert magnitude_verdict(3, (-0.009, -0.002), (-0.0001, 0.0001), 10, 0.01) == CONTRADICTED  # within the margin
+    assert magnitude_verdict(iv(3, -0.30, -0.20), iv(3, -0.01, 0.01), 10, 0.01) == SUPPORTED  # 0.20 ≥ 10 × 0.01
+    assert magnitude_verdict(iv(3, -0.30, -0.05), iv(3, -0.01, 0.01), 10, 0.01) == UNDETERMINED  # 0.05 < 0.1 ≤ 0.30
+    assert magnitude_verdict(iv(3, -0.30, -0.05), iv(3, 0.04, 0.06), 10, 0.01) == CONTRADICTED  # 0.30 < 10 × 0.04
+    assert (
+        magnitude_verdict(iv(3, -0.009, -0.002), iv(3, -0.0001, 0.0001), 10, 0.01) == CONTRADICTED
+    )  # within the margin
 
 
 def test_one_seed_leaves_everything_undetermined():
@@ -291,21 +309,21 @@ def test_missing_arms_are_not_tested():
 
 
 def test_sign_verdict_rules():
-    assert sign_verdict(3, -0.3, -0.1, -1) == SUPPORTED
-    assert sign_verdict(3, 0.1, 0.3, -1) == CONTRADICTED
-    assert sign_verdict(3, -0.1, 0.3, -1) == UNDETERMINED
-    assert sign_verdict(1, None, None, -1) == UNDETERMINED
+    assert sign_verdict(iv(3, -0.3, -0.1), -1) == SUPPORTED
+    assert sign_verdict(iv(3, 0.1, 0.3), -1) == CONTRADICTED
+    assert sign_verdict(iv(3, -0.1, 0.3), -1) == UNDETERMINED
+    assert sign_verdict(iv(1, None, None), -1) == UNDETERMINED
 
 
 def test_sign_verdicts_have_a_practical_margin():
     # δ = 0.01: supported only beyond −δ; contradicted when the whole interval is above −δ
-    assert sign_verdict(3, -0.030, -0.015, -1, 0.01) == SUPPORTED
-    assert sign_verdict(3, -0.015, -0.005, -1, 0.01) == UNDETERMINED  # resolved below 0, not beyond the margin
-    assert sign_verdict(3, -0.008, 0.004, -1, 0.01) == CONTRADICTED  # practically no effect either way
+    assert sign_verdict(iv(3, -0.030, -0.015), -1, 0.01) == SUPPORTED
+    assert sign_verdict(iv(3, -0.015, -0.005), -1, 0.01) == UNDETERMINED  # resolved below 0, not beyond the margin
+    assert sign_verdict(iv(3, -0.008, 0.004), -1, 0.01) == CONTRADICTED  # practically no effect either way
     # the budget-2.0 grow gap, +0.0104 ± 0.0024: no post advantage as large as 0.01 (and pre's is about the margin)
-    assert sign_verdict(3, 0.0080, 0.0128, -1, 0.01) == CONTRADICTED
-    assert sign_verdict(3, 0.015, 0.030, +1, 0.01) == SUPPORTED
-    assert sign_verdict(3, 0.002, 0.030, +1, 0.01) == UNDETERMINED
+    assert sign_verdict(iv(3, 0.0080, 0.0128), -1, 0.01) == CONTRADICTED
+    assert sign_verdict(iv(3, 0.015, 0.030), +1, 0.01) == SUPPORTED
+    assert sign_verdict(iv(3, 0.002, 0.030), +1, 0.01) == UNDETERMINED
     c = verdicts(study(joint_gap=0.0, grow_gap=-0.006))["grow_gap"]  # [−0.0084841, −0.0035159]: resolved, negligible
     assert c.verdict == CONTRADICTED and "smaller than the margin of 0.01 (practically none)" in c.sentence
 
@@ -349,7 +367,9 @@ def test_boundary_update_is_a_difference_in_differences_against_joint_by_hand():
     # D = [log 0.3 − log 0.1 + j] − [log 0.2 − log 0.2] = log 3 + j, j = −0.001, 0, +0.001 → log 3 ± HALF
     c = verdicts(study(joint_gap=0.0, grow_gap=-0.03))["boundary_update"]
     assert c.verdict == SUPPORTED and c.n == 3
-    assert c.mean == pytest.approx(math.log(3), abs=1e-12) and c.lo == pytest.approx(math.log(3) - HALF, abs=1e-7)
+    assert c.est.mean == pytest.approx(math.log(3), abs=1e-12) and c.est.lo == pytest.approx(
+        math.log(3) - HALF, abs=1e-7
+    )
     assert "pg − pj: -0.693" in c.sentence and "qg − qj: +0.405" in c.sentence  # log 0.5, log 1.5
     # the joint runs read at the grow run's event tokens, not at their end: a joint whose block 2 and 3 update only
     # at 300 tokens differs in event 1 (end 200) alone
@@ -357,7 +377,7 @@ def test_boundary_update_is_a_difference_in_differences_against_joint_by_hand():
     for s in m["qj"]:
         m["qj"][s].snapshots[300]["branch_update"] = [0.2, 0.2, 0.2, 0.6]
     # event 2 (boundary 3, end 300) now has post's joint log ratio log 3 higher: D = log 3 − (log 3) / 2 + j
-    assert verdicts(m)["boundary_update"].mean == pytest.approx(math.log(3) / 2, abs=1e-12)
+    assert verdicts(m)["boundary_update"].est.mean == pytest.approx(math.log(3) / 2, abs=1e-12)
 
 
 def test_drift_under_joint_too_no_longer_supports_the_mechanism():
@@ -377,9 +397,11 @@ def test_drift_under_joint_too_no_longer_supports_the_mechanism():
     # until this change: boundary_scale (post − pre drift 0.01 − 0.30 < 0), structural_drift (pre 0.20 − post 0.01 > 0)
     # and identity (0.3 − 0.5 < 0) all read "supported" from these runs
     # structural: pre-grow drift 0.5 + j, pre-joint 0.5: DiD = j, [−0.0025, +0.0025], entirely below the margin 0.1
-    assert c["structural_drift"].verdict == CONTRADICTED and c["structural_drift"].mean == pytest.approx(0.0, abs=1e-12)
+    assert c["structural_drift"].verdict == CONTRADICTED and c["structural_drift"].est.mean == pytest.approx(
+        0.0, abs=1e-12
+    )
     # boundary update: D = [log 0.3 − log 0.1 + j] − [log 0.3 − log 0.1] = j: no effect beyond the margin
-    assert c["boundary_update"].verdict == CONTRADICTED and c["boundary_update"].hi == pytest.approx(HALF, abs=1e-7)
+    assert c["boundary_update"].verdict == CONTRADICTED and c["boundary_update"].est.hi == pytest.approx(HALF, abs=1e-7)
     # identity: r = 0.3 ± HALF, lower bound 0.2975 > 0.1
     assert c["identity"].verdict == CONTRADICTED and "r's lower bound 0.298 > 0.1" in c["identity"].sentence
     assert c["boundary_scale"].verdict == DESCRIPTIVE and "descriptive, no verdict" in c["boundary_scale"].sentence
@@ -391,8 +413,8 @@ def test_identity_reports_every_event_for_all_four_arms():
         m["pg"][s].events[1].prefix_update = 0.10 + 0.01 * s
     c = verdicts(m)["identity"]
     # event 2: r = 0.10, 0.11, 0.12: mean 0.11, sd 0.01, interval 0.11 ± 0.0248 = [0.0852, 0.1348] crosses 0.1
-    assert c.verdict == UNDETERMINED and c.mean == pytest.approx(0.11)
-    assert c.lo == pytest.approx(0.11 - 10 * HALF, abs=1e-7)
+    assert c.verdict == UNDETERMINED and c.est.mean == pytest.approx(0.11)
+    assert c.est.lo == pytest.approx(0.11 - 10 * HALF, abs=1e-7)
     assert (
         "event 1 (stage 1, boundary 2): pg r 0.050" in c.sentence
         and "event 2 (stage 2, boundary 3): pg r 0.110" in c.sentence
@@ -428,13 +450,13 @@ def test_descriptive_claims_stay_out_of_holm_and_the_headline():
     tested = [x for x in c if x.p is not None]
     assert all(x.key != "boundary_scale" for x in tested)
     scale = next(x for x in c if x.key == "boundary_scale")
-    assert scale.kind == "descriptive" and scale.holm == DESCRIPTIVE and scale.mean is not None
+    assert scale.kind == "descriptive" and scale.holm == DESCRIPTIVE and scale.est.mean is not None
     counted = sum(x.key != "boundary_scale" for x in c)  # every claim's Holm verdict but the descriptive one
-    (line,) = headline(None, {"contrasts": {}}, c, [])
+    (line,) = headline(None, Aggregate({}, {}, None, None), c, [])
     assert sum(int(part.split()[0]) for part in line.split(": ")[1].split(" (")[0].split(", ")) == counted
     assert "descriptive" not in line
     row = next(x for x in _claims_section(c) if x.startswith("| boundary_scale |"))
-    assert row.startswith(f"| boundary_scale | *descriptive* | — | — | {scale.mean:+.4f} [")
+    assert row.startswith(f"| boundary_scale | *descriptive* | — | — | {scale.est.mean:+.4f} [")
 
 
 def test_mechanism_settings_are_one_line_errors_naming_the_field():
@@ -548,7 +570,7 @@ def test_boundary_renorm_supported_when_renormalizing_helps_growth_beyond_joint_
     # D = closed − joint = 0.026, 0.028, 0.030: mean 0.028, sd 0.002, interval 0.028 ± 2·HALF = [0.0230, 0.0330] > δ
     c = renorm(GAP, CLOSED, (0.003, 0.002, 0.001))
     assert c.verdict == SUPPORTED and c.n == 3
-    assert c.mean == pytest.approx(0.028, abs=1e-12) and c.lo == pytest.approx(0.028 - 2 * HALF, abs=1e-7)
+    assert c.est.mean == pytest.approx(0.028, abs=1e-12) and c.est.lo == pytest.approx(0.028 - 2 * HALF, abs=1e-7)
     # closed and gap move together (closed = 0.03 + (gap − 0.04) / 2), so Fieller's condition is
     # |0.03 − 0.04·R| ≤ HALF·|1 − 2R|: R = (0.03 ∓ HALF) / (0.04 ∓ 2·HALF) = 0.722382 … 0.785454
     lo, hi = (0.03 + HALF) / (0.04 + 2 * HALF), (0.03 - HALF) / (0.04 - 2 * HALF)
@@ -564,21 +586,21 @@ def test_boundary_renorm_supported_when_renormalizing_helps_growth_beyond_joint_
 def test_boundary_renorm_contradicted_when_the_block_list_helps_joint_training_as_much():
     # the list closes 0.03 under growth and moves pre-joint by 0.03 too: D = −0.001, 0, +0.001, whole interval < δ
     c = renorm(GAP, CLOSED, (0.030, 0.030, 0.030))
-    assert c.verdict == CONTRADICTED and c.hi == pytest.approx(HALF, abs=1e-7)
+    assert c.verdict == CONTRADICTED and c.est.hi == pytest.approx(HALF, abs=1e-7)
     assert "smaller than the margin of 0.01 (practically none)" in c.sentence
 
 
 def test_boundary_renorm_undetermined_without_a_grow_gap_to_close():
     # grow gap −0.010, +0.001, +0.012: its interval contains 0, whatever D (0.03 ± HALF, clearly above δ) says
     c = renorm((-0.010, 0.001, 0.012), CLOSED, (0.0, 0.0, 0.0))
-    assert c.lo > 0.01 and c.verdict == UNDETERMINED and c.p == 1.0
+    assert c.est.lo > 0.01 and c.verdict == UNDETERMINED and c.p == 1.0
     assert "the grow gap's 95% interval contains 0, so there is no gap to close (in either direction)" in c.sentence
     assert "interval unbounded (Fieller, 3 seeds: the denominator's 95% interval contains 0)" in c.sentence
 
 
 def test_boundary_renorm_undetermined_when_d_straddles_the_margin():
     c = renorm(GAP, (0.011, 0.012, 0.013), (0.0, 0.0, 0.0))  # D = 0.012 ± HALF = [0.0095, 0.0145] ∋ δ
-    assert c.verdict == UNDETERMINED and c.lo < 0.01 < c.hi
+    assert c.verdict == UNDETERMINED and c.est.lo < 0.01 < c.est.hi
     assert "the 95% interval includes +0.01" in c.sentence
 
 
@@ -587,7 +609,7 @@ def test_boundary_renorm_orients_d_by_the_sign_of_the_grow_gap():
     # under joint training by −0.002: D = −1 · (closed − joint) = 0.026, 0.028, 0.030 — the supported case mirrored
     # (unoriented it would be −0.028, contradicted)
     c = renorm(tuple(-g for g in GAP), tuple(-x for x in CLOSED), (-0.003, -0.002, -0.001))
-    assert c.verdict == SUPPORTED and c.mean == pytest.approx(0.028, abs=1e-12)
+    assert c.verdict == SUPPORTED and c.est.mean == pytest.approx(0.028, abs=1e-12)
     assert "closes 75.0 % of the grow gap [72.2 %, 78.5 %]" in c.sentence
     assert "the grow gap pg − qg is -0.0400 [" in c.sentence
 

@@ -9,7 +9,6 @@ import pytest
 
 from conftest import cli
 from normgrow.config import load_config, save_config
-from normgrow.study.claims import ClaimsConfig
 from normgrow.study.figures import dose_points, dose_response, dose_sentence
 from normgrow.study.measures import BoundaryEvent, RunMeasures
 
@@ -238,7 +237,7 @@ def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
     from scipy.stats import linregress, spearmanr
     from scipy.stats import t as student_t
 
-    claims = ClaimsConfig(pre_grow="pg", post_grow="qg", pre_grow_renorm="pgr")
+    claims = dict(pre_grow="pg", post_grow="qg", pre_grow_renorm="pgr")
     budgets, expected = [], []
     for b, shift in ((0.5, 0.02), (1.0, 0.0)):
         m = {"pg": {}, "pgr": {}, "qg": {}}
@@ -280,7 +279,7 @@ def test_dose_response_points_sentence_and_figure_against_scipy(tmp_path):
     assert path == tmp_path / "plots" / "dose_response.png" and text == sentence
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5_000
     # a study that names no renormalized arm draws none
-    assert dose_response(ClaimsConfig(pre_grow="pg", post_grow="qg"), budgets, tmp_path / "none") is None
+    assert dose_response(dict(pre_grow="pg", post_grow="qg"), budgets, tmp_path / "none") is None
     assert not (tmp_path / "none").exists()
 
 

@@ -112,7 +112,7 @@ def test_plan_of_the_paper_study_offline():
 def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     """A pilot study directory written by hand: two arms, three seeds, differences 0.01, 0.03, 0.05 (mean 0.03,
     sd 0.02). The default study plans 3 seeds at δ = 0.01: half-width t(2, 0.975)·0.02/√3 = 4.302653·0.011547."""
-    from normgrow.study.results import FIELDS, write_results
+    from normgrow.study.record import FIELDS, write_results
 
     pilot = tmp_path / "pilot"
     pilot.mkdir()

@@ -9,11 +9,10 @@ import math
 
 import pytest
 from scipy.stats import t as student_t
-from test_study import results, write_study
+from test_runner import results, write_study
 
 from conftest import cli
 from normgrow.errors import ConfigError
-from normgrow.study.claims import evaluate_claims
 from normgrow.study.config import (
     ArmConfig,
     LrPilotConfig,
@@ -27,6 +26,7 @@ from normgrow.study.jobs import sweep_plan, write_study_yaml
 from normgrow.study.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
 from normgrow.study.measures import BoundaryEvent, RunMeasures
 from normgrow.study.pilot import choice_lines, choose_rates, pilot_study, with_rates
+from normgrow.study.record import from_row, values
 from normgrow.study.regime import (
     ABSENT,
     FAIL,
@@ -46,7 +46,9 @@ from normgrow.study.regime import (
     regime_section,
     scale_check,
 )
+from normgrow.study.stats import Estimate
 from normgrow.study.sweep import ladder_points
+from normgrow.study.verdicts import evaluate_claims
 
 # ----------------------------------------------------------------------------- validation
 
@@ -152,7 +154,12 @@ def test_check_1_passes_at_the_threshold_fails_above_it_and_is_not_measured_with
 
 
 def kl_row(arm, seed, kl, status="ok"):
-    return {"arm": arm, "seed": str(seed), "status": status, "val_kl": "" if kl is None else str(kl)}
+    return from_row({"arm": arm, "seed": str(seed), "status": status, "val_kl": "" if kl is None else str(kl)})
+
+
+def kls(records):
+    """Each arm's final val/kl by seed, as a study reads them for check 2."""
+    return {arm: values(records, arm, "val_kl") for arm in {r.arm for r in records}}
 
 
 def test_check_2_is_the_mean_over_the_arms_of_their_mean_kl():
@@ -164,16 +171,16 @@ def test_check_2_is_the_mean_over_the_arms_of_their_mean_kl():
         kl_row("b", 1, 0.1875),
         kl_row("b", 2, None, "failed"),
     ]
-    c = kl_check(["a", "b"], rows, 0.1875)
+    c = kl_check(["a", "b"], kls(rows), 0.1875)
     assert c.outcome == PASS and c.values["value"] == 0.1875  # at the threshold: passes
     half = student_t.ppf(0.975, 1) * (0.28125 - 0.09375) / math.sqrt(2) / math.sqrt(2)
     assert c.measured == f"0.1875 ± {half:.4f}"
-    assert kl_check(["a", "b"], rows, 0.19).outcome == FAIL
+    assert kl_check(["a", "b"], kls(rows), 0.19).outcome == FAIL
     # the arms finished different seeds: the value, no interval; an arm with no val/kl is left out and named
-    c = kl_check(["a", "b", "c"], rows[:3] + [kl_row("c", 0, None, "failed")], 0.1)
+    c = kl_check(["a", "b", "c"], kls(rows[:3] + [kl_row("c", 0, None, "failed")]), 0.1)
     assert c.values["value"] == (0.25 + 0.0625) / 2 and c.outcome == PASS
     assert c.measured == "0.1562 (arms finished different seeds: no interval) over 2 of 3 arms" and "`c`" in c.detail
-    assert kl_check(["a"], [kl_row("a", 0, None, "failed")], 0.1).outcome == NOT_MEASURED
+    assert kl_check(["a"], kls([kl_row("a", 0, None, "failed")]), 0.1).outcome == NOT_MEASURED
 
 
 @pytest.mark.parametrize(
@@ -189,7 +196,7 @@ def test_check_2_is_the_mean_over_the_arms_of_their_mean_kl():
     ],
 )
 def test_check_3_reads_each_class_from_its_interval_against_log_factor(mean, ci95, reading):
-    assert class_reading({"mean": mean, "ci95": ci95}, math.log(1.5)) == reading
+    assert class_reading(Estimate(2, mean, None, ci95), math.log(1.5)) == reading
 
 
 def grow_runs(all_logs, struct_logs):
@@ -312,17 +319,18 @@ def test_an_arm_at_the_middle_budget_only_is_planned_there_and_its_pairs_are_lef
     ]
     small, middle = plan[0][0], plan[1][0]
     assert list(small.arms) == ["pre", "post"] and list(small.contrasts) == ["gap"]
-    assert small.gap_ratio == [] and small.phase == [] and small.claims.post_joint is None
-    assert small.claims.pre_joint == "pre" and small.regime.scale_factor == 2  # pre_grow and post_grow run there
+    assert small.gap_ratio == [] and small.phase == [] and small.claims["post_joint"] is None
+    assert small.claims["pre_joint"] == "pre" and small.regime.scale_factor == 2  # pre_grow and post_grow run there
     assert list(middle.contrasts) == ["gap", "mid_gap"] and middle.phase == ["post", "mid"]
-    assert middle.gap_ratio == ["mid_gap", "gap"] and middle.claims.post_joint == "mid"
+    assert middle.gap_ratio == ["mid_gap", "gap"] and middle.claims["post_joint"] == "mid"
     for sub, sub_dir, _ in plan:  # each budget is a study of its own: its study.yaml loads and validates
         write_study_yaml(sub, sub_dir)
         assert load_study(str(sub_dir / "study.yaml")) == sub and all(not a.budgets for a in sub.arms.values())
 
 
 def ce_row(arm, seed, ce, kl=0.5):
-    return {"arm": arm, "seed": str(seed), "status": "ok", "val_ce": str(ce), "val_kl": str(kl), "tokens": "5120"}
+    row = {"arm": arm, "seed": str(seed), "status": "ok", "val_ce": str(ce), "val_kl": str(kl), "tokens": "5120"}
+    return from_row(row)
 
 
 def test_contrasts_claims_and_retention_that_need_an_absent_arm_are_not_computed_at_that_budget(tmp_path):
@@ -392,7 +400,7 @@ def scoped_study(**pilot) -> StudyConfig:
 
 
 def pilot_row(arm, lr, seed, ce):
-    return {
+    row = {
         "arm": arm,
         "lr": str(lr),
         "seed": str(seed),
@@ -401,6 +409,7 @@ def pilot_row(arm, lr, seed, ce):
         "error": "",
         "selected": "",
     }
+    return from_row(row)
 
 
 def test_lr_from_follows_its_path_to_a_piloted_arm_and_the_choice_says_where_each_rate_came_from():

@@ -1,0 +1,87 @@
+"""A second paper's claims on the verdict engine, registered from this file alone (no edit to the package): its
+roles and its setting, declared by the claims that use them, named in a study file, and its two verdicts in the
+report — one supported, one contradicted, by arithmetic done here — beside the first paper's (not tested)."""
+
+import math
+
+import pytest
+from test_report import write_run
+
+import normgrow.study as study_api
+from conftest import cli
+from normgrow.errors import ConfigError
+from normgrow.study.config import load_study
+from normgrow.study.verdicts import CLAIMS, ROLES, SETTINGS, equivalence_claim, gap, sign_claim
+
+T_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # two-sided 95% t quantile, 2 degrees of freedom: 4.3027
+
+
+def beats_post(r, m):
+    """The second paper's first claim: sandwich beats post-norm (val/ce sandwich − post < 0), beyond its margin."""
+    return sign_claim(f"val/ce {r.p2_sandwich} − {r.p2_post}", gap(m, r.p2_post, r.p2_sandwich), -1, r.p2_margin)
+
+
+def matches_pre(r, m):
+    """Its second claim: sandwich reaches pre-norm's val/ce (about zero, within the same margin)."""
+    return equivalence_claim(f"val/ce {r.p2_sandwich} − {r.p2_pre}", gap(m, r.p2_pre, r.p2_sandwich), r.p2_margin)
+
+
+@pytest.fixture
+def second_paper():
+    study_api.register_role("p2_sandwich", "Arm: the sandwich-norm student of the second paper.")
+    study_api.register_role("p2_post", "Arm: its post-norm baseline.")
+    study_api.register_setting("p2_margin", 0.02, "The second paper's practical margin (nats/token).")
+    study_api.register_claim("p2_beats_post", "Sandwich beats post-norm.", beats_post, roles=("p2_sandwich", "p2_post"))
+    study_api.register_claim(  # p2_pre is declared by the claim itself
+        "p2_matches_pre", "Sandwich matches pre-norm.", matches_pre, roles=("p2_sandwich", "p2_pre")
+    )
+    yield
+    for registry, name in ((CLAIMS, "p2_beats_post"), (CLAIMS, "p2_matches_pre"), (SETTINGS, "p2_margin")):
+        registry.unregister(name)
+    for name in ("p2_sandwich", "p2_post", "p2_pre"):
+        ROLES.unregister(name)
+
+
+# val/ce per arm and seed: sandwich − post = −0.05, −0.06, −0.04; sandwich − pre = +0.10, +0.11, +0.09
+CE = {"pre": (5.00, 5.10, 5.20), "post": (5.15, 5.27, 5.33), "sandwich": (5.10, 5.21, 5.29)}
+
+
+def test_a_second_papers_claims_come_out_of_the_report(second_paper, tmp_path):
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "study.yaml").write_text("""name: second
+base: tiny
+seeds: [0, 1, 2]
+arms:
+  pre: {overrides: [model.norm=pre]}
+  post: {overrides: [model.norm=post]}
+  sandwich: {overrides: [model.norm=sandwich]}
+claims: {p2_sandwich: sandwich, p2_post: post, p2_pre: pre, p2_margin: 0.02}
+""")
+    for arm, values in CE.items():
+        for seed, ce in enumerate(values):
+            write_run(out / "runs" / f"{arm}-s{seed}", arm, seed, ce, arm)
+    cli("report", out)
+    report = (out / "report.md").read_text()
+    # by hand: mean −0.05, sd 0.01, half-width 4.3027 · 0.01 / √3 = 0.0248 → [−0.0748, −0.0252], below −0.02
+    half = T_DF2 * 0.01 / math.sqrt(3)
+    assert "| p2_beats_post | **supported** | supported | " in report
+    assert f"-0.0500 [{-0.05 - half:+.4f}, {-0.05 + half:+.4f}]" in report
+    assert "- **p2_beats_post** — paper: Sandwich beats post-norm. Here: val/ce sandwich − post:" in report
+    # +0.10 ± 0.0248 lies entirely outside ±0.02: not "about zero"
+    assert "| p2_matches_pre | **contradicted** | contradicted | " in report
+    assert "| grow_gap | **not tested** |" in report  # the first paper's claims: their roles are unset here
+    assert load_study(str(out / "study.yaml")).claims["p2_margin"] == 0.02
+    # the same study with the margin at 0.03: the first claim's interval no longer clears −0.03 → undetermined
+    (out / "study.yaml").write_text((out / "study.yaml").read_text().replace("p2_margin: 0.02", "p2_margin: 0.03"))
+    cli("report", out)
+    assert "| p2_beats_post | **undetermined** |" in (out / "report.md").read_text()
+
+
+def test_a_study_naming_a_role_nobody_registered_is_one_line(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nbase: tiny\narms: {a: {}}\nclaims: {p2_sandwich: a}\n")
+    with pytest.raises(ConfigError, match=r"claims.p2_sandwich: no registered claim needs this role or setting"):
+        load_study(str(path))
+    path.write_text("name: s\nbase: tiny\narms: {a: {}}\nclaims: {p2_sandwich: null}\n")
+    assert "p2_sandwich" not in load_study(str(path)).claims  # a role of an extension not loaded, set to nothing
