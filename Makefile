@@ -31,8 +31,11 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
+# ruff (lint rules and formatting) over the tree; mypy over the package (pyproject.toml [tool.mypy])
 lint: setup
 	$(BIN)/ruff check normgrow tests benchmarks
+	$(BIN)/ruff format --check normgrow tests benchmarks
+	$(BIN)/mypy normgrow
 
 bench: setup
 	$(BIN)/python benchmarks/bench_model.py

@@ -118,7 +118,7 @@ def test_a_binary_file_as_config_is_one_line(tmp_path):
 def test_a_teacher_shorter_than_the_sequence_is_one_line(tiny_cache, tmp_path):
     import shutil
 
-    from normgrow.teacher import default_teacher_dir
+    from normgrow.pipeline import default_teacher_dir
 
     short = tmp_path / "short-teacher"
     shutil.copytree(default_teacher_dir(tiny_cfg(tiny_cache)), short)
@@ -165,7 +165,7 @@ def test_a_corpus_edited_in_place_gets_its_own_default_teacher(tiny_cache, tmp_p
     modification time put back) leads the next run to a new teacher instead of the one trained on the old text."""
     import sysconfig
 
-    from normgrow.teacher import default_teacher_dir
+    from normgrow.pipeline import default_teacher_dir
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -189,7 +189,7 @@ def test_a_default_teacher_with_another_tokenizer_is_one_line(tiny_cache, tmp_pa
     vocabulary's teacher) is refused, naming both tokenizers' hashes."""
     import shutil
 
-    from normgrow.teacher import default_teacher_dir
+    from normgrow.pipeline import default_teacher_dir
 
     tiny = default_teacher_dir(tiny_cfg(tiny_cache))
     recorded = json.loads((tiny / "normgrow_teacher.json").read_text())["tokenizer_sha256"]
