@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,7 +299,11 @@ class TeacherCache:
         def load(a: np.ndarray | None, dtype) -> torch.Tensor | None:
             return None if a is None else torch.from_numpy(a[rows].astype(dtype)).to(device)
 
-        return load(self.logp, np.float32), load(self.ids, np.int64), load(self.tail, np.float32)
+        return (
+            typing.cast(torch.Tensor, load(self.logp, np.float32)),
+            load(self.ids, np.int64),
+            load(self.tail, np.float32),
+        )
 
     def describe(self) -> str:
         """What the training loss reads (the run summary's `train_teacher`)."""

@@ -105,7 +105,7 @@ def _write(tmp: Path, model_state: dict, optimizer_state: dict, state: dict) -> 
     # safetensors refuses shared storage (tied embeddings): store each distinct tensor contiguously
     save_file({k: v.detach().contiguous().clone() for k, v in model_state.items()}, str(tmp / "model.safetensors"))
     torch.save(optimizer_state, tmp / "optimizer.pt")
-    rng = {"cpu": torch.get_rng_state()}
+    rng: dict[str, torch.Tensor | list[torch.Tensor]] = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     torch.save(rng, tmp / "rng.pt")

@@ -19,6 +19,7 @@ measures how close after a study).
 from __future__ import annotations
 
 import os
+import typing
 from pathlib import Path
 
 import torch
@@ -72,14 +73,14 @@ def compile_block(block: torch.nn.Module) -> None:
             return compiled(*args, **kwargs)
         return eager(*args, **kwargs)
 
-    call.compiled_block = block
+    call.compiled_block = block  # type: ignore[attr-defined]  # marks the wrapper as this block's
     block._compiled_call_impl = call
 
 
 def compile_blocks(model: torch.nn.Module) -> int:
     """Compile every block of `model.layers` not compiled yet (after a growth event: the appended ones);
     returns how many were compiled now."""
-    fresh = [b for b in model.layers if not is_compiled(b)]
+    fresh = [b for b in typing.cast(torch.nn.ModuleList, model.layers) if not is_compiled(b)]
     for block in fresh:
         compile_block(block)
     return len(fresh)

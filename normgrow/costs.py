@@ -20,6 +20,7 @@ and the teacher's forward (2·N_teacher per token plus attention).
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 from normgrow.config import ModelConfig, RunConfig, resolved_head_dim
 from normgrow.curriculum import forward_flops_per_token, plan_stages, step_cost, tokens_per_step
@@ -34,7 +35,7 @@ def vocab_of(cfg: RunConfig) -> int:
     if cfg.model.vocab_size:
         return cfg.model.vocab_size
     t = teacher_shape(cfg) if cfg.data.tokenizer == "teacher" and cfg.teacher.path != "default" else None
-    return t.vocab_size if t is not None else cfg.data.vocab_size
+    return typing.cast(int, t.vocab_size) if t is not None else cfg.data.vocab_size  # teacher_shape sets it
 
 
 def with_vocab(cfg: RunConfig) -> RunConfig:
@@ -71,6 +72,7 @@ def job_memory(cfg: RunConfig, world: int, fsdp: bool = False) -> dict:
     """Bytes per device of one run, term by term (a run training from the teacher cache counts no teacher)."""
     cfg = with_vocab(cfg)
     m = cfg.model
+    assert m.vocab_size is not None  # with_vocab filled it in
     micro = cfg.train.micro_batch_size or max(1, cfg.train.batch_size // world)
     act_bytes = 2 if cfg.train.dtype in ("bfloat16", "auto") else 4
     per_token_block = activation_elements(m)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,7 +163,7 @@ class GrowthOperator:
         for position in ev.new_blocks:  # ascending, so each insertion lands at its final index
             source = self.copy_source(ev.prefix, depth, position)
             placement = placements[position] if placements else placement_of(model.cfg, position)
-            block = new_block(model.cfg, position, init, seed, old[source], placement, source)
+            block = new_block(model.cfg, position, init, seed, typing.cast(Block, old[source]), placement, source)
             model.layers.insert(position, block.to(device=ref.device, dtype=ref.dtype))
         return ev
 
@@ -376,6 +377,7 @@ def student_at_stage(cfg: RunConfig, stage: int) -> Student:
 def flops_per_token(m: ModelConfig, placements: tuple[str, ...], trainable: tuple[int, ...], seq_len: int) -> int:
     """Estimated training FLOPs per token of a student holding blocks of these placements, of which the
     `trainable` indices train (see the module docstring)."""
+    assert m.vocab_size is not None  # step_cost calls this only with a resolved vocabulary
     params = {name: block_parameters(dataclasses.replace(m, block_norms=[], norm=name), 0) for name in set(placements)}
     attn = 2 * seq_len * m.n_head * resolved_head_dim(m)  # QKᵀ and AV, causal half, fwd only
     head = m.d_model * m.vocab_size
@@ -445,7 +447,7 @@ def check_pool_repeats(cfg: RunConfig, n_pool: int, plans: list[StagePlan] | Non
 # ----------------------------------------------------------------------------- budget matching
 
 
-def reference_totals(ref: str, vocab_size: int) -> tuple[dict, str]:
+def reference_totals(ref: str, vocab_size: int | None) -> tuple[dict, str]:
     """Totals of a finished run (its summary), an unfinished run (its config) or a config/preset."""
     path = Path(ref)
     if path.is_dir():

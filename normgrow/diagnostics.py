@@ -45,7 +45,8 @@ the growth operator says which, curriculum.py); `boundary_summary` reads these r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +55,7 @@ import torch
 from normgrow.config import DiagnosticsConfig
 from normgrow.data import TOKEN_CLASSES
 from normgrow.losses import TeacherChunks, eval_sums
-from normgrow.model import Student
+from normgrow.model import Block, Student
 from normgrow.registry import Registry
 
 CLASSES = ("all", *[c for c in TOKEN_CLASSES], "structural", "first")
@@ -117,6 +118,8 @@ def register_diagnostic(name: str, fn: Diagnostic, replace: bool = False) -> Dia
 def _class_stats(h: torch.Tensor, masks: dict[str, torch.Tensor]) -> tuple[dict, dict]:
     sq = h.float().pow(2).mean(-1)  # (n, T) mean square over channels
     amax = h.float().abs().amax(-1)  # (n, T)
+    rms: dict[str, float | None]
+    mx: dict[str, float | None]
     rms, mx = {}, {}
     for name in CLASSES:
         m = masks[name]
@@ -149,7 +152,7 @@ def identity(obs: Observation) -> dict:
 
 def sinks(obs: Observation) -> dict:
     scores = []
-    for b, block in enumerate(obs.model.layers):
+    for b, block in enumerate(typing.cast(Iterable[Block], obs.model.layers)):
         w = block.attention_weights(obs.residuals[b], obs.cos, obs.sin)  # (n, H, T, T)
         scores.append(w[:, :, 1:, 0].float().mean(dim=(0, 2)).tolist())  # per head
     share = float(np.mean([s > obs.settings.sink_threshold for layer in scores for s in layer])) if scores else 0.0
@@ -194,7 +197,7 @@ def collapse(obs: Observation) -> dict:
 def branch(obs: Observation) -> dict:
     keep = ~obs.probe.masks["first"]
     ratios = []
-    for b, block in enumerate(obs.model.layers):
+    for b, block in enumerate(typing.cast(Iterable[Block], obs.model.layers)):
         outs: list[torch.Tensor] = []
         hooks = [
             block.self_attn.register_forward_hook(lambda m, i, o, outs=outs: outs.append(o[0])),
@@ -205,7 +208,7 @@ def branch(obs: Observation) -> dict:
         finally:
             for hook in hooks:
                 hook.remove()
-        update = sum(o.float().pow(2).sum(-1) for o in outs).sqrt()  # (n, T)
+        update = typing.cast(torch.Tensor, sum(o.float().pow(2).sum(-1) for o in outs)).sqrt()  # (n, T)
         ratio = update / obs.residuals[b].float().norm(dim=-1).clamp_min(1e-12)
         ratios.append(ratio[keep].mean().item())
     return {"branch_update": ratios}

@@ -28,8 +28,10 @@ import hashlib
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterable
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -48,7 +50,7 @@ DTYPE_WARMUP, DTYPE_TIMED = 2, 5
 _VERDICTS: dict[str, dict] = {}  # this process's rule-2 verdicts by record file name
 
 
-def machine_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
+def machine_dtype(device: torch.device, cache_root: Path) -> tuple[Literal["float32", "bfloat16"], dict]:
     """Rule 1: ('bfloat16' or 'float32', the record behind the choice) for this device."""
     if device.type == "cuda":
         ok = torch.cuda.is_bf16_supported()
@@ -70,7 +72,7 @@ def machine_dtype(device: torch.device, cache_root: Path) -> tuple[str, dict]:
     return record["choice"], record
 
 
-def _alternate(fns: dict[str, Callable[[], object]], warmup: int, timed: int) -> dict[str, float]:
+def _alternate(fns: Mapping[str, Callable[[], object]], warmup: int, timed: int) -> dict[str, float]:
     """Median seconds of each function, called in turn (so they share the machine's noise) after `warmup` rounds."""
     times: dict[str, list[float]] = {k: [] for k in fns}
     for i in range(warmup + timed):
@@ -99,7 +101,12 @@ def probe_dtypes(cfg: RunConfig, device: torch.device) -> dict:
     and, for an online teacher of known shape, that teacher's forward over one batch; each in turn, medians."""
 
     def with_dtype(dtype: str) -> RunConfig:
-        return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, dtype=dtype, compile=False))
+        return dataclasses.replace(
+            cfg,
+            train=dataclasses.replace(
+                cfg.train, dtype=typing.cast(Literal["float32", "bfloat16"], dtype), compile=False
+            ),
+        )
 
     steps = {k: build_step(with_dtype(k), cfg.model.n_layer, device, online=False) for k in ("float32", "bfloat16")}
     student = _alternate(steps, DTYPE_WARMUP, DTYPE_TIMED)
@@ -121,12 +128,14 @@ def probe_dtypes(cfg: RunConfig, device: torch.device) -> dict:
     return record
 
 
-def step_verdict(float32_s: float, bfloat16_s: float) -> str:
+def step_verdict(float32_s: float, bfloat16_s: float) -> Literal["float32", "bfloat16"]:
     """Rule 2 for one part of the run's work, from its two timings."""
     return "bfloat16" if float32_s >= STEP_MIN_SPEEDUP * bfloat16_s else "float32"
 
 
-def auto_dtypes(cfg: RunConfig, device: torch.device, cache_root: Path) -> tuple[str, str, dict]:
+def auto_dtypes(
+    cfg: RunConfig, device: torch.device, cache_root: Path
+) -> tuple[Literal["float32", "bfloat16"], Literal["float32", "bfloat16"], dict]:
     """(student dtype, teacher dtype, the record behind them) that `auto` resolves to for `cfg` on `device`: rule 1,
     then on a CPU whose bare bfloat16 matmul is fast rule 2 (read from its cached record, or measured and kept)."""
     choice, machine = machine_dtype(device, cache_root)

@@ -61,7 +61,7 @@ def catch_stop_signals() -> dict:
         signal.signal(signum, signal.SIG_DFL)  # a second one ends the process even if this one is swallowed
         raise Stopped(signum)
 
-    previous = {}
+    previous: dict = {}
     if threading.current_thread() is not threading.main_thread():
         return previous
     for sig in (signal.SIGTERM, signal.SIGHUP):

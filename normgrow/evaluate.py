@@ -194,6 +194,7 @@ class Evaluator:
 
     def selection(self, model: Student) -> dict[str, float]:
         """select/ce, select/kl, … on the model-selection set (evaluated once: nothing is kept)."""
+        assert self.select is not None  # scored only when data.select_tokens is set
         metrics = evaluate(model, self.teacher, self.select, self.cfg, self.info)
         return {k.replace("val/", "select/"): v for k, v in metrics.items()}
 
@@ -208,6 +209,7 @@ class Evaluator:
 
     def diagnostics(self, model: Student) -> dict:
         """The diagnostics of `model` (from probe_student) on the probe batch (diagnostics.diagnose)."""
+        assert self.probe is not None  # probe_student returned a student
         return diagnose(model, self.probe, self.cfg.diagnostics, self.cfg.distill.chunk_tokens)
 
 
@@ -227,9 +229,9 @@ def open_evaluator(prep: Prepared, cfg: RunConfig, info: dist.DistInfo, teacher:
     elif cfg.diagnostics.enabled and teacher is not None and teacher.sharded:
         rows, _ = probe_batch(prep, cfg.data.probe_sequences, cfg.data.seq_len)  # rank 0's teacher forward
         teacher.chunks(rows[:, :-1].to(info.device))  # on its probe gathers from every rank
-    kept = None
+    kept: dict | None = None
     if teacher is not None:
-        rows = len(val[info.rank :: info.world_size])
+        rows = len(val[info.rank :: info.world_size])  # type: ignore[assignment]  # name reused for a row count
         if rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
             kept = {}
     curve = min(math.ceil(cfg.data.curve_tokens / cfg.data.seq_len), len(val))

@@ -20,6 +20,8 @@ import dataclasses
 import json
 import os
 import shutil
+import typing
+from collections.abc import Iterable
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
@@ -27,7 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from normgrow import atomic, checkpoint
 from normgrow import modeling_normgrow as modeling
-from normgrow.blocks import BUILTIN_PLACEMENTS
+from normgrow.blocks import BUILTIN_PLACEMENTS, Block
 from normgrow.config import ModelConfig, RunConfig, load_config
 from normgrow.curriculum import plan_stages
 from normgrow.errors import NormgrowError
@@ -59,7 +61,11 @@ AutoModelForCausalLM.register(NormgrowConfig, NormgrowForCausalLM)
 def is_qwen3(student: Student) -> bool:
     """Is this student a stock Qwen3 (every block's placement maps onto Qwen3's, final norm, q/k norms)?"""
     m = student.cfg
-    return all(type(b).qwen3_compatible for b in student.layers) and m.final_norm and m.qk_norm
+    return (
+        all(type(b).qwen3_compatible for b in typing.cast(Iterable[Block], student.layers))
+        and m.final_norm
+        and m.qk_norm
+    )
 
 
 def exported_model_config(cfg: RunConfig, stage: int) -> ModelConfig:
@@ -147,6 +153,7 @@ def _write_export(
     placements = [placement_of(m, i) for i in range(student.depth)]
     qwen3 = is_qwen3(student)
     remote = not qwen3 and all(p in BUILTIN_PLACEMENTS for p in placements)
+    hf: Qwen3ForCausalLM | NormgrowForCausalLM
     if qwen3:
         hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
         hf.load_state_dict(to_hf_state_dict(student))

@@ -32,6 +32,8 @@ and this module applies it on the plain, the sharded and the resumed path alike:
 
 from __future__ import annotations
 
+import typing
+
 import torch
 
 from normgrow import sharding
@@ -121,7 +123,7 @@ def _grow_sharded(
         if p.requires_grad and name_before.get(id(p)) in trained and keeps_state(n, plan, cfg)
     }
     moments = sharding.optimizer_state_by_name(model, optimizer) if carried else {}
-    grown = sharding.shard(plain)
+    grown = typing.cast(Student, sharding.shard(plain))  # sharded in place: still a Student
     new = build_optimizer(grown, cfg, device)
     sharding.load_state_by_name(grown, new, {n: moments[old] for n, old in carried.items() if old in moments})
     return grown, new, record

@@ -35,6 +35,7 @@ def cpu_info(text: str | None = None) -> CpuInfo:
             text = Path("/proc/cpuinfo").read_text()
         except OSError:
             text = ""
+    flags: frozenset[str]
     model, flags = "", frozenset()
     for line in text.splitlines():
         key, _, value = line.partition(":")

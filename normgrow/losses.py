@@ -126,6 +126,7 @@ def sparse_token_losses(
     s_logp = F.log_softmax(s_logits / tau, dim=-1)
     if t.ids is None:
         return _scale_and_add_nll(_full_losses(s_logp, t.logp, kind), s_logits, targets, tau, nll_weight)
+    assert t.tail is not None  # ids and tail are None together
     s_top = s_logp.gather(1, t.ids)  # (n, k)
     s_tail = tail_logsumexp(s_logp, t.ids)
     t_p, t_tail_p = t.logp.exp(), t.tail.exp()

@@ -40,6 +40,8 @@ stream entering every block and leaving the last (diagnostics).
 from __future__ import annotations
 
 import math
+import typing
+from collections.abc import Iterable
 
 import torch
 import torch.nn as nn
@@ -104,14 +106,14 @@ class Student(Decoder):
         nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=embed_std(cfg))
         nn.init.normal_(self.lm_head.weight, mean=0.0, std=cfg.init_std)
         for block in self.layers:
-            init_block(block, cfg)
+            init_block(typing.cast(Block, block), cfg)
         if cfg.tie_embeddings:  # after both inits, so the random draws do not depend on tying
             self.lm_head.weight = self.embed_tokens.weight
 
     def init_record(self) -> dict:
         """Every initialization constant and the depth it used (saved in the run summary)."""
         depth = init_depth(self.cfg)
-        classes = {type(b).__name__: type(b) for b in self.layers}
+        classes = {type(b).__name__: type(b) for b in typing.cast(Iterable[Block], self.layers)}
         return {
             "init_std": self.cfg.init_std,
             "embed_init_std": embed_std(self.cfg),
@@ -168,6 +170,7 @@ def block_parameters(cfg: ModelConfig, index: int) -> int:
 
 def parameters_of(cfg: ModelConfig) -> int:
     """Parameters of the full-depth student (embedding, blocks, final norm, head), counted without building it."""
+    assert cfg.vocab_size is not None  # every caller passes a resolved vocabulary
     head = 0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model
     return cfg.vocab_size * cfg.d_model + sum(block_parameters(cfg, i) for i in range(cfg.n_layer)) + cfg.d_model + head
 
@@ -179,6 +182,7 @@ def hf_config(cfg: ModelConfig, **extra):
     """The transformers Qwen3Config describing a pre-norm student with a final norm."""
     from transformers import Qwen3Config
 
+    assert cfg.vocab_size is not None  # a built student's vocabulary is resolved
     return Qwen3Config(
         vocab_size=cfg.vocab_size,
         hidden_size=cfg.d_model,

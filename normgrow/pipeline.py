@@ -17,12 +17,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from normgrow import atomic, cache, checkpoint, dist, dtypes
 from normgrow.config import DataConfig, RunConfig, load_config
@@ -124,6 +125,7 @@ def build_inputs(
     check_pool(cfg, prep)
     teacher = None
     if path is not None:
+        assert cfg.model.vocab_size is not None  # resolve_config filled it in
         teacher = load_teacher(
             path,
             cfg.teacher.dtype,
@@ -135,6 +137,7 @@ def build_inputs(
         )
     inputs = RunInputs(cfg, info, prep, teacher, None, budget)
     if open_cache and (cfg.teacher.cache or cfg.teacher.cache_path):  # training reads it; validation stays online
+        assert path is not None  # validate: a cache needs a teacher
         inputs.cache = teacher_cache(inputs, path, log=say, progress=progress)
     return inputs
 
@@ -185,6 +188,7 @@ def teacher_cache(inputs: RunInputs, path: str, log: Log = print, progress: bool
     cfg = inputs.cfg
     if cfg.teacher.cache_path:
         return cache.open_cache_dir(Path(cfg.teacher.cache_path), cache.expected_meta(cfg, path, inputs.prep))
+    assert inputs.teacher is not None  # build_inputs loaded it from `path`
     cache.build(cfg, path, inputs.prep, inputs.teacher, inputs.info, log=log, progress=progress)
     return cache.open_cache(cfg, path, inputs.prep)
 
@@ -194,9 +198,9 @@ def build_cache(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path
     if cfg.teacher.path == NO_TEACHER:
         raise ConfigError("teacher.path: 'none' has no teacher to cache")
     inputs = build_inputs(cfg, log=log, progress=progress, open_cache=False)
-    return cache.build(
-        inputs.cfg, teacher_path(cfg, build=False), inputs.prep, inputs.teacher, inputs.info, log=log, progress=progress
-    )
+    path = teacher_path(cfg, build=False)
+    assert path is not None and inputs.teacher is not None  # teacher.path is not 'none' here
+    return cache.build(inputs.cfg, path, inputs.prep, inputs.teacher, inputs.info, log=log, progress=progress)
 
 
 # ----------------------------------------------------------------------------- runs
@@ -338,7 +342,9 @@ def _build_default_teacher(cfg: RunConfig, out: Path, log: Log, progress: bool) 
             "val/nll": summary["val/nll"],
             "unigram_val_nll": unigram,
             "corpus_sha256": corpus_sha256(tcfg.data),
-            "tokenizer_sha256": tokenizer_hash(AutoTokenizer.from_pretrained(str(tmp))),
+            "tokenizer_sha256": tokenizer_hash(
+                typing.cast(PreTrainedTokenizerFast, AutoTokenizer.from_pretrained(str(tmp)))
+            ),
             "tokens": summary["compute"]["tokens"],
             "wall_time_s": summary["wall_time_s"],
             "config": dataclasses.asdict(tcfg),

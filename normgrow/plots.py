@@ -16,7 +16,10 @@ study's with these helpers (study/report.py writes the text around them).
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from normgrow.config import load_config
 from normgrow.rundir import read_jsonl
@@ -134,7 +137,7 @@ def _boundaries(run: Path) -> list[tuple[int, dict[int, int]]]:
     return out
 
 
-def _at(records: list[dict], at: dict[int, int], key: str) -> list[tuple[float, object]]:
+def _at(records: list[dict], at: dict[int, int], key: str) -> list[tuple[float, Any]]:
     """(active-layer tokens, record[key][index]) over the records whose stage the boundary is defined at."""
     return [
         (r["active_layer_tokens"], r[key][at[r["stage"]]])
@@ -268,9 +271,9 @@ def plot_collapse(runs: list[Path], out: Path) -> Path:
     return save_figure(fig, out / "collapse.png")
 
 
-def plot_runs(runs: list[str | Path], out_dir: str | Path) -> dict[str, Path]:
+def plot_runs(runs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Path]:
     """All figures for these runs into out_dir: {figure name: file}."""
-    runs = [Path(r) for r in runs]
+    runs = typing.cast(list[Path], [Path(r) for r in runs])
     out = Path(out_dir)
     made = {"val_ce": plot_val_ce(runs, out)}
     diags = [read_jsonl(r / "diagnostics.jsonl") for r in runs]

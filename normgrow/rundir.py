@@ -169,6 +169,7 @@ class MetricsWriter:
             self.wandb.log({**_numeric(record), "tokens": record["tokens"]}, step=record["step"])
 
     def _to_tensorboard(self, record: dict) -> None:
+        assert self.tb is not None  # write calls this only with a writer
         for k, v in _numeric(record).items():
             self.tb.add_scalar(k, v, record["tokens"])
 

@@ -94,7 +94,7 @@ def section(*, key: bool | None = None, resume: bool | None = None):
     """Class decorator: the meaning of every field of a config section that does not declare its own."""
 
     def declare(cls: type) -> type:
-        cls._meaning = Meaning(key, resume)
+        cls._meaning = Meaning(key, resume)  # type: ignore[attr-defined]  # decorator sets a class attribute
         return cls
 
     return declare
@@ -244,11 +244,11 @@ def check_numbers(obj: Any, upper: dict[str, float], prefix: str = "") -> None:
 def field_docs(cls: type) -> dict[str, str]:
     """{field: docstring} for a config dataclass, read from the attribute docstrings in its source."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body
+    body = typing.cast(ast.ClassDef, tree.body[0]).body
     docs = {}
     for node, nxt in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            docs[node.target.id] = str(nxt.value.value)
+            docs[typing.cast(ast.Name, node.target).id] = str(nxt.value.value)
     return docs
 
 

@@ -19,6 +19,9 @@ for its own forward, so every rank must run every teacher forward in step.
 
 from __future__ import annotations
 
+import typing
+from typing import Any
+
 import torch
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -40,7 +43,7 @@ def is_sharded(model: torch.nn.Module) -> bool:
 
 def shard(model: torch.nn.Module) -> torch.nn.Module:
     """Shard the student in place over the default process group: each block, then the root."""
-    for block in model.layers:
+    for block in typing.cast(torch.nn.ModuleList, model.layers):
         fully_shard(block)
     fully_shard(model)
     return model
@@ -69,7 +72,7 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
 def full_weights(model: torch.nn.Module, rank0_only: bool = False) -> dict[str, torch.Tensor]:
     """The full state dict, on every rank (or on rank 0 alone, in CPU memory). Every rank must call it."""
     opts = StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
-    return get_model_state_dict(model, options=opts)
+    return typing.cast(dict[str, torch.Tensor], get_model_state_dict(model, options=opts))
 
 
 def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tensor], device: torch.device) -> Student:
@@ -85,7 +88,7 @@ def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tens
 
 
 def set_gradient_sync(model: torch.nn.Module, sync: bool) -> None:
-    model.set_requires_gradient_sync(sync)
+    typing.cast(FSDPModule, model).set_requires_gradient_sync(sync)
 
 
 def _param_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
@@ -97,7 +100,7 @@ def _param_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> li
 def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank0_only: bool = False) -> dict:
     """The optimizer's state dict as an unsharded optimizer would write it (index-keyed, full tensors)."""
     names = _param_names(model, optimizer)
-    by_name = get_optimizer_state_dict(
+    by_name: dict[str, Any] = get_optimizer_state_dict(
         model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
     )
     plain = optimizer.state_dict()  # its param_groups hold the indices and hyperparameters
@@ -117,7 +120,7 @@ def _groups_by_name(names: list[str], param_groups: list[dict]) -> list[dict]:
 def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, sd: dict) -> None:
     """Load an index-keyed full optimizer state (a checkpoint's) into the optimizer of a sharded model."""
     names = _param_names(model, optimizer)
-    by_name = {
+    by_name: dict[str, Any] = {
         "state": {names[int(i)]: s for i, s in sd["state"].items()},
         "param_groups": _groups_by_name(names, sd["param_groups"]),
     }
@@ -141,12 +144,15 @@ def load_state_by_name(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     if not state:
         return
     names = _param_names(model, optimizer)
-    by_name = {"state": state, "param_groups": _groups_by_name(names, optimizer.state_dict()["param_groups"])}
+    by_name: dict[str, Any] = {
+        "state": state,
+        "param_groups": _groups_by_name(names, optimizer.state_dict()["param_groups"]),
+    }
     set_optimizer_state_dict(model, optimizer, by_name, options=StateDictOptions(full_state_dict=True, strict=False))
     _forget_unloaded(model, optimizer, state)
 
 
 def optimizer_state_by_name(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, dict]:
     """{parameter name: its full AdamW state}, on every rank (for carrying moments across a growth event)."""
-    sd = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
+    sd: dict[str, Any] = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
     return dict(sd.get("state", {}))

@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def shape_of(cfg: RunConfig, device: torch.device) -> dict:
         "teacher": (
             "none"
             if t.path == "none"
-            else {"cache_k": min(t.cache_k, m.vocab_size), "cache_dtype": t.cache_dtype}
+            else {"cache_k": min(t.cache_k, typing.cast(int, m.vocab_size)), "cache_dtype": t.cache_dtype}
             if t.cache
             else {
                 "shape": None
@@ -105,6 +106,7 @@ def synthetic_teacher(cfg: RunConfig, n: int, device: torch.device):
     """A teacher distribution of the run's form for n tokens: k = V log-probs, top-k with ids and tail, or None."""
 
     V = cfg.model.vocab_size
+    assert V is not None  # build_step resolved it (probe_vocab)
     logp = torch.log_softmax(torch.randn(n, V, device=device), dim=-1)
     k = min(cfg.teacher.cache_k, V)
     if k >= V:
@@ -136,6 +138,7 @@ def build_step(cfg: RunConfig, depth: int, device: torch.device, online: bool = 
     (synthetic_teacher)."""
     torch.manual_seed(0)
     model = dataclasses.replace(cfg.model, vocab_size=probe_vocab(cfg))
+    assert model.vocab_size is not None  # probe_vocab is an int
     cfg = dataclasses.replace(cfg, model=model)
     student = Student(model, depth=depth, max_seq_len=cfg.data.seq_len, placements=full_placements(cfg)[:depth])
     student = student.to(device)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import typing
 from pathlib import Path
 
 import torch
@@ -162,7 +163,7 @@ def make_standin(
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg)
     with torch.no_grad():  # padded rows: never a token, but large; untrimmed they would take the softmax's mass
-        for w in (model.get_input_embeddings().weight, model.get_output_embeddings().weight):
+        for w in (typing.cast(torch.Tensor, model.get_input_embeddings().weight), model.get_output_embeddings().weight):
             w[len(tok) :] = 0.5
     model.save_pretrained(tmp / "teacher")
     tok.save_pretrained(tmp / "teacher")

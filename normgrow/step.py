@@ -61,7 +61,8 @@ def build_optimizer(model: Student, cfg: RunConfig, device: torch.device) -> tor
     Only trainable parameters enter the optimizer, in a deterministic order (module order), so a
     checkpointed optimizer state maps back onto the same parameters.
     """
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue

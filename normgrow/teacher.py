@@ -24,12 +24,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from normgrow import sharding
@@ -46,7 +48,7 @@ class TeacherError(NormgrowError):
 
 
 # Shapes of hub teachers the presets name, for cost estimates without the hub (their published config.json).
-KNOWN_SHAPES = {
+KNOWN_SHAPES: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-8B": dict(n_layer=36, d_model=4096, n_head=32, n_kv_head=8, head_dim=128, d_ff=12288, vocab_size=151936)
 }
 
@@ -88,7 +90,7 @@ def unigram_nll(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
 
 @dataclass
 class Teacher:
-    model: torch.nn.Module
+    model: PreTrainedModel
     weight: torch.Tensor  # (V, C_T) LM-head rows of the student's vocabulary
     report: dict
 
@@ -135,7 +137,7 @@ def load_teacher(
             raise TeacherError(f"teacher.sharding: '{path}' ({type(model).__name__}) has no decoder.layers to shard")
         sharding.shard_layers(model, layers, device)
     else:
-        model.to(device)
+        model.to(device)  # type: ignore[arg-type]  # transformers mistypes the wrapped .to
     rows = head.weight.shape[0]
     if rows < tokenizer_size:
         raise TeacherError(
@@ -165,7 +167,7 @@ def load_teacher(
     return teacher
 
 
-def _from_pretrained(path: str, dtype: str) -> torch.nn.Module:
+def _from_pretrained(path: str, dtype: str) -> PreTrainedModel:
     """AutoModelForCausalLM.from_pretrained, a missing local directory or a failed load as one line."""
     hf_logging.disable_progress_bar()
     looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
@@ -194,7 +196,7 @@ def _check_projection(teacher: Teacher, device: torch.device) -> None:
 
 def copy_embeddings(student, teacher: Teacher) -> None:
     """Initialize the student's token embeddings and LM head from the teacher's (model.init_embeddings=teacher)."""
-    emb = teacher.model.get_input_embeddings().weight
+    emb = typing.cast(torch.Tensor, teacher.model.get_input_embeddings().weight)
     V, C = student.embed_tokens.weight.shape
     if emb.shape[1] != C:
         raise TeacherError(f"model.init_embeddings: the teacher's width {emb.shape[1]} differs from model.d_model={C}")

@@ -255,6 +255,7 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     )
     model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
+        assert inputs.teacher is not None  # validate: init_embeddings=teacher needs a teacher
         copy_embeddings(model, inputs.teacher)
     return model
 

@@ -57,7 +57,7 @@ class Batch(NamedTuple):
     """One rank's share of a global batch: its rows and which training sequences they are."""
 
     tokens: torch.Tensor  # (B/W, T+1) int64: T inputs and their T next-token labels
-    index: torch.Tensor  # (B/W,) int64 sequence indices into the split, or pool positions (a teacher cache's rows)
+    index: torch.Tensor  # type: ignore[assignment]  # field shadows tuple.index. (B/W,) int64 sequence indices into the split, or pool positions (a teacher cache's rows)
 
 
 class BatchIterator:

@@ -25,6 +25,7 @@ import dataclasses
 import datetime
 import json
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,7 +191,7 @@ def load_prepared(dir: str | Path) -> Prepared:
     if not (dir / "meta.json").is_file():
         raise DataError(f"{dir}: not a token shard directory (no meta.json)")
     meta = json.loads((dir / "meta.json").read_text())
-    tok = AutoTokenizer.from_pretrained(str(dir / "tokenizer"))
+    tok = typing.cast(PreTrainedTokenizerFast, AutoTokenizer.from_pretrained(str(dir / "tokenizer")))
     return Prepared(
         dir=dir,
         meta=meta,

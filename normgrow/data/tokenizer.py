@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import typing
 import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,7 +58,7 @@ def load_tokenizer(
 
             publish_directory(final, train)
         # Always load the saved copy, so a fresh and a cached tokenizer hash identically.
-        return AutoTokenizer.from_pretrained(str(final))
+        return typing.cast(PreTrainedTokenizerFast, AutoTokenizer.from_pretrained(str(final)))
     if d.tokenizer == "teacher":
         if teacher_path in (None, "none", "default"):  # "default" must be resolved by teacher.resolve_teacher_path
             raise DataError(f"data.tokenizer: 'teacher' needs a teacher, but teacher.path is '{teacher_path}'")
@@ -161,7 +162,7 @@ def token_classes(tok: PreTrainedTokenizerFast, bos: int) -> np.ndarray:
         if i == bos:
             classes[i] = TOKEN_CLASSES.index("bos")
         elif i not in special:
-            classes[i] = TOKEN_CLASSES.index(_text_class(tok.decode([i])))
+            classes[i] = TOKEN_CLASSES.index(_text_class(typing.cast(str, tok.decode([i]))))
     return classes
 
 

@@ -2,6 +2,7 @@
 the claims' verdicts and a report — all rebuilt from the study directory alone.
 
     config.py     the study file: arms, seeds, contrasts, claims' roles, launcher; loading and validation
+    sections.py   its regime: and sweep: sections as data (read by config.py; acted on by regime.py, sweep.py)
     jobs.py       arm × seed (× learning rate) jobs, their names, the study directory
     launch.py     launchers (inline, local processes, submitit/SLURM) as a registry, the progress bar
     runner.py     one walk of a study's tree (pilot, rounds, points or budgets) with two launchers: train, or read

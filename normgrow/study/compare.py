@@ -20,8 +20,8 @@ from normgrow.study.ladder import (
     retention,
 )
 from normgrow.study.record import RunRecord, study_measures, verified_results
+from normgrow.study.sections import budget_label
 from normgrow.study.stats import Contrast
-from normgrow.study.sweep import budget_label
 from normgrow.study.verdicts import NOT_TESTED, Claim, evaluate_claims, study_roles
 
 

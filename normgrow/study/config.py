@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,7 @@ from omegaconf import OmegaConf
 from normgrow import registry
 from normgrow.errors import ConfigError
 from normgrow.schema import check_numbers, describe_fields, load_structured, need, read_yaml
-from normgrow.study.regime import RegimeConfig, validate_regime
-from normgrow.study.sweep import SweepConfig, arms_at, budget_label, validate_sweep
+from normgrow.study.sections import RegimeConfig, SweepConfig, budget_label, validate_regime, validate_sweep
 from normgrow.study.verdicts import normalize_claims, section_fields
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
@@ -174,7 +174,7 @@ def study_path(name_or_path: str) -> Path:
     return Path(str(cand))
 
 
-def load_study(name_or_path: str | None = None, overrides: list[str] = ()) -> StudyConfig:
+def load_study(name_or_path: str | None = None, overrides: Sequence[str] = ()) -> StudyConfig:
     """Study preset/file ← overrides. Keys under a run-config section (model., train., …) become
     run overrides for every arm; the others (seeds=…, launcher.parallel=…) set study fields."""
     path = study_path(name_or_path or "default")
@@ -358,20 +358,22 @@ def piloted_arms(study: StudyConfig) -> list[str]:
     return [n for n, a in study.arms.items() if a.lr_from is None and twin_of(study, n) is None]
 
 
+_NO_RATE = (
+    "{name} is not piloted (lr_pilot.arms) and takes no other arm's rate: name the arm whose chosen rate it trains "
+    "at, or add it to lr_pilot.arms"
+)
+
+
 def rate_path(study: StudyConfig, arm: str) -> list[str]:
     """The arms whose rate `arm` takes, one step at a time (its lr_from, else a matched arm's unmatched twin), ending
     at the piloted arm that chooses it; [] for a piloted arm. A cycle, or an arm left without a source, is a
     ConfigError naming arms.<arm>.lr_from."""
-    piloted, path, name = set(piloted_arms(study)), [], arm
+    piloted, path, name = set(piloted_arms(study)), list[str](), arm
     while name not in piloted:
         a = study.arms[name]
         nxt = a.lr_from if a.lr_from is not None else twin_of(study, name)
-        need(
-            nxt is not None,
-            f"arms.{name}.lr_from",
-            f"{name} is not piloted (lr_pilot.arms) and takes no other "
-            "arm's rate: name the arm whose chosen rate it trains at, or add it to lr_pilot.arms",
-        )
+        if nxt is None:
+            raise ConfigError(f"arms.{name}.lr_from: " + _NO_RATE.format(name=name))
         need(
             nxt != arm and nxt not in path,
             f"arms.{arm}.lr_from",
@@ -380,6 +382,11 @@ def rate_path(study: StudyConfig, arm: str) -> list[str]:
         path.append(nxt)
         name = nxt
     return path
+
+
+def arms_at(study: StudyConfig, budget: float) -> list[str]:
+    """The arms a budget ladder runs at `budget`: those whose `budgets` name it, or are empty (every budget)."""
+    return [name for name, a in study.arms.items() if not a.budgets or budget in a.budgets]
 
 
 def validate_ladder(s: StudyConfig) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from normgrow.study.config import StudyConfig
 from normgrow.study.record import COMPUTE, RunRecord, finished, values
 from normgrow.study.stats import Contrast, Estimate, Ratio, estimate, fieller_ratio, paired
 
@@ -68,7 +69,7 @@ def arm_stats(records: list[RunRecord], arm: str) -> ArmStats:
     )
 
 
-def aggregate(study, records: list[RunRecord]) -> Aggregate:
+def aggregate(study: StudyConfig, records: list[RunRecord]) -> Aggregate:
     """Every number the report's tables show, from the records the statistics use."""
     per_contrast = {name: contrast(records, a, b) for name, (a, b) in study.contrasts.items()}
     ratio = None

@@ -22,18 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow.plots import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
+from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.measures import Measures, scale_ratios
 from normgrow.study.record import RunRecord
 from normgrow.study.verdicts import gap_by_seed, study_roles
 
 
-def plot_study_val_ce(study, records: list[RunRecord], out: Path) -> Path:
+def plot_study_val_ce(study: StudyConfig, records: list[RunRecord], out: Path) -> Path:
     """The learning curve (report.curve_records: curve/ce at every evaluation, val/ce for older runs) against
     active-layer tokens for every arm (first finished seed), stage boundaries marked."""
     fig, ax = pyplot().subplots(figsize=(7.5, 4.5))
     norms = sorted({r.norm for r in records})  # one line style per placement, one colour per arm
-    keys = set()
+    keys: set[str] = set()
     for i, arm in enumerate(study.arms):
         ok = _finished(records, arm)
         if not ok:
@@ -54,10 +55,10 @@ def plot_study_val_ce(study, records: list[RunRecord], out: Path) -> Path:
         for r in m:
             if r["event"] == "stage_start" and r["stage"] > 0:
                 ax.axvline(r["active_layer_tokens"], color=COLORS[i % 10], ls=":", lw=0.7, alpha=0.5)
-    keys = sorted(keys, key=CURVE_KEYS.index) or ["val/ce"]
+    shown = sorted(keys, key=CURVE_KEYS.index) or ["val/ce"]
     ax.set_xlabel("active-layer tokens (tokens × blocks)")
-    ax.set_ylabel(f"{' | '.join(keys)} (nats/token)")
-    what = "CE on the curve subset (every evaluation)" if keys == ["curve/ce"] else "validation CE"
+    ax.set_ylabel(f"{' | '.join(shown)} (nats/token)")
+    what = "CE on the curve subset (every evaluation)" if shown == ["curve/ce"] else "validation CE"
     ax.set_title(f"{what} against the teacher; dotted: growth", fontsize=10)
     legend(ax, fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
@@ -71,7 +72,8 @@ def plot_phase_gap(phase: Phase, out: Path) -> Path:
     labels = [f"s{r.stage} ({r.n_layer}b)\n{r.point}" for r in rows]
     means = [r.diff.mean for r in rows]
     errs = [r.diff.half or 0.0 for r in rows]
-    ax.bar(range(len(rows)), means, yerr=errs, capsize=3, color=[COLORS[0] if m < 0 else COLORS[3] for m in means])
+    colors = [COLORS[0] if m is not None and m < 0 else COLORS[3] for m in means]  # a phase row always has a mean
+    ax.bar(range(len(rows)), means, yerr=errs, capsize=3, color=colors)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel(f"val/ce: {phase.b} − {phase.a}")
@@ -121,7 +123,7 @@ def after_growth_curves(runs: list[list[dict]]) -> dict[int, dict]:
     return out
 
 
-def plot_after_growth(study, records: list[RunRecord], out: Path) -> Path | None:
+def plot_after_growth(study: StudyConfig, records: list[RunRecord], out: Path) -> Path | None:
     """after_growth.png: one panel per growth event, for each arm of the study's phase pair the curve minus its
     value at the event against steps since it (after_growth_curves: mean over seeds, min–max band). None when
     neither arm has a growth event."""
@@ -165,7 +167,7 @@ def _finished(records: list[RunRecord], arm: str) -> list[RunRecord]:
     return sorted((r for r in records if r.arm == arm and r.ok), key=lambda r: r.seed)
 
 
-def study_figures(study, records: list[RunRecord], agg: Aggregate, study_dir: Path) -> list[Path]:
+def study_figures(study: StudyConfig, records: list[RunRecord], agg: Aggregate, study_dir: Path) -> list[Path]:
     """The study's figures: val/ce against compute, the phase-wise gap, and the diagnostics figures of the
     diagnostics pair (or the phase arms) side by side."""
     plots = study_dir / "plots"
@@ -175,7 +177,9 @@ def study_figures(study, records: list[RunRecord], agg: Aggregate, study_dir: Pa
     if (after := plot_after_growth(study, records, plots)) is not None:
         figs.append(after)
     pair = study.diagnostics_pair or study.phase
-    runs = [path for arm in pair if (ok := _finished(records, arm)) and (path := ok[0].path) is not None]
+    runs: list[str | Path] = [
+        path for arm in pair if (ok := _finished(records, arm)) and (path := ok[0].path) is not None
+    ]
     if runs:
         made = plot_runs(runs, plots)
         figs += [made[k] for k in ("boundary_rms", "struct_content", "identity", "collapse") if k in made]

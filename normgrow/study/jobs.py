@@ -107,7 +107,7 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
     jobs = []
     for arm in arm_order(study):
         a = study.arms[arm]
-        for lr in a.lrs or [None]:
+        for lr in a.lrs or [None]:  # type: ignore[list-item]  # None: the arm's own rate
             for seed in study.seeds:
                 sweep = [f"train.lr={lr}", f"data.select_tokens={study.select_tokens}"] if lr is not None else []
                 over = [*study.overrides, *a.overrides, *sweep, f"seed={seed}", f"name={arm}"]

@@ -35,13 +35,16 @@ resolved from 0, when Fieller's interval is unbounded). The same reading compare
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from normgrow.config import ModelConfig
+from normgrow.study.config import StudyConfig, arms_at
 from normgrow.study.contrasts import contrast
 from normgrow.study.record import RunRecord
+from normgrow.study.sections import budget_label
 from normgrow.study.stats import Contrast, fieller_ratio
-from normgrow.study.sweep import Point, arms_at, budget_label, non_embedding_params
+from normgrow.study.sweep import Point, non_embedding_params
 from normgrow.study.verdicts import NOT_TESTED, Claim, claim_arms, claims_reading
 
 REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
@@ -135,7 +138,9 @@ def arm_mean(records: list[RunRecord], arm: str, key: str) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def ladder_rung(study, p: Point, records: list[RunRecord], models: dict[str, ModelConfig], claims: list[Claim]) -> Rung:
+def ladder_rung(
+    study: StudyConfig, p: Point, records: list[RunRecord], models: dict[str, ModelConfig], claims: list[Claim]
+) -> Rung:
     """The numbers of one budget from its kept records (each arm's selected learning rate), the full-depth student of
     every arm (`models`) and the rung's claims."""
     rung = Rung(p, arms_at(study, p.coords[0]), claims=list(claims))
@@ -168,7 +173,7 @@ def _rho(r: Retention) -> str:
     return f"{r.ratio:+.2f}" + (f" [{r.lo:+.2f}, {r.hi:+.2f}]" if r.lo is not None else "")
 
 
-def reference(study, rungs: list[Rung]) -> Rung:
+def reference(study: StudyConfig, rungs: list[Rung]) -> Rung:
     """The rung at the study's budget_scale (validation makes it one of the budgets)."""
     return next(r for r in rungs if r.budget == study.budget_scale)
 
@@ -179,7 +184,7 @@ def not_run(name: str, rungs: list[Rung]) -> str:
     return f"not run at budget {' and '.join(missing)}" if missing else ""
 
 
-def sentence(study, name: str, rungs: list[Rung]) -> str:
+def sentence(study: StudyConfig, name: str, rungs: list[Rung]) -> str:
     """One sentence from the numbers: the contrast at the reference budget, and its retention ratio and label from
     the second-largest budget to the largest (undetermined where the contrast is not run at one of them)."""
     a, b = study.contrasts[name]
@@ -209,7 +214,7 @@ def sentence(study, name: str, rungs: list[Rung]) -> str:
     return f"{head}; {step} it keeps ρ = {_rho(r)} of itself (Fieller 95%, {r.n} seeds): {r.label} — {meaning}."
 
 
-def ladder_headline(study, rungs: list[Rung]) -> list[str]:
+def ladder_headline(study: StudyConfig, rungs: list[Rung]) -> list[str]:
     """One generated sentence per contrast, each naming its label (the end of `normgrow study`, the report's top)."""
     return [sentence(study, name, rungs) for name in study.contrasts]
 
@@ -220,7 +225,7 @@ def _verdicts(claims: list[Claim], keys: list[str]) -> str:
     return ", ".join(out) or "—"
 
 
-def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
+def contrast_section(study: StudyConfig, name: str, rungs: list[Rung]) -> list[str]:
     """A contrast's table over the budgets and its retention ratios between successive budgets."""
     a, b = study.contrasts[name]
     readers = claims_reading(study.claims, a, b)
@@ -246,9 +251,9 @@ def contrast_section(study, name: str, rungs: list[Rung]) -> list[str]:
         if not_run(name, [lo, hi]):  # ρ needs the contrast at both budgets
             L.append(f"| {lo.budget:g} → {hi.budget:g} | not computed: {not_run(name, [lo, hi])} | — | — |")
             continue
-        r = retention(lo.contrasts[name], hi.contrasts[name])
-        note = f" — no interval: {r.why}" if r.lo is None else ""
-        L.append(f"| {lo.budget:g} → {hi.budget:g} | {_rho(r)}{note} | {r.n} | {r.label} |")
+        ret = retention(lo.contrasts[name], hi.contrasts[name])
+        note = f" — no interval: {ret.why}" if ret.lo is None else ""
+        L.append(f"| {lo.budget:g} → {hi.budget:g} | {_rho(ret)}{note} | {ret.n} | {ret.label} |")
     return L + [""]
 
 
@@ -283,13 +288,13 @@ def claims_by_budget(rungs: list[Rung], study=None) -> list[str]:
     return L + [""]
 
 
-def reference_title(study) -> str:
+def reference_title(study: StudyConfig) -> str:
     """The heading of the reference budget's claims section in the ladder's report, linking that budget's report."""
     ref = budget_label(study.budget_scale)
     return f"## The reference budget's claims (budget {study.budget_scale:g}: [budgets/{ref}/report.md](budgets/{ref}/report.md))"
 
 
-def restricted(study) -> str:
+def restricted(study: StudyConfig) -> str:
     """' (`x` only at budget 1; …)': the arms run at some budgets only ('' when every arm runs at every budget)."""
     parts = [
         f"`{n}` only at budget{'s' if len(a.budgets) > 1 else ''} {', '.join(f'{b:g}' for b in a.budgets)}"
@@ -300,7 +305,11 @@ def restricted(study) -> str:
 
 
 def ladder_report_lines(
-    study, rungs: list[Rung], reference_claims: list[str], regime: list[str] = (), dose: list[str] = ()
+    study: StudyConfig,
+    rungs: list[Rung],
+    reference_claims: list[str],
+    regime: Sequence[str] = (),
+    dose: Sequence[str] = (),
 ) -> list[str]:
     """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
     table over the budgets and its retention ratios, the claims by budget, the dose–response section over every

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -191,7 +192,7 @@ def register_launcher(name: str, launch: Launcher, replace: bool = False) -> Lau
 
 def inline(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progress) -> dict[str, str]:
     """One after another in this process."""
-    status = {}
+    status: dict[str, str] = {}
     for job in jobs:
         progress.poll(status, job.name)
         try:
@@ -205,7 +206,7 @@ def inline(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progre
 def local(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progress) -> dict[str, str]:
     """Subprocesses on this machine, `options.parallel` at a time."""
     status: dict[str, str] = {}
-    queue, running = list(jobs), {}  # name → (job, process, log file)
+    queue, running = list(jobs), dict[str, tuple[Job, subprocess.Popen, Any]]()  # name → (job, process, log file)
     while queue or running:
         while queue and len(running) < options.parallel:
             job = queue.pop(0)
@@ -244,7 +245,7 @@ def submitit_launcher(jobs: list[Job], options: LauncherConfig, out: Path, progr
     # On SLURM the queue decides what runs at once; on this machine (submitit's local executor) every submitted
     # job starts at once, so at most `options.parallel` are submitted at a time, as the local launcher runs them.
     at_once = options.parallel if ex.cluster in ("local", "debug") else len(jobs)
-    pending, futures = list(jobs), []
+    pending, futures = list(jobs), list[tuple[Job, Any]]()
     status: dict[str, str] = {}
     while futures or pending:
         while pending and len(futures) < at_once:

@@ -178,14 +178,16 @@ def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool
     def at(ev: BoundaryEvent) -> float | None:
         return ev.rms_struct_at if structural else ev.rms_at
 
-    out = {}
+    out: dict[int, float] = {}
+    if arm is None or ref is None:
+        return out
     for seed in sorted(set(m.get(arm) or {}) & set(m.get(ref) or {})):
         refs = {(ev.stage, ev.boundary): at(ev) for ev in m[ref][seed].events}
-        logs = [
-            math.log(at(ev) / refs[ev.stage, ev.boundary])
-            for ev in m[arm][seed].events
-            if at(ev) and refs.get((ev.stage, ev.boundary))
-        ]
+        logs = []
+        for ev in m[arm][seed].events:
+            here, there = at(ev), refs.get((ev.stage, ev.boundary))
+            if here and there:
+                logs.append(math.log(here / there))
         if logs:
             out[seed] = sum(logs) / len(logs)
     return out

@@ -67,7 +67,9 @@ class EventValues:
     tokens); seeds lacking a value at some event are left out (`unreadable`), and joint snapshots that do not exist
     are listed (`missing`: (arm, seed, tokens))."""
 
-    by_seed: dict[int, dict[EventKey, tuple[float, float]]] = field(default_factory=dict)
+    by_seed: dict[int, dict[EventKey, tuple[Any, Any]]] = field(
+        default_factory=dict
+    )  # a reader's values: a number, a pair
     missing: list[tuple[str, int, int | None]] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     no_events: list[str] = field(default_factory=list)
@@ -82,7 +84,7 @@ def event_values(m: Measures, grow: str, joint: str, read_grow: GrowRead, read_j
             continue
         row, lacking = {}, len(out.missing)
         for ev in g.events:
-            at, end = j.snapshots.get(ev.tokens_at), j.snapshots.get(ev.tokens_end)
+            at, end = j.snapshots.get(ev.tokens_at), j.snapshots.get(ev.tokens_end)  # type: ignore[arg-type]  # None finds none
             out.missing += [(joint, s, t) for t, snap in ((ev.tokens_at, at), (ev.tokens_end, end)) if snap is None]
             gv, jv = read_grow(ev), (read_joint(ev, at, end) if at is not None and end is not None else None)
             if gv is not None and jv is not None:
@@ -237,12 +239,14 @@ def identity_verdict(n: int, events: list[IdentityEvent], r_max: float, s_max: f
     if n < 2 or not events or any(lo is None for (rl, _), (sl, _) in events for lo in (rl, sl)):
         return UNDETERMINED, "undetermined at one seed" if n < 2 else "undetermined: no intervals"
     for k, ((rlo, _), (slo, _)) in enumerate(events):
-        if rlo > r_max or slo > s_max:
+        if rlo > r_max or slo > s_max:  # type: ignore[operator]  # no lower bound is None (above)
             what = (
-                f"r's lower bound {rlo:.3f} > {r_max:g}" if rlo > r_max else f"s's lower bound {slo:+.4f} > {s_max:g}"
+                f"r's lower bound {rlo:.3f} > {r_max:g}"
+                if rlo > r_max  # type: ignore[operator]  # as above
+                else f"s's lower bound {slo:+.4f} > {s_max:g}"
             )
             return CONTRADICTED, f"contradicted: at event {k + 1} {what}"
-    if all(rhi < r_max and shi < s_max for (_, rhi), (_, shi) in events):
+    if all(rhi < r_max and shi < s_max for (_, rhi), (_, shi) in events):  # type: ignore[operator]  # bounds pair up
         return SUPPORTED, f"supported: at every event r's upper bound < {r_max:g} and s's < {s_max:g} nats"
     return UNDETERMINED, (
         f"undetermined at {n} seeds: at some event an interval crosses its threshold (r {r_max:g}, s {s_max:g} nats)"
@@ -296,13 +300,13 @@ def identity_block(r: Roles, m: Measures) -> Claim:
         f"event's) and skip-ΔCE s; nearly an identity map = r < {r.identity_update:g} and s < {r.margin:g} nats",
         dataclasses.replace(interval(grown[keys[-1]][0]), n=n),
     )
-    c.verdict, why = identity_verdict(n, intervals, r.identity_update, r.margin)
+    c.verdict, reason = identity_verdict(n, intervals, r.identity_update, r.margin)
     text = " | ".join(
         f"event {i + 1} (stage {k[0]}, boundary {k[1]}): "
         + "; ".join(f"{arm} {_rs(*ev[k])}" for arm, ev in arms if k in ev)
         for i, k in enumerate(keys)
     )
-    c.sentence = f"{c.measure}: {text} — {why}."
+    c.sentence = f"{c.measure}: {text} — {reason}."
     prov = {x for x in values(m, r.pre_grow, "last_prefix_provenance").values()}
     if prov:
         c.sentence += f" Provenance of the last event's block: {', '.join(sorted(prov))}."

@@ -51,7 +51,7 @@ from normgrow.errors import ConfigError
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord, select_lrs
-from normgrow.study.regime import RegimeConfig
+from normgrow.study.sections import RegimeConfig
 
 PILOT_DIR = "pilot"
 CHOICE_FILE = "lr_choice.json"

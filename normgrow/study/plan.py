@@ -193,7 +193,7 @@ def recorded_rate(rate: dict, cache_root: Path) -> dict:
     )
 
 
-def study_plan(study, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
+def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
     """Every job of a study (every point of a sweep, every budget of a ladder, the learning-rate pilot's runs), budgets
     matched as the runs will match them."""
     world = world or study.launcher.torchrun_nproc

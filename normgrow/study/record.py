@@ -28,7 +28,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from normgrow import atomic
 from normgrow.config import RunConfig, load_config
@@ -240,7 +240,7 @@ def select_lrs(study: StudyConfig, records: list[RunRecord]) -> tuple[list[RunRe
             whole = bool(vals) and len(vals) == len(runs)
             by_lr[lr] = {"mean": sum(vals) / len(vals) if whole else None, "n": len(vals)}
         scored = [lr for lr in a.lrs if by_lr[lr]["mean"] is not None]
-        best = min(scored, key=lambda lr: by_lr[lr]["mean"]) if scored else None
+        best = min(scored, key=lambda lr: cast(float, by_lr[lr]["mean"])) if scored else None
         chosen[arm] = {"lrs": by_lr, "chosen": best}
         marks[arm] = best
     out = [

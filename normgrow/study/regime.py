@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.schema import need
+from normgrow.study.config import StudyConfig
 from normgrow.study.measures import Measures, scale_ratios
+from normgrow.study.sections import CHECKS, MECHANISM_TESTS, registered
 from normgrow.study.stats import Estimate, estimate
 
 PASS, FAIL, UNDETERMINED, NOT_MEASURED = "pass", "fail", "undetermined", "not measured"
@@ -53,62 +54,10 @@ PRESENT, ABSENT = "present", "absent"  # check 3's reading of one token class
 REGIME_FILE = "regime.json"
 
 
-@dataclass
-class RegimeConfig:
-    max_collapse: float | None = None
-    """Check 1, health: every arm's collapse share (worst block, end of training; diagnostics `collapse_share`) must
-    have a mean over seeds at most this (a share in (0, 1]). null: not registered."""
-    min_kl: float | None = None
-    """Check 2, distance from the teacher: the mean over the arms of their mean final val/kl must be at least this
-    (nats/token); a budget ladder judges it at its largest budget. null: not registered."""
-    scale_factor: float | None = None
-    """Check 3, the mechanism's precondition: at the growth events the stream the appended blocks receive must differ
-    in RMS between claims.pre_grow and claims.post_grow by at least this factor (> 1), the 95% interval of the log
-    ratio beyond ±log(factor), for all tokens and for the structural tokens; a ladder judges it at every budget.
-    null: not registered."""
-
-
-# number, name, what is measured (the report's table and the start-of-study block)
-CHECKS = {
-    "max_collapse": (1, "health"),
-    "min_kl": (2, "distance from the teacher"),
-    "scale_factor": (3, "mechanism precondition"),
-}
-# What a failed check 3 takes away, as registered with it (docs/LOG.md, session 9): the mechanism's tests read the
-# boundary scale the precondition says is not there, so their verdicts are not evidence for or against it.
-MECHANISM_TESTS = ("boundary_update", "boundary_renorm", "the dose–response")
-
-
-def validate_regime(r: RegimeConfig, claims) -> None:
-    """Positive finite thresholds; a collapse share in (0, 1]; a factor above 1, with the two grow arms it compares."""
-    for key in CHECKS:
-        v = getattr(r, key)
-        need(v is None or (math.isfinite(v) and v > 0), f"regime.{key}", f"must be a positive finite number, got {v}")
-    need(
-        r.max_collapse is None or r.max_collapse <= 1,
-        "regime.max_collapse",
-        f"a collapse share is at most 1, got {r.max_collapse}",
-    )
-    need(
-        r.scale_factor is None or r.scale_factor > 1,
-        "regime.scale_factor",
-        f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}",
-    )
-    need(
-        r.scale_factor is None or (claims.get("pre_grow") and claims.get("post_grow")),
-        "regime.scale_factor",
-        "compares the claims roles pre_grow and post_grow: name both arms (claims.pre_grow, claims.post_grow)",
-    )
-
-
-def registered(r: RegimeConfig) -> list[str]:
-    return [key for key in CHECKS if getattr(r, key) is not None]
-
-
 # ----------------------------------------------------------------------------- what a study prints when it starts
 
 
-def _what(study, key: str, ladder: bool) -> str:
+def _what(study: StudyConfig, key: str, ladder: bool) -> str:
     r, c = study.regime, study.claims
     if key == "max_collapse":
         return f"every arm's worst-block collapse share (end of training, mean over seeds) ≤ {r.max_collapse:g}"
@@ -118,12 +67,12 @@ def _what(study, key: str, ladder: bool) -> str:
     where = ", at every budget" if ladder else ""
     return (
         f"at the growth events the boundary stream's RMS differs between {c.get('pre_grow')} and {c.get('post_grow')} by at "
-        f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "
+        f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "  # type: ignore[arg-type]  # described only when set
         f"for all tokens and for the structural tokens{where}"
     )
 
 
-def plan_lines(study) -> list[str]:
+def plan_lines(study: StudyConfig) -> list[str]:
     """The block a study (or ladder) prints before any run: its registered checks (none: no lines)."""
     keys = registered(study.regime)
     if not keys:
@@ -178,17 +127,19 @@ def collapse_check(arms: list[str], measures: Measures, limit: float) -> Check:
         for a in arms
     }
     have = {a: s for a, s in per.items() if s.mean is not None}
-    failing = [a for a, s in have.items() if s.mean > limit]
+    mean: dict[str, float] = {a: s.mean for a, s in per.items() if s.mean is not None}
+    failing = [a for a in have if mean[a] > limit]
     missing = [a for a in arms if a not in have]
     outcome = FAIL if failing else NOT_MEASURED if missing else PASS
-    worst = max(have, key=lambda a: have[a].mean, default=None)
+    worst = max(have, key=lambda a: mean[a], default=None)
     measured = "—" if worst is None else f"worst `{worst}`: {_ci(have[worst], 3)}"
     if failing:
-        detail = ", ".join(f"`{a}` {have[a].mean:.3f}" for a in failing) + f" above {limit:g}"
+        detail = ", ".join(f"`{a}` {mean[a]:.3f}" for a in failing) + f" above {limit:g}"
     elif missing:
         detail = "no collapse share (no finished run with diagnostics) for " + ", ".join(f"`{a}`" for a in missing)
     else:
-        detail = f"every arm at or below {limit:g} (worst `{worst}`, {have[worst].mean:.3f})"
+        assert worst is not None  # no arm missing, none failing: at least one measured
+        detail = f"every arm at or below {limit:g} (worst `{worst}`, {mean[worst]:.3f})"
     values = {
         "arms": {a: e.as_dict() for a, e in per.items()},
         "failing": failing,
@@ -257,7 +208,7 @@ def _ratio_text(s: Estimate) -> str:
     return f"{s.mean:+.3f} [{s.lo:+.3f}, {s.hi:+.3f}]{times}"
 
 
-def scale_check(measures: Measures, pre: str, post: str, factor: float) -> Check:
+def scale_check(measures: Measures, pre: str | None, post: str | None, factor: float) -> Check:
     """Check 3 from the runs' measures: log(pre's / post's boundary RMS at growth), all and structural tokens."""
     edge, parts, values = math.log(factor), [], {}
     for cls, structural in (("all", False), ("structural", True)):
@@ -277,7 +228,7 @@ def scale_check(measures: Measures, pre: str, post: str, factor: float) -> Check
     )
 
 
-def study_checks(study, kls: dict[str, dict[int, float]], measures: Measures) -> list[Check]:
+def study_checks(study: StudyConfig, kls: dict[str, dict[int, float]], measures: Measures) -> list[Check]:
     """The study's registered checks from its arms' final val/kl by seed and their runs' measures (each arm's
     selected rate)."""
     r, arms, out = study.regime, list(study.arms), []
@@ -294,21 +245,25 @@ def _not_run(key: str, budget: float, threshold: str) -> Check:
     return Check(key, NOT_RUN, NOT_RUN, threshold, NOT_RUN, budget)
 
 
-def ladder_checks(study, rungs: list[tuple[float, list[str], dict[str, dict[int, float]], Measures]]) -> list[Check]:
+def ladder_checks(
+    study: StudyConfig, rungs: list[tuple[float, list[str], dict[str, dict[int, float]], Measures]]
+) -> list[Check]:
     """A ladder's checks from its budgets' (budget, arms run there, their final val/kl by seed, measures): checks 1
     and 3 at every budget, check 2 at the largest."""
     r, out = study.regime, []
     pre, post = study.claims.get("pre_grow"), study.claims.get("post_grow")
-    for budget, arms, _, measures in rungs if r.max_collapse is not None else []:
-        out.append(dataclasses.replace(collapse_check(arms, measures, r.max_collapse), budget=budget))
+    if r.max_collapse is not None:
+        for budget, arms, _, measures in rungs:
+            out.append(dataclasses.replace(collapse_check(arms, measures, r.max_collapse), budget=budget))
     if r.min_kl is not None:
         budget, arms, kls, _ = rungs[-1]
         out.append(dataclasses.replace(kl_check(arms, kls, r.min_kl), budget=budget))
-    for budget, arms, _, measures in rungs if r.scale_factor is not None else []:
-        if pre in arms and post in arms:
-            out.append(dataclasses.replace(scale_check(measures, pre, post, r.scale_factor), budget=budget))
-        else:
-            out.append(_not_run("scale_factor", budget, f"beyond ±log {r.scale_factor:g}"))
+    if r.scale_factor is not None:
+        for budget, arms, _, measures in rungs:
+            if pre in arms and post in arms:
+                out.append(dataclasses.replace(scale_check(measures, pre, post, r.scale_factor), budget=budget))
+            else:
+                out.append(_not_run("scale_factor", budget, f"beyond ±log {r.scale_factor:g}"))
     return out
 
 
@@ -326,7 +281,7 @@ def _outcome_cell(outcome: str) -> str:
     return f"**{outcome}**" if outcome in (PASS, FAIL, UNDETERMINED) else outcome
 
 
-def _what_cell(study, key: str) -> str:
+def _what_cell(study: StudyConfig, key: str) -> str:
     c = study.claims
     if key == "max_collapse":
         return "worst block's collapse share at the end of training, mean over seeds, per arm (shown: the worst arm)"
@@ -338,7 +293,7 @@ def _what_cell(study, key: str) -> str:
     )
 
 
-def _detail_lines(study, checks: list[Check]) -> list[str]:
+def _detail_lines(study: StudyConfig, checks: list[Check]) -> list[str]:
     L = []
     for key, outcome in outcomes(checks).items():
         n, name = CHECKS[key]
@@ -378,7 +333,7 @@ def warning_lines(checks: list[Check]) -> list[str]:
     return L
 
 
-def regime_section(study, checks: list[Check]) -> list[str]:
+def regime_section(study: StudyConfig, checks: list[Check]) -> list[str]:
     """The report's "Regime checks" section (placed above the claims): a table of every reading, a line per check,
     and the warning when one fails or is undetermined. No registered check: no section."""
     if not checks:
@@ -418,7 +373,7 @@ def headline_line(checks: list[Check]) -> list[str]:
     return ["regime checks: " + "; ".join(f"{CHECKS[k][0]} {CHECKS[k][1]} {o}" for k, o in outcomes(checks).items())]
 
 
-def regime_record(study, checks: list[Check]) -> dict:
+def regime_record(study: StudyConfig, checks: list[Check]) -> dict:
     """What regime.json holds: the thresholds as registered, each check's outcome and every reading's numbers."""
     return {
         "registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
@@ -428,7 +383,7 @@ def regime_record(study, checks: list[Check]) -> dict:
     }
 
 
-def write_regime(study, checks: list[Check], out: Path) -> None:
+def write_regime(study: StudyConfig, checks: list[Check], out: Path) -> None:
     """regime.json beside report.md (only when the study registers a check)."""
     if checks:
         atomic.write_text(Path(out) / REGIME_FILE, json.dumps(regime_record(study, checks), indent=2) + "\n")

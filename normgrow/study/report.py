@@ -9,9 +9,11 @@ intervals (or say that one seed gives none).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from normgrow import atomic
+from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
@@ -69,7 +71,7 @@ def _dtype_lines(measures: Measures) -> list[str]:
 
 
 def _header(
-    study, rows: list[RunRecord], all_rows: list[RunRecord], study_dir: Path, lr_choice: dict | None = None
+    study: StudyConfig, rows: list[RunRecord], all_rows: list[RunRecord], study_dir: Path, lr_choice: dict | None = None
 ) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
@@ -112,7 +114,7 @@ def _header(
     return L
 
 
-def collapsed_arms(study, measures: Measures) -> list[str]:
+def collapsed_arms(study: StudyConfig, measures: Measures) -> list[str]:
     """Arms whose worst block's collapse share, mean over seeds at the end of training, exceeds the threshold."""
     out = []
     for arm in study.arms:
@@ -131,7 +133,7 @@ CLAIMS_TITLE = "## The paper's claims at this scale"
 
 
 def claims_section(
-    study, rows: list[RunRecord], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE
+    study: StudyConfig, rows: list[RunRecord], claims: list[Claim], measures: Measures, title: str = CLAIMS_TITLE
 ) -> list[str]:
     """The claims section of a study's report (its verdicts table and sentences) under `title`; a budget ladder's
     report prints its reference budget's with a title of its own. `rows` are the runs the statistics use."""
@@ -141,7 +143,7 @@ def claims_section(
 
 def _claims_section(
     claims: list[Claim],
-    collapsed: list[str] = (),
+    collapsed: Sequence[str] = (),
     margin: float | None = None,
     mean_kl: float | None = None,
     title: str = CLAIMS_TITLE,
@@ -233,7 +235,7 @@ def _selection_section(selection: dict) -> list[str]:
     return L + [""]
 
 
-def _contrasts_section(study, agg: Aggregate) -> list[str]:
+def _contrasts_section(study: StudyConfig, agg: Aggregate) -> list[str]:
     if not agg.contrasts:
         return []
     L = [
@@ -295,7 +297,7 @@ def _phase_section(ph: Phase | None, claims: list[Claim], measures: dict) -> lis
     return L
 
 
-def _growth_section(study, measures: dict) -> list[str]:
+def _growth_section(study: StudyConfig, measures: dict) -> list[str]:
     L = [
         "## Growth events (mean over seeds)",
         "",
@@ -342,7 +344,7 @@ def _compute_section(agg: Aggregate, rows: list[RunRecord]) -> list[str]:
     return L + [""]
 
 
-def _boundary_section(study, measures: dict) -> list[str]:
+def _boundary_section(study: StudyConfig, measures: dict) -> list[str]:
     keys = [
         ("boundary_drift", "boundary RMS drift"),
         ("struct_drift", "structural/content drift (pos. 0 excl.)"),
@@ -373,7 +375,7 @@ def _boundary_section(study, measures: dict) -> list[str]:
     return L + [""]
 
 
-def _collapse_section(study, measures: dict) -> list[str]:
+def _collapse_section(study: StudyConfig, measures: dict) -> list[str]:
     rows, warn, collapsed = [], [], collapsed_arms(study, measures)  # one rule for this section and the claims' caution
     for arm in study.arms:
         runs = list(measures.get(arm, {}).values())
@@ -408,7 +410,7 @@ def scalar_diagnostics(m) -> dict[str, float]:
     return {k: v for k, v in m.diagnostics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def diagnostics_table(study, rows: list[RunRecord], measures: Measures) -> list[str]:
+def diagnostics_table(study: StudyConfig, rows: list[RunRecord], measures: Measures) -> list[str]:
     """Markdown: scalar diagnostics at the end of training, one column per arm (its lowest finished seed)."""
     cols = {
         arm: scalar_diagnostics(measures[arm][ok[0].seed]) if ok[0].seed in measures.get(arm, {}) else {}
@@ -441,7 +443,7 @@ def dose_section(dose: tuple[Path, str] | None) -> list[str]:
     return [DOSE_TITLE, "", sentence, "", f"![{path.stem}](plots/{path.name})", ""]
 
 
-def headline(study, agg: Aggregate, claims: list[Claim], collapsed: list[str]) -> list[str]:
+def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed: list[str]) -> list[str]:
     """The few lines a study ends with on the terminal: each contrast with its interval, the claims'
     verdicts counted, and the collapsed arms if any (all from the numbers; details in report.md)."""
     L = []
@@ -454,10 +456,10 @@ def headline(study, agg: Aggregate, claims: list[Claim], collapsed: list[str]) -
         L.append(f"{name} ({c.b} − {c.a}, val/ce): {e.mean:+.4f}{ci}")
     if claims:
         counts: dict[str, int] = {}
-        for c in claims:
-            if c.kind != "descriptive":  # a number reported, no verdict to count
-                counts[c.holm] = counts.get(c.holm, 0) + 1
-        raw = sum(c.verdict in ("supported", "contradicted") for c in claims)
+        for claim in claims:
+            if claim.kind != "descriptive":  # a number reported, no verdict to count
+                counts[claim.holm] = counts.get(claim.holm, 0) + 1
+        raw = sum(claim.verdict in ("supported", "contradicted") for claim in claims)
         L.append(
             "paper's claims (Holm-adjusted): "
             + ", ".join(f"{n} {v}" for v, n in counts.items())
@@ -471,7 +473,7 @@ def headline(study, agg: Aggregate, claims: list[Claim], collapsed: list[str]) -
 
 
 def write_report(
-    study,
+    study: StudyConfig,
     rows: list[RunRecord],
     agg: Aggregate,
     study_dir: Path,

@@ -33,38 +33,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from normgrow.config import ModelConfig, RunConfig
 from normgrow.model import block_parameters
 from normgrow.plots import pyplot
-from normgrow.schema import need
+from normgrow.study.config import StudyConfig, arms_at
+from normgrow.study.sections import SweepConfig, budget_label
 from normgrow.study.stats import Contrast
 from normgrow.study.verdicts import roles_within
 from normgrow.teacher import teacher_shape
-
-
-@dataclass
-class SweepAxis:
-    key: str = ""
-    """A run-config key (model.d_model, curriculum.growth, …) set to each value in turn."""
-    values: list[Any] = field(default_factory=list)
-    """The axis' values, in the order the report plots them."""
-    also: dict[str, list[Any]] = field(default_factory=dict)
-    """Keys that move with this axis: one value per entry of `values` (e.g. model.d_ff with model.d_model)."""
-
-
-@dataclass
-class SweepConfig:
-    axes: list[SweepAxis] = field(default_factory=list)
-    """One or two axes (none: not a sweep). Two make a grid."""
-    budget_rule: str | None = None
-    """null: every point trains the study's budget; `params`: budgets × (N / N_first point)^budget_exponent, N the
-    full-depth student's non-embedding parameters."""
-    budget_exponent: float = 1.0
-    """Exponent of the budget rule."""
 
 
 @dataclass(frozen=True)
@@ -73,31 +54,6 @@ class Point:
     # command line reads key=value arguments as overrides)
     coords: tuple  # the axis values, in axis order
     overrides: tuple[str, ...]  # run overrides of this point (axis keys and their `also` keys)
-
-
-def validate_sweep(s: SweepConfig, run_sections: tuple[str, ...]) -> None:
-    need(len(s.axes) <= 2, "sweep.axes", f"one or two axes, got {len(s.axes)}")
-    for i, ax in enumerate(s.axes):
-        key = f"sweep.axes.{i}"
-        need(
-            ax.key.startswith(run_sections),
-            f"{key}.key",
-            f"'{ax.key}' is not a run-config key ({', '.join(k.rstrip('.') for k in run_sections)})",
-        )
-        need(len(ax.values) > 0, f"{key}.values", "needs at least one value")
-        need(
-            len({str(v) for v in ax.values}) == len(ax.values), f"{key}.values", f"values must differ, got {ax.values}"
-        )
-        for other, values in ax.also.items():
-            need(other.startswith(run_sections), f"{key}.also.{other}", "is not a run-config key")
-            need(
-                len(values) == len(ax.values),
-                f"{key}.also.{other}",
-                f"needs one value per value of {ax.key} ({len(ax.values)}), got {len(values)}",
-            )
-    need(len({ax.key for ax in s.axes}) == len(s.axes), "sweep.axes", "two axes on the same key")
-    need(s.budget_rule in (None, "params"), "sweep.budget_rule", f"null or 'params', got '{s.budget_rule}'")
-    need(s.budget_exponent > 0, "sweep.budget_exponent", f"must be positive, got {s.budget_exponent}")
 
 
 def short(key: str) -> str:
@@ -120,27 +76,22 @@ def points(s: SweepConfig) -> list[Point]:
     return out
 
 
-def budget_label(scale: float) -> str:
-    """The directory name of a ladder's budget: b0.5, b1, b2 (no "=": the command line reads key=value)."""
-    return f"b{scale:g}"
-
-
 def ladder_points(budgets: list[float]) -> list[Point]:
     """A budget ladder as points of a sweep over budget_scale, smallest budget first."""
     return [Point(budget_label(b), (b,), ()) for b in budgets]
 
 
-def sub_points(study) -> list[Point]:
+def sub_points(study: StudyConfig) -> list[Point]:
     """The sub-studies of a sweep (its grid) or of a budget ladder (its budgets), in report order."""
     return ladder_points(study.budgets) if study.budgets else points(study.sweep)
 
 
-def sub_root(study) -> str:
+def sub_root(study: StudyConfig) -> str:
     """The directory under a sweep or ladder study that holds its sub-studies: points/ or budgets/."""
     return "budgets" if study.budgets else "points"
 
 
-def axis_keys(study) -> list[str]:
+def axis_keys(study: StudyConfig) -> list[str]:
     """The columns a sweep or ladder adds to its results.csv rows: the axis keys, or budget_scale."""
     return ["budget_scale"] if study.budgets else [ax.key for ax in study.sweep.axes]
 
@@ -238,10 +189,10 @@ def sign_sentence(name: str, a: str, b: str, axis: str, series: list[tuple[Any, 
 
 
 def sweep_report_lines(
-    study,
+    study: StudyConfig,
     table: dict[str, list[tuple[Point, Contrast]]],
     figures: dict[str, str],
-    configs: list[tuple[str, RunConfig]] = (),
+    configs: Sequence[tuple[str, RunConfig]] = (),
 ) -> list[str]:
     """report.md of a sweep: each point's capacity (`configs`: a run config per point label), then per contrast a
     table over the points, the figure and the generated sentences."""
@@ -282,7 +233,7 @@ def sweep_report_lines(
     return L
 
 
-def sentences(study, name: str, entries: list[tuple[Point, Contrast]]) -> list[str]:
+def sentences(study: StudyConfig, name: str, entries: list[tuple[Point, Contrast]]) -> list[str]:
     """The sign sentences of one contrast: along the first axis, once per value of the second."""
     a, b = study.contrasts[name]
     axes = study.sweep.axes
@@ -295,7 +246,7 @@ def sentences(study, name: str, entries: list[tuple[Point, Contrast]]) -> list[s
     return out
 
 
-def plot_contrast(study, name: str, entries: list[tuple[Point, Contrast]], path: Path) -> None:
+def plot_contrast(study: StudyConfig, name: str, entries: list[tuple[Point, Contrast]], path: Path) -> None:
     """The contrast against the first axis with 95% intervals, one line per value of the second axis."""
     plt = pyplot()
     axes = study.sweep.axes
@@ -326,7 +277,7 @@ def plot_contrast(study, name: str, entries: list[tuple[Point, Contrast]], path:
     plt.close(fig)
 
 
-def point_study(study, p: Point, factor: float):
+def point_study(study: StudyConfig, p: Point, factor: float):
     """The study one point runs: the sweep's arms and seeds with the point's overrides and budget."""
     return dataclasses.replace(
         study,
@@ -337,12 +288,7 @@ def point_study(study, p: Point, factor: float):
     )
 
 
-def arms_at(study, budget: float) -> list[str]:
-    """The arms a budget ladder runs at `budget`: those whose `budgets` name it, or are empty (every budget)."""
-    return [name for name, a in study.arms.items() if not a.budgets or budget in a.budgets]
-
-
-def rung_study(study, p: Point):
+def rung_study(study: StudyConfig, p: Point):
     """The study one budget of a ladder runs: the ladder's arms that run there and its seeds at that absolute budget
     scale, without the contrasts, pairs, claims roles and regime check 3 that need an arm not run there."""
     arms = arms_at(study, p.coords[0])

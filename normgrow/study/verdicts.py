@@ -402,7 +402,7 @@ def claims_reading(section: dict[str, Any], a: str, b: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- reading the measures
 
-Values = dict[int, float]  # per-seed values of one measure for one arm: {seed: value}
+Values = dict[int, Any]  # per-seed values of one measure for one arm: {seed: value} (a number, a list, a name)
 
 
 def values(measures: Measures, arm: str | None, key: str) -> Values:

@@ -36,7 +36,6 @@ from normgrow.study.regime import (
     PRESENT,
     UNDETERMINED,
     Check,
-    RegimeConfig,
     class_reading,
     collapse_check,
     combine,
@@ -46,6 +45,7 @@ from normgrow.study.regime import (
     regime_section,
     scale_check,
 )
+from normgrow.study.sections import RegimeConfig
 from normgrow.study.stats import Estimate
 from normgrow.study.sweep import ladder_points
 from normgrow.study.verdicts import evaluate_claims

@@ -11,8 +11,9 @@ from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
 from normgrow.study.jobs import sweep_plan
+from normgrow.study.sections import SweepAxis, SweepConfig
 from normgrow.study.stats import Contrast, Estimate
-from normgrow.study.sweep import SweepAxis, SweepConfig, points, sign_sentence
+from normgrow.study.sweep import points, sign_sentence
 
 
 def c(mean, half):
