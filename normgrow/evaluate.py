@@ -231,8 +231,8 @@ def open_evaluator(prep: Prepared, cfg: RunConfig, info: dist.DistInfo, teacher:
         teacher.chunks(rows[:, :-1].to(info.device))  # on its probe gathers from every rank
     kept: dict | None = None
     if teacher is not None:
-        rows = len(val[info.rank :: info.world_size])  # type: ignore[assignment]  # name reused for a row count
-        if rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
+        n_rows = len(val[info.rank :: info.world_size])
+        if n_rows * cfg.data.seq_len * teacher.weight.shape[0] * 4 <= KEEP_TEACHER_BYTES:
             kept = {}
     curve = min(math.ceil(cfg.data.curve_tokens / cfg.data.seq_len), len(val))
     return Evaluator(cfg, info, teacher, val, curve, select, probe, kept)
