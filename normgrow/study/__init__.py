@@ -17,6 +17,8 @@ the claims' verdicts and a report — all rebuilt from the study directory alone
     report.py     report.md;  figures.py  its figures
     sweep.py      sweep axes and the sweep report;  compare.py  `report --against`
     ladder.py     budget ladders: each contrast's retention ratio between budgets and its label (also --against's)
+    fits.py       L(B) = E + A·B^−α per arm, jackknife over seeds;  limits.py  the limit, the held-out prediction,
+                  the claims at the limit (the paper's: paper_limits.py);  limit_figures.py  their figures
     regime.py     pre-registered regime checks (health, distance from the teacher, the mechanism's precondition)
     plan.py       `normgrow plan`: memory per device and device-hours before running
 
@@ -24,7 +26,10 @@ The layer sits above the core: nothing outside normgrow/study/ (but the command 
 `__init__`) imports it; the engine (verdicts.py) imports no claim of the paper's (tests/test_structure.py).
 """
 
-from normgrow.study import paper  # noqa: F401 - registers the paper's claims on the engine, as a user's are
+from normgrow.study import (
+    paper,  # noqa: F401 - registers the paper's claims on the engine, as a user's are
+    paper_limits,  # noqa: F401 - and its claims at the limit of a ladder
+)
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.launch import register_launcher

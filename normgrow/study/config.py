@@ -140,6 +140,10 @@ class StudyConfig:
     """A budget ladder: absolute budget scales (like budget_scale), ascending, one complete sub-study each under
     budgets/b<scale>/, read together as each contrast's retention ratio between successive budgets (ladder.py);
     must contain budget_scale, the reference budget whose report is the study's main one. Empty: no ladder."""
+    holdout: float | None = None
+    """A budget ladder's held-out budget: its largest, left out of the fits (limits.py). Its runs start only after the
+    fits of the other budgets (at least three) have written their prediction of it (prediction.json, hashed into
+    study.log); the report checks the prediction (the claim `extrapolation`). null: no held-out budget."""
     lr_pilot: LrPilotConfig = field(default_factory=LrPilotConfig)
     """A short learning-rate pilot run first, on the model-selection set, that chooses each arm's rate (pilot.py)."""
     regime: RegimeConfig = field(default_factory=RegimeConfig)
@@ -199,6 +203,7 @@ def load_study(name_or_path: str | None = None, overrides: Sequence[str] = ()) -
 STUDY_UPPER = {
     "budget_scale": 1e4,
     "budgets.*": 1e4,
+    "holdout": 1e4,
     "arms.*.budgets.*": 1e4,
     "seeds.*": 2**32 - 1,
     "lr_pilot.seeds.*": 2**32 - 1,
@@ -393,6 +398,7 @@ def validate_ladder(s: StudyConfig) -> None:
     """A budget ladder: at least two distinct positive scales, ascending, the study's budget_scale among them, and
     no sweep axes beside it."""
     b = s.budgets
+    need(not s.holdout or bool(b), "holdout", "names a held-out budget of a budget ladder: set `budgets` too")
     if not b:
         return
     need(
@@ -410,6 +416,14 @@ def validate_ladder(s: StudyConfig) -> None:
         "budgets",
         f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
         f"budget whose report is the study's main one; got {b}",
+    )
+    h = s.holdout
+    need(h is None or h == b[-1], "holdout", f"must be the ladder's largest budget ({b[-1]:g}), got {h}")
+    need(
+        h is None or len(b) >= 4,
+        "holdout",
+        f"the fits of the other budgets predict it: the curve has three parameters, so a ladder with a holdout needs "
+        f"at least three other budgets, got {len(b) - 1}",
     )
 
 

@@ -310,10 +310,12 @@ def ladder_report_lines(
     reference_claims: list[str],
     regime: Sequence[str] = (),
     dose: Sequence[str] = (),
+    limits: Sequence[str] = (),
 ) -> list[str]:
     """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
     table over the budgets and its retention ratios, the claims by budget, the dose–response section over every
-    budget (`dose`: report.dose_section's lines, drawn by the runner) and the reference budget's claims section
+    budget (`dose`: report.dose_section's lines, drawn by the runner), the fits' section (`limits`: limits.py's
+    lines) and the reference budget's claims section
     (`reference_claims`, as its own report prints it, under its own heading)."""
     ref = budget_label(study.budget_scale)
     L = [
@@ -337,6 +339,7 @@ def ladder_report_lines(
     for name in study.contrasts:
         L += contrast_section(study, name, rungs)
     L += claims_by_budget(rungs, study)
+    L += list(limits)
     L += list(dose)
     L += reference_claims
     L += [

@@ -87,6 +87,7 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         budget_scale=study.budget_scale * p.budget_scale,
         overrides=[*study.overrides, *p.overrides],
         budgets=[],
+        holdout=None,
         regime=RegimeConfig(),
         seeds=list(p.seeds),
         arms=arms,

@@ -47,6 +47,7 @@ from normgrow.study.jobs import (
 )
 from normgrow.study.ladder import restricted
 from normgrow.study.launch import launch, threads_per_job
+from normgrow.study.limits import curves_of, write_prediction
 from normgrow.study.pilot import (
     NOT_LAUNCHED,
     PILOT_DIR,
@@ -60,7 +61,7 @@ from normgrow.study.pilot import (
     write_choice,
 )
 from normgrow.study.plan import study_plan
-from normgrow.study.record import RunRecord, read_results
+from normgrow.study.record import RunRecord, read_results, read_runs, select_lrs
 from normgrow.study.regime import plan_lines
 from normgrow.study.summary import summarize, summarize_sweep
 
@@ -96,7 +97,14 @@ class Train:
         self.log(
             f"{kind} {study.name}: {len(plan)} {what} × {arms} × {len(study.seeds)} seeds = {len(jobs)} runs → {out}"
         )
-        return self._launch(jobs, study, out)
+        if study.holdout is None:
+            return self._launch(jobs, study, out)
+        held = [node for node in plan if node[0].budget_scale == study.holdout]
+        first = [j for sub, _, js in plan if sub.budget_scale != study.holdout for j in js]
+        status = self._launch(first, study, out)
+        fitted = [(sub.budget_scale, sub, js) for sub, _, js in plan if sub.budget_scale != study.holdout]
+        self.log(predict_holdout(study, fitted, status, out, [j for _, _, js in held for j in js]))
+        return status | self._launch([j for _, _, js in held for j in js], study, out)
 
     def _launch(self, jobs: list[Job], study: StudyConfig, out: Path) -> dict[str, str]:
         prepare_shared(jobs, self.log, progress=self.progress, threads=threads_per_job(study.launcher))
@@ -136,6 +144,21 @@ class Rebuild:
 
 
 Mode = Train | Rebuild
+
+
+def predict_holdout(
+    study: StudyConfig, fitted: list[tuple[float, StudyConfig, list[Job]]], status: dict[str, str], out: Path,
+    held: list[Job],
+) -> str:  # fmt: skip
+    """Before any run of the held-out budget starts: the fitted budgets' runs read (each arm's chosen rate), fitted,
+    and their prediction of the held-out budget written once (limits.write_prediction); a held-out run that had
+    already begun is recorded in it."""
+    by_budget = []
+    for budget, sub, jobs in fitted:
+        records, _ = select_lrs(sub, read_runs(sub, jobs, status))
+        by_budget.append((budget, [r for r in records if r.kept]))
+    started = [j.name for j in held if j.run_dir.exists() and any(j.run_dir.iterdir())]
+    return write_prediction(study, curves_of(by_budget), out, started)
 
 
 def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:

@@ -14,8 +14,19 @@ from normgrow import atomic
 from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import aggregate, contrast
 from normgrow.study.figures import dose_response
+from normgrow.study.fits import MIN_BUDGETS
 from normgrow.study.jobs import Job
 from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title
+from normgrow.study.limit_figures import limit_figures
+from normgrow.study.limits import (
+    curves_of,
+    extrapolation,
+    fit_limits,
+    fitted_budgets,
+    limit_claims,
+    limits_headline,
+    limits_lines,
+)
 from normgrow.study.measures import Measures
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
@@ -137,7 +148,30 @@ def _ladder_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) 
     write_regime(study, checks, out)
     by_budget = [(p.coords[0], d.measures) for p, _, _, d in subs]
     dose = dose_section(dose_response(study.claims, by_budget, out / "plots") if plots else None)
+    limit_lines, limit_heads = _limits(study, [(p.coords[0], d.kept) for p, _, _, d in subs], out, plots)
     return (
-        ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose),
-        ladder_headline(study, rungs) + headline_line(checks),
+        ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose, limit_lines),
+        ladder_headline(study, rungs) + limit_heads + headline_line(checks),
     )
+
+
+def _limits(
+    study: StudyConfig, by_budget: list[tuple[float, list[RunRecord]]], out: Path, plots: bool
+) -> tuple[list[str], list[str]]:
+    """The ladder's fits, its held-out check and its limit claims (limits.py), with their figures drawn; a ladder of
+    fewer than three fitted budgets has one line instead."""
+    budgets = fitted_budgets(study)
+    if len(budgets) < MIN_BUDGETS:
+        return [
+            "## At the limit: fitted budget curves",
+            "",
+            f"Not fitted: {len(budgets)} fitted budgets, and the curve L(B) = E + A·B^−α has three parameters "
+            f"(a ladder of at least {MIN_BUDGETS} budgets is fitted; limits.py).",
+            "",
+        ], []
+    curves = curves_of(by_budget)
+    lim = fit_limits(study, curves)
+    gate, checks = extrapolation(study, out, curves)
+    claims = limit_claims(study, lim, gate)
+    figures = limit_figures(study, lim, checks, out / "plots") if plots else {}
+    return limits_lines(lim, gate, checks, claims, figures), limits_headline(gate, claims)

@@ -304,6 +304,7 @@ def rung_study(study: StudyConfig, p: Point):
         study,
         name=f"{study.name}@{p.label}",
         budgets=[],
+        holdout=None,
         budget_scale=p.coords[0],
         arms={name: dataclasses.replace(study.arms[name], budgets=[]) for name in arms},
         contrasts=contrasts,

@@ -62,7 +62,8 @@ class Claim:
     paper: str = ""  # what the paper says
     p: float | None = None  # the smallest two-sided α at which the verdict still holds (1 when undetermined)
     holm: str = NOT_TESTED  # the verdict after Holm's adjustment across the study's tested claims
-    kind: str = "verdict"  # "descriptive": a number with no verdict, outside Holm's family and the headline
+    kind: str = "verdict"  # "descriptive": a number with no verdict; "gate": a check gating others; both outside
+    # Holm's family and the headline's counts
 
     @property
     def n(self) -> int:
@@ -362,18 +363,20 @@ def decision_p(spec: ClaimSpec, r: Roles, measures: Measures, verdict: str) -> f
     return hi
 
 
-def evaluate_claims(section: dict[str, Any], measures: Measures) -> list[Claim]:
-    """Every registered claim's verdict for this study, in registration order, each with its p-value and its
-    verdict after Holm's adjustment across the claims tested with at least two seeds (the multiplicity of asking
-    a dozen questions of one study: a verdict survives only if it holds at α = 0.05 / (claims left))."""
+def evaluate_claims(section: dict[str, Any], measures: Measures, registry: Registry[ClaimSpec] = CLAIMS) -> list[Claim]:
+    """Every claim of `registry` (the study's claims, or a ladder's limit claims) with its verdict for this study, in
+    registration order, each with its p-value and its verdict after Holm's adjustment across the claims tested with
+    at least two seeds (the multiplicity of asking a dozen questions of one study: a verdict survives only if it holds
+    at α = 0.05 / (claims left)). A claim of kind "descriptive" (a number) or "gate" (a check that gates others, whose
+    supported verdict is the absence of a miss, not a rejection) is kept out of Holm's family."""
     r, out, tested = study_roles(section), [], []
-    for name in CLAIMS:
-        spec = CLAIMS[name]
+    for name in registry:
+        spec = registry[name]
         why = _missing(r, spec)
         claim = not_tested(why) if why else spec.evaluate(r, measures)
         claim = replace(claim, key=spec.key, paper=spec.paper)
-        if claim.verdict == DESCRIPTIVE:  # a number, not a decision: outside Holm's family
-            out.append(replace(claim, holm=DESCRIPTIVE))
+        if claim.verdict == DESCRIPTIVE or claim.kind == "gate":  # not a decision of Holm's family
+            out.append(replace(claim, holm=claim.verdict))
             continue
         if claim.verdict != NOT_TESTED and claim.n >= 2:
             claim.p = decision_p(spec, r, measures, claim.verdict)

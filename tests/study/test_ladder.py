@@ -272,3 +272,34 @@ def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_t
         again.count("4 of 4 runs already finished: skipped") == 2
     )  # the pilot's and the ladder's (2 budgets × 2 arms)
     assert cli("report", out).returncode == 0
+
+
+def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_prediction(tiny_cache, tmp_path):
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        launcher="inline",
+        extra="contrasts: {gap: [pre, post]}\nclaims: {pre_joint: pre, post_joint: post}\n"
+        "budgets: [0.25, 0.5, 1, 2]\nholdout: 2\n",
+    )
+    out = tmp_path / "ladder"
+    proc = cli("study", spec, "-o", out, "--no-progress")
+    assert all(r["status"] == "ok" for r in results(out))
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("prediction of budget 2"))
+    assert "written before its runs" in line
+    written = (out / "prediction.json").stat().st_mtime
+    held = [p for p in (out / "budgets" / "b2" / "runs").rglob("*") if p.is_file()]
+    fitted = [p for p in (out / "budgets" / "b1" / "runs").rglob("summary.json")]
+    assert held and min(p.stat().st_mtime for p in held) >= written  # nothing of budget 2 before the prediction
+    assert fitted and max(p.stat().st_mtime for p in fitted) <= written  # every fitted run finished before it
+    record = json.loads((out / "prediction.json").read_text())
+    assert record["fitted_budgets"] == [0.25, 0.5, 1.0] and set(record["inputs"]) == {"pre", "post"}
+    report = (out / "report.md").read_text()
+    assert "## At the limit: fitted budget curves" in report and "**extrapolation: " in report
+    assert "| joint_limit |" in report
+    before = (out / "prediction.json").read_bytes()
+    again = cli("study", spec, "-o", out, "--no-progress")  # a rerun: nothing trains, nothing is predicted again
+    assert "kept as written" in again.stdout and (out / "prediction.json").read_bytes() == before
+    assert len((out / "study.log").read_text().splitlines()) == 1
+    assert cli("report", out).returncode == 0 and (out / "report.md").read_text() == report
