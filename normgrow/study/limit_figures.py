@@ -64,16 +64,18 @@ def plot_arms(study: StudyConfig, lim: Limits, checks: list[Check], out: Path) -
         assert E is not None
         line = [jackknife(f.seeds, arm_stat(c, lim.budgets, at_budget(x))) for x in xs]
         lo, hi = _band(line)
-        ax.plot(xs, [(r.value or math.nan) - E for r in line], color=COLORS[i % 10], lw=1.2, label="fit")
-        ax.fill_between(xs, [max(v - E, 1e-9) for v in lo], [max(v - E, 1e-9) for v in hi], color=COLORS[i % 10],
-                        alpha=0.2, lw=0, label="95% band")  # fmt: skip
+        fitted = [(r.value or math.nan) - E for r in line]
+        floor = 0.3 * min(v for v in fitted if v > 0)  # a band reaching E (or below) is drawn to here, not to 0
+        ax.plot(xs, fitted, color=COLORS[i % 10], lw=1.2, label="fit")
+        ax.fill_between(xs, [max(v - E, floor) for v in lo], [max(v - E, floor) for v in hi], color=COLORS[i % 10],
+                        alpha=0.2, lw=0, label="95% band (clipped at the bottom)")  # fmt: skip
         for b in lim.budgets:
             m = _means([c], f.seeds, b)
             if m and sum(m) / len(m) - E > 0:
                 ax.plot([b], [sum(m) / len(m) - E], "o", color=COLORS[i % 10], ms=4)
         chk = _held(checks, f"arm:{arm}")
         if lim.holdout is not None and chk is not None:
-            ax.errorbar([lim.holdout], [chk.value - E], yerr=[[chk.value - max(chk.lo, E + 1e-9)], [chk.hi - chk.value]],
+            ax.errorbar([lim.holdout], [chk.value - E], yerr=[[chk.value - max(chk.lo, E + floor)], [chk.hi - chk.value]],
                         fmt="none", color="black", capsize=3, label="prediction")  # fmt: skip
             if chk.observed is not None and chk.observed - E > 0:
                 ax.plot([lim.holdout], [chk.observed - E], "o", mfc="white", color="black", ms=5, label="held out")

@@ -10,10 +10,12 @@ appends its sha256 and the time to study.log. A rerun reads the file it finds. T
 that line (an edited prediction is not a prediction) and states coverage: each arm's observed mean over the
 prediction's seeds inside its interval or not, each contrast the same.
 
-    extrapolation   a gate, not a finding: supported when every prediction covers its observation, contradicted when
-                    any does not (kept out of Holm's family and the headline's counts: a covered prediction is the
-                    absence of a miss, not a rejection); not tested without a holdout, a prediction, or the held-out
-                    runs of every seed the prediction was made from
+    extrapolation   a gate, not a finding: contradicted when any prediction misses its observation; supported when
+                    every one covers it and is sharp enough to have missed (`sharpness`: an arm's half-width below
+                    the change it predicts from the largest fitted budget, a contrast's below the margin δ);
+                    undetermined when all cover but some are that wide; kept out of Holm's family and the headline's
+                    counts (a covered prediction is the absence of a miss, not a rejection); not tested without a
+                    holdout, a prediction, or the held-out runs of every seed the prediction was made from
     limit claims    registered with `register_limit_claim` (the paper's are in paper_limits.py) and judged by the same
                     engine as a study's claims (p-values, Holm within the ladder's limit claims) from the centred
                     jackknife pseudo-values of their statistic; *not informative* unless `extrapolation` is supported:
@@ -295,10 +297,28 @@ class Check:
     value: float
     observed: float | None
     missing: list[int]
+    tolerance: float  # the half-width below which the prediction could have failed (`sharpness`)
 
     @property
     def covered(self) -> bool | None:
         return None if self.observed is None else self.lo <= self.observed <= self.hi
+
+    @property
+    def sharp(self) -> bool:
+        return (self.hi - self.lo) / 2 < self.tolerance
+
+
+def sharpness(study: StudyConfig, prediction: dict, key: str) -> float:
+    """The half-width below which a prediction says something the held-out budget could refute (rule registered in
+    docs/LOG.md, session 16, before the first held-out runs finished): for an arm, the change it predicts from the
+    largest fitted budget, |L̂(B_h) − mean L(B_max)| over its seeds; for a contrast, the claims' margin δ, the
+    resolution contrasts are read at. Computed from the prediction's own recorded inputs."""
+    kind, name = key.split(":", 1)
+    if kind != "arm":
+        return float(study.claims.get("margin") or 0.0)
+    p, last = prediction["predictions"][key], f"{prediction['fitted_budgets'][-1]:g}"
+    values = [prediction["inputs"][name][str(seed)][last] for seed in p["seeds"]]
+    return abs(p["value"] - sum(values) / len(values))
 
 
 def coverage(study: StudyConfig, prediction: dict, curves: dict[str, Curves]) -> list[Check]:
@@ -310,12 +330,13 @@ def coverage(study: StudyConfig, prediction: dict, curves: dict[str, Curves]) ->
         cs = [curves.get(a, {}) for a in arms]
         missing = [s for s in p["seeds"] if not all(h in c.get(s, {}) for c in cs)]
         obs = None if missing or not arms[0] else sum(_last_values(cs, p["seeds"], h)) / len(p["seeds"])
-        out.append(Check(key, p["lo"], p["hi"], p["value"], obs, missing))
+        out.append(Check(key, p["lo"], p["hi"], p["value"], obs, missing, sharpness(study, prediction, key)))
     return out
 
 
 def extrapolation(study: StudyConfig, out: Path | None, curves: dict[str, Curves]) -> tuple[Claim, list[Check]]:
-    """The gate: every prediction covered (supported), some not (contradicted), or why it is not tested."""
+    """The gate: some prediction missed (contradicted), every one covered and sharp (supported), all covered but some
+    too wide to have missed (undetermined), or why it is not tested."""
     if study.holdout is None:
         return not_tested("the ladder names no held-out budget (holdout)"), []
     prediction, why = read_prediction(out) if out is not None else (None, "no study directory")
@@ -335,12 +356,15 @@ def extrapolation(study: StudyConfig, out: Path | None, curves: dict[str, Curves
     if waiting:
         return not_tested(f"the held-out budget has not finished every predicted seed ({waiting[0].key}: seeds "
                           f"{waiting[0].missing})"), checks  # fmt: skip
-    missed = [c for c in checks if not c.covered]
-    verdict = CONTRADICTED if missed else SUPPORTED
+    missed, wide = [c for c in checks if not c.covered], [c for c in checks if not c.sharp]
+    verdict = CONTRADICTED if missed else UNDETERMINED if wide else SUPPORTED
     level = prediction["predictions"][checks[0].key]["level"]
     what = (f"{len(missed)} of {len(checks)} predictions of budget {study.holdout:g} miss their observations "
             f"({', '.join(c.key for c in missed)})" if missed else
             f"all {len(checks)} predictions of budget {study.holdout:g} cover their observations")  # fmt: skip
+    if wide and not missed:
+        what += (f", but {len(wide)} of them ({', '.join(c.key for c in wide)}) are wider than the change they "
+                 "predict (an arm) or the margin δ (a contrast): the held-out budget could not have refuted them")  # fmt: skip
     sentence = f"extrapolation: {what} (intervals at {level:.4f} each, {FAMILY:.0%} together) — {verdict}."
     return Claim("predictions of the held-out budget covered", verdict=verdict, sentence=sentence, kind="gate"), checks
 
@@ -438,12 +462,14 @@ def limits_lines(
         L += [""] + [f"![{k}]({v})" for k, v in figures.items()]
     L += ["", "### The held-out budget", ""]
     if checks:
-        L += ["| prediction | predicted [interval] | observed (mean over the prediction's seeds) | covered |",
-              "|---|---|---|---|"]  # fmt: skip
+        L += ["| prediction | predicted [interval] | half-width | could have failed below | observed (mean over the "
+              "prediction's seeds) | covered |", "|---|---|---|---|---|---|"]  # fmt: skip
         for chk in checks:
             obs = "not yet run" if chk.observed is None else f"{chk.observed:+.4f}"
             cov = "—" if chk.covered is None else "yes" if chk.covered else "**no**"
-            L.append(f"| {chk.key} | {chk.value:+.4f} [{chk.lo:+.4f}, {chk.hi:+.4f}] | {obs} | {cov} |")
+            half, sharp = (chk.hi - chk.lo) / 2, "" if chk.sharp else " (too wide)"
+            L.append(f"| {chk.key} | {chk.value:+.4f} [{chk.lo:+.4f}, {chk.hi:+.4f}] | {half:.4f}{sharp} | "
+                     f"{chk.tolerance:.4f} | {obs} | {cov} |")  # fmt: skip
         L.append("")
     L += [f"- **extrapolation: {gate.verdict}** — {gate.sentence}", ""]
     L += ["### Claims at the limit", "",

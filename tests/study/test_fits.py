@@ -136,13 +136,12 @@ def study(tmp_path, extra=""):
 TRUTH = {"pre_j": (3.0, 0.8, 0.6), "post_j": (3.0, 0.85, 0.55), "pre_g": (3.1, 0.8, 0.6), "post_g": (2.9, 0.8, 0.6)}
 
 
-def curves(rng, bend=0.0):
-    """Four arms over the ladder's six budgets; `bend` lifts every arm at the held-out budget 4 (the law breaks)."""
-    shared = {s: rng.gauss(0, 0.01) for s in range(3)}
-    out = {arm: simulated(rng, t, shared, [*BUDGETS, 4.0], point=0.002) for arm, t in TRUTH.items()}
-    for arm in ("pre_g",):
-        for s in out[arm]:
-            out[arm][s][4.0] += bend
+def curves(rng, bend=0.0, seeds=3, point=0.002):
+    """Four arms over the ladder's six budgets; `bend` lifts pre_g at the held-out budget 4 (the law breaks)."""
+    shared = {s: rng.gauss(0, 0.01) for s in range(seeds)}
+    out = {arm: simulated(rng, t, shared, [*BUDGETS, 4.0], point=point) for arm, t in TRUTH.items()}
+    for s in out["pre_g"]:
+        out["pre_g"][s][4.0] += bend
     return out
 
 
@@ -184,19 +183,38 @@ def test_a_prediction_written_after_held_out_runs_started_tests_nothing(tmp_path
 
 
 def test_extrapolation_holds_on_the_law_and_fails_on_a_curve_that_bends_away(tmp_path):
+    """Eight seeds, little noise: every prediction sharp enough to fail, and covered on the law; a curve that stops
+    improving at the held-out budget misses."""
     s = study(tmp_path)
-    (tmp_path / "law").mkdir()
-    (tmp_path / "bent").mkdir()
-    law = curves(random.Random(11))
+    for name in ("law", "bent"):
+        (tmp_path / name).mkdir()
+    law = curves(random.Random(11), seeds=8, point=0.0005)
     write_prediction(s, law, tmp_path / "law", started=[])
     gate, checks = extrapolation(s, tmp_path / "law", law)
+    assert all(c.sharp for c in checks), [(c.key, (c.hi - c.lo) / 2, c.tolerance) for c in checks if not c.sharp]
     assert gate.verdict == SUPPORTED and all(c.covered for c in checks), [c for c in checks if not c.covered]
-    bent = curves(random.Random(11), bend=0.15)  # pre_g stops improving at budget 4: above its prediction
+    bent = curves(random.Random(11), bend=0.15, seeds=8, point=0.0005)  # pre_g stops improving at budget 4
     write_prediction(s, bent, tmp_path / "bent", started=[])
     gate, checks = extrapolation(s, tmp_path / "bent", bent)
     missed = {c.key for c in checks if not c.covered}
     assert gate.verdict == CONTRADICTED and missed == {"arm:pre_g", "contrast:grow_gap"}
     assert gate.kind == "gate"
+
+
+def test_extrapolation_covered_by_intervals_too_wide_to_fail_is_undetermined(tmp_path):
+    """Three seeds and six predictions: t₂ at 1 − 0.05/12 ≈ 11; the contrasts' intervals exceed the margin δ."""
+    s, c = study(tmp_path), curves(random.Random(11))
+    write_prediction(s, c, tmp_path, started=[])
+    gate, checks = extrapolation(s, tmp_path, c)
+    wide = [x for x in checks if not x.sharp]
+    assert wide and all(x.covered for x in checks)
+    assert gate.verdict == "undetermined" and "could not have refuted" in gate.sentence
+    contrast = next(x for x in checks if x.key == "contrast:grow_gap")
+    assert contrast.tolerance == 0.01  # the claims' margin δ
+    arm = next(x for x in checks if x.key == "arm:pre_g")
+    record = json.loads((tmp_path / PREDICTION).read_text())
+    last = sum(c["pre_g"][seed][2.0] for seed in range(3)) / 3  # by hand, from the curves themselves
+    assert arm.tolerance == pytest.approx(abs(record["predictions"]["arm:pre_g"]["value"] - last))
 
 
 def test_the_limit_claims_read_the_asymptotes_and_are_not_informative_without_the_gate(tmp_path):
