@@ -46,6 +46,17 @@ def _means(curves: list[Curves], seeds: list[int], budget: float) -> list[float]
     return [curves[1][s][budget] - curves[0][s][budget] for s in have]
 
 
+def _panels(n: int):
+    """A figure of n panels, three to a row, the unused ones blank; (figure, the n axes in order)."""
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
+    fig, axes = pyplot().subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.axis("off")
+    return fig, flat[:n]
+
+
 def _held(checks: list[Check], key: str) -> Check | None:
     return next((c for c in checks if c.key == key), None)
 
@@ -54,12 +65,10 @@ def plot_arms(study: StudyConfig, lim: Limits, checks: list[Check], out: Path) -
     arms = [a for a, f in lim.arms.items() if f.fit.ok]
     if not arms:
         return None
-    cols = min(3, len(arms))
-    rows = math.ceil(len(arms) / cols)
-    fig, axes = pyplot().subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    fig, panels = _panels(len(arms))
     xs = _grid(lim)
     for i, arm in enumerate(arms):
-        ax, f, c = axes[i // cols][i % cols], lim.arms[arm], lim.curves.get(arm, {})
+        ax, f, c = panels[i], lim.arms[arm], lim.curves.get(arm, {})
         E = f.fit.E
         assert E is not None
         line = [jackknife(f.seeds, arm_stat(c, lim.budgets, at_budget(x))) for x in xs]
@@ -87,8 +96,6 @@ def plot_arms(study: StudyConfig, lim: Limits, checks: list[Check], out: Path) -
         ax.grid(alpha=0.3, which="both")
         if i == 0:
             ax.legend(fontsize=7)
-    for j in range(len(arms), rows * cols):
-        axes[j // cols][j % cols].axis("off")
     return save_figure(fig, out / "limits_arms.png")
 
 
@@ -96,12 +103,10 @@ def plot_contrasts(study: StudyConfig, lim: Limits, checks: list[Check], out: Pa
     names = [n for n, c in lim.contrasts.items() if c.dE.value is not None]
     if not names:
         return None
-    cols = min(3, len(names))
-    rows = math.ceil(len(names) / cols)
-    fig, axes = pyplot().subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    fig, panels = _panels(len(names))
     xs = _grid(lim)
     for i, name in enumerate(names):
-        ax, cl = axes[i // cols][i % cols], lim.contrasts[name]
+        ax, cl = panels[i], lim.contrasts[name]
         ca, cb = lim.curves.get(cl.a, {}), lim.curves.get(cl.b, {})
         seeds = complete_seeds([ca, cb], lim.budgets)
         line = [jackknife(seeds, contrast_stat(ca, cb, lim.budgets, at_budget(x))) for x in xs]
@@ -130,8 +135,6 @@ def plot_contrasts(study: StudyConfig, lim: Limits, checks: list[Check], out: Pa
         ax.set_ylabel("Δ val/ce (nats/token)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    for j in range(len(names), rows * cols):
-        axes[j // cols][j % cols].axis("off")
     return save_figure(fig, out / "limits_contrasts.png")
 
 
