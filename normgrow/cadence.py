@@ -69,7 +69,7 @@ class Due:
     # INTERVAL: curve point (every train.eval_every_tokens); None: no evaluation
     select: bool  # the model-selection set (the last stage's end, when data.select_tokens is set)
     diagnosis: bool  # an `interval` diagnosis (every diagnostics.every_tokens, unless the evaluation diagnoses)
-    checkpoint: bool  # at the stage end and every train.checkpoint_every_tokens
+    checkpoint: bool  # at the stage end, every train.checkpoint_every_tokens, at train.checkpoint_tokens and the stop
 
 
 def due(cfg: RunConfig, plan: StagePlan, n_stages: int, stage_step: int, step: int, tokens: int) -> Due:
@@ -90,7 +90,10 @@ def due(cfg: RunConfig, plan: StagePlan, n_stages: int, stage_step: int, step: i
         evaluation=evaluation,
         select=last and bool(cfg.data.select_tokens) and plan.index == n_stages - 1,
         diagnosis=bool(every) and not (last or dense) and crossed(tokens, per_step, every),
-        checkpoint=last or crossed(tokens, per_step, t.checkpoint_every_tokens),
+        checkpoint=last
+        or crossed(tokens, per_step, t.checkpoint_every_tokens)
+        or tokens == t.stop_tokens
+        or tokens in t.checkpoint_tokens,
     )
 
 

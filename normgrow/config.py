@@ -204,6 +204,9 @@ class CurriculumConfig:
     """Take the budget from another run directory or config (preset name or YAML): stage budgets are scaled to match its total."""
     match_by: Literal["active_layer_tokens", "tokens", "flops"] = setting("active_layer_tokens", key=True)
     """The compute measure matched by match_budget (active-layer tokens is the paper's compute control)."""
+    match_stages: Literal["all", "last"] = setting("all", key=True, before="all")
+    """What match_budget scales: every stage, keeping their proportions, or the last stage alone (the stages before it
+    as given: a budget ladder's decay branches share them)."""
 
 
 @section(resume=False)
@@ -258,6 +261,15 @@ class TrainConfig:
     """Save a checkpoint every this many training tokens (and at the end)."""
     keep_checkpoints: int = setting(2, key=False)
     """Keep this many most recent checkpoints."""
+    checkpoint_tokens: list[int] = setting(factory=list, key=False, before=[])
+    """Also checkpoint, and keep, the step ending at each of these token counts (multiples of the tokens per step):
+    a budget ladder's trunk keeps every branch's decay start (branch.py)."""
+    stop_tokens: int = setting(0, key=False, before=0)
+    """Stop, checkpointed and without a summary, once this many tokens are trained (a multiple of the tokens per
+    step, before the run's end; 0 = train to the end): a budget ladder's trunk, shared by its decay branches."""
+    init_from: str | None = setting(None, key=False, resume=True, before=None)
+    """Start from this checkpoint of another run (…/checkpoints/step_N) instead of from step 0: a decay branch, which
+    must be that run's recipe at another budget and start no later than either run's decay (branch.py)."""
     loggers: list[str] = setting(factory=list, key=False)
     """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise)."""
 
@@ -413,6 +425,7 @@ def validate(cfg: RunConfig) -> None:
     _validate_data_teacher_distill(cfg)
     _validate_curriculum(cfg)
     _validate_train(cfg.train)
+    _validate_stops(cfg)
 
 
 def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
@@ -570,6 +583,18 @@ def _validate_train(r: TrainConfig) -> None:
         "train.device",
         f"expected auto, cpu, cuda or cuda:N, got '{r.device}'",
     )
+
+
+def _validate_stops(cfg: RunConfig) -> None:
+    """train.stop_tokens and train.checkpoint_tokens fall on step ends (whether before the run's end: train.py)."""
+    per_step, t = cfg.train.batch_size * cfg.data.seq_len, cfg.train
+    for key, values in (("stop_tokens", [t.stop_tokens]), ("checkpoint_tokens", t.checkpoint_tokens)):
+        for v in values:
+            need(
+                v >= 0 and v % per_step == 0,
+                f"train.{key}",
+                f"{v} is not a non-negative multiple of the tokens per step ({per_step} = batch_size × seq_len)",
+            )
 
 
 def resume_may_differ() -> frozenset[str]:

@@ -471,7 +471,8 @@ def reference_totals(ref: str, vocab_size: int | None) -> tuple[dict, str]:
 def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     """Scale the stage budgets so the run's total of `match_by` equals the reference's — up or down.
 
-    Stage proportions are kept; budgets become explicit token counts in whole steps (written into the
+    Stage proportions are kept (with match_stages=last, the stages before the last are kept as given and the last
+    alone takes the difference); budgets become explicit token counts in whole steps (written into the
     resolved config). Every stage but the last is rounded to whole steps, and the last takes what is
     left of the target, so the run lands within half a step (of the last stage) of the target in any
     direction. Returns the new config and a record for the summary: the target, the planned total,
@@ -492,8 +493,14 @@ def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     ]
     current = sum(t * u for t, u in per_stage)
     scale = target / current
-    steps = [max(1, round(t * scale / per_step)) for t, _ in per_stage[:-1]]
+    kept = 1.0 if c.match_stages == "last" else scale  # `last`: the stages before the last as given
+    steps = [max(1, round(t * kept / per_step)) for t, _ in per_stage[:-1]]
     spent = sum(n * per_step * u for n, (_, u) in zip(steps, per_stage, strict=False))
+    if c.match_stages == "last" and target - spent < per_stage[-1][1] * per_step:
+        raise ConfigError(
+            f"curriculum.match_budget: the target ({target:,.0f} {by}) leaves no step for the last stage after the "
+            f"stages before it ({spent:,.0f}); curriculum.match_stages=last keeps those as given"
+        )
     steps.append(max(1, round((target - spent) / (per_stage[-1][1] * per_step))))
     stages = [
         dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps, strict=True)

@@ -49,13 +49,14 @@ import transformers
 from tqdm import tqdm
 
 from normgrow import checkpoint, dist, sharding
+from normgrow.branch import seed_branch
 from normgrow.cache import TeacherCache
 from normgrow.cadence import DENSE, INTERVAL, STAGE_END, due, lr_at, schedule_span
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, plan_stages, step_cost
+from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
 from normgrow.data import BatchIterator, Prepared, n_sequences, train_pool
 from normgrow.diagnostics import boundary_summary
-from normgrow.errors import NormgrowError
+from normgrow.errors import ConfigError, NormgrowError
 from normgrow.evaluate import Evaluator, open_evaluator
 from normgrow.growth import grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
@@ -231,6 +232,10 @@ class Run:
             weights, optim = self.model.state_dict(), self.optimizer.state_dict()
         if self.inputs.info.is_main:
             stage_ends = frozenset(sum(p.steps for p in self.plans[: i + 1]) for i in range(len(self.plans)))
+            per_step = tokens_per_step(self.cfg)
+            kept = frozenset(
+                n // per_step for n in (*self.cfg.train.checkpoint_tokens, self.cfg.train.stop_tokens) if n
+            )
             checkpoint.save(
                 self.out / "checkpoints",
                 st.step,
@@ -238,7 +243,7 @@ class Run:
                 optim,
                 dataclasses.asdict(st),
                 keep=self.cfg.train.keep_checkpoints,
-                protected=stage_ends,
+                protected=stage_ends | kept,
             )
         dist.barrier()
 
@@ -260,11 +265,24 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     return model
 
 
+def check_stops(cfg: RunConfig, plans: list[StagePlan]) -> None:
+    """train.stop_tokens before the run's end, train.checkpoint_tokens within it."""
+    total = sum(p.tokens for p in plans)
+    if cfg.train.stop_tokens >= total:
+        raise ConfigError(
+            f"train.stop_tokens: {cfg.train.stop_tokens:,} is not before the run's end ({total:,} tokens)"
+        )
+    beyond = [n for n in cfg.train.checkpoint_tokens if n > total]
+    if beyond:
+        raise ConfigError(f"train.checkpoint_tokens: {beyond[0]:,} is beyond the run's end ({total:,} tokens)")
+
+
 def open_run(inputs: RunInputs, out: Path, log: Callable[[str], None]) -> Run:
     """Build everything the loop needs; create the run directory, or resume the run it holds."""
     cfg, info = inputs.cfg, inputs.info
     say = log if info.is_main else (lambda *_: None)
     plans = plan_stages(cfg)
+    check_stops(cfg, plans)
     model = build_student(inputs, plans[0])
     set_trainable(model, plans[0])
     pool = train_pool(n_sequences(inputs.prep.train, cfg.data.seq_len), cfg.data.train_pool_sequences)
@@ -311,6 +329,9 @@ def _open_locked(
         found = checkpoint.latest_intact(out / "checkpoints", say) if info.is_main else None
         found = dist.broadcast_object(str(found) if found else "")
         latest = Path(found) if found else None
+    if latest is None and cfg.train.init_from:  # a decay branch: its directory seeded from the trunk's checkpoint
+        seeded = seed_branch(cfg.train.init_from, out, cfg, plans, say) if info.is_main else None
+        latest = Path(dist.broadcast_object(str(seeded)))
     state = RunState()
     if latest is not None:
         state, optimizer = resume_from(latest, model, plans, batches, inputs, out)
@@ -424,7 +445,7 @@ def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
     sched_start, sched_len = schedule_span(run.plans, plan.index, cfg)
     cost = step_cost(cfg, plan)
     speed = Throughput()
-    while st.stage_step < plan.steps:
+    while st.stage_step < plan.steps and not stopped(run):
         lr = lr_at(st.tokens, cfg, sched_start, sched_len)
         try:
             with run.timed("train"):
@@ -442,6 +463,11 @@ def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
         speed.tokens += cost["tokens"]
         bar.update(1)
         end_step(run, plan, {"train/loss": loss, "train/grad_norm": grad_norm.item(), "lr": lr}, speed, bar)
+
+
+def stopped(run: Run) -> bool:
+    """Has the run reached train.stop_tokens (a trunk: the step it stops at is checkpointed by `due`)?"""
+    return bool(run.cfg.train.stop_tokens) and run.state.tokens >= run.cfg.train.stop_tokens
 
 
 def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, bar: tqdm) -> None:
@@ -487,12 +513,21 @@ def train(inputs: RunInputs, out_dir: str | Path, log: Callable[[str], None] = p
     try:
         try:
             for plan in run.plans[run.state.stage :]:
+                if stopped(run):
+                    break
                 if not stage_started(run.state, plan):
                     start_stage(run, plan)
                 train_stage(run, plan, bar)
         finally:
             bar.close()
             run.writer.close()
+        if stopped(run):  # a trunk: no final evaluation, no summary; its checkpoint is what its branches start from
+            log(f"{run.out}: stopped at {run.state.tokens:,} tokens (train.stop_tokens), checkpointed")
+            return {
+                "stopped": True,
+                "compute": {k: getattr(run.state, k) for k in RunState.COMPUTE},
+                "wall_time_s": 0.0,
+            }
         return write_summary(run)
     finally:
         if run.lock is not None:
