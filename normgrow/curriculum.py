@@ -468,7 +468,7 @@ def reference_totals(ref: str, vocab_size: int | None) -> tuple[dict, str]:
     return planned_totals(ref_cfg), source
 
 
-def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+def match_budget(cfg: RunConfig, reference: dict | None = None) -> tuple[RunConfig, dict | None]:
     """Scale the stage budgets so the run's total of `match_by` equals the reference's — up or down.
 
     Stage proportions are kept (with match_stages=last, the stages before the last are kept as given and the last
@@ -476,13 +476,17 @@ def match_budget(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     resolved config). Every stage but the last is rounded to whole steps, and the last takes what is
     left of the target, so the run lands within half a step (of the last stage) of the target in any
     direction. Returns the new config and a record for the summary: the target, the planned total,
-    the arm's own total before matching and the scale between them (> 1: matched upward).
+    the arm's own total before matching and the scale between them (> 1: matched upward). `reference`: the
+    reference's planned totals, when they are known without reading its file.
     """
     c = cfg.curriculum
     if c.match_budget is None:
         return cfg, None
     by = c.match_by
-    target_totals, source = reference_totals(c.match_budget, cfg.model.vocab_size)
+    if reference is None:
+        target_totals, source = reference_totals(c.match_budget, cfg.model.vocab_size)
+    else:  # the reference's planned totals, given (a study planning its jobs before their configs are written)
+        target_totals, source = reference, f"config {c.match_budget} (planned)"
     target = target_totals[by]
     per_step = tokens_per_step(cfg)
     plans = plan_stages(cfg)

@@ -29,7 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from omegaconf import OmegaConf
 
@@ -144,6 +144,17 @@ class StudyConfig:
     """A budget ladder's held-out budget: its largest, left out of the fits (limits.py). Its runs start only after the
     fits of the other budgets (at least three) have written their prediction of it (prediction.json, hashed into
     study.log); the report checks the prediction (the claim `extrapolation`). null: no held-out budget."""
+    ladder: Literal["rungs", "branches", "direct"] = "rungs"
+    """How a budget ladder's budgets are trained. `rungs`: each budget scales every stage and the warmup (the presets'
+    proportions at every budget). `branches`: continued training at full depth — the warmup and every stage before
+    the last at their lengths at the smallest budget, the last stage stretched to the budget's total tokens, under
+    train.schedule=wsd; each arm × seed is trained once, as a trunk (trunks/) that stops at the largest budget's decay
+    start, and every budget is a decay branch resumed from the trunk's checkpoint at its own decay start (branches.py),
+    equal bit for bit to training it directly. `direct`: the `branches` recipe with every budget trained from step 0
+    (the control of the branches' cost and equality)."""
+    ladder_base: float | None = None
+    """Set by a ladder in each of its budgets' study.yaml, not by hand: the ladder's smallest budget, whose warmup and
+    stages before the last the `branches` and `direct` recipes keep at every budget."""
     lr_pilot: LrPilotConfig = field(default_factory=LrPilotConfig)
     """A short learning-rate pilot run first, on the model-selection set, that chooses each arm's rate (pilot.py)."""
     regime: RegimeConfig = field(default_factory=RegimeConfig)
@@ -399,6 +410,11 @@ def validate_ladder(s: StudyConfig) -> None:
     no sweep axes beside it."""
     b = s.budgets
     need(not s.holdout or bool(b), "holdout", "names a held-out budget of a budget ladder: set `budgets` too")
+    need(
+        s.ladder == "rungs" or bool(b) or s.ladder_base is not None,
+        "ladder",
+        f"'{s.ladder}' says how a budget ladder trains its budgets: set `budgets` too",
+    )
     if not b:
         return
     need(
@@ -417,6 +433,7 @@ def validate_ladder(s: StudyConfig) -> None:
         f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
         f"budget whose report is the study's main one; got {b}",
     )
+    need(s.ladder_base is None, "ladder_base", "is written by a ladder into its budgets' studies, not set by hand")
     h = s.holdout
     need(h is None or h == b[-1], "holdout", f"must be the ladder's largest budget ({b[-1]:g}), got {h}")
     need(

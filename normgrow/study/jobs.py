@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normgrow import atomic
+from normgrow.branch import needs_flat_schedule
 from normgrow.config import RunConfig, load_config, resume_may_differ, to_dict, to_yaml
 from normgrow.errors import ConfigError
 from normgrow.rundir import config_differences, read_summary
@@ -44,6 +45,8 @@ class Job:
     log_path: Path
     lr: float | None = None  # set for the jobs of an arm's learning-rate sweep
     point: str = ""  # the sweep point's (ladder budget's) label, for the jobs of a sweep study (ladder)
+    start_step: int = 0  # a decay branch: the trunk's step it starts from (train.init_from)
+    stop_step: int = 0  # a trunk: the step it stops at (train.stop_tokens); 0: it trains to its end
 
     @property
     def name(self) -> str:
@@ -52,7 +55,10 @@ class Job:
 
     @property
     def finished(self) -> bool:
-        """Has the run written a readable summary? (A cut one is rebuilt when the run is started again.)"""
+        """Has the run written a readable summary (a cut one is rebuilt when the run is started again) — or, a trunk,
+        the checkpoint it stops at?"""
+        if self.stop_step:
+            return (self.run_dir / "checkpoints" / f"step_{self.stop_step:08d}" / "state.json").is_file()
         return read_summary(self.run_dir) is not None
 
 
@@ -80,6 +86,31 @@ def scale_budget(cfg: RunConfig, scale: float) -> RunConfig:
     ]
     train = dataclasses.replace(cfg.train, warmup_tokens=int(round(cfg.train.warmup_tokens * scale)))
     return dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, stages=stages), train=train)
+
+
+def continued(cfg: RunConfig, scale: float, base: float) -> RunConfig:
+    """A budget ladder's `branches` / `direct` recipe at budget `scale` of a ladder whose smallest budget is `base`:
+    continued training at full depth. The warmup and every stage before the last as `scale_budget(cfg, base)` has
+    them, the last stage stretched so the run trains as many tokens as `scale_budget(cfg, scale)`; WSD over the run."""
+    needs_flat_schedule(cfg, "ladder")
+    stages = cfg.curriculum.stages
+    if any(s.tokens <= 0 for s in stages):
+        raise ConfigError(
+            "ladder: the branches' recipe needs every stage budget in tokens (curriculum.stages[].tokens)"
+        )
+    small, full = scale_budget(cfg, base), scale_budget(cfg, scale)
+    before = sum(s.tokens for s in small.curriculum.stages[:-1])
+    last = dataclasses.replace(stages[-1], tokens=sum(s.tokens for s in full.curriculum.stages) - before)
+    curriculum = dataclasses.replace(cfg.curriculum, stages=[*small.curriculum.stages[:-1], last])
+    return dataclasses.replace(cfg, curriculum=curriculum, train=small.train)
+
+
+def budget_recipe(cfg: RunConfig, study: StudyConfig) -> RunConfig:
+    """An arm's config at the study's budget: every stage and the warmup scaled (a plain study, a ladder's rungs), or
+    a ladder's continued-training recipe (`continued`)."""
+    if study.ladder_base is None:
+        return scale_budget(cfg, study.budget_scale)
+    return continued(cfg, study.budget_scale, study.ladder_base)
 
 
 def arm_order(study: StudyConfig) -> list[str]:
@@ -112,10 +143,9 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
                 sweep = [f"train.lr={lr}", f"data.select_tokens={study.select_tokens}"] if lr is not None else []
                 over = [*study.overrides, *a.overrides, *sweep, f"seed={seed}", f"name={arm}"]
                 try:
-                    cfg = load_config(a.preset or study.base, over)
+                    cfg = budget_recipe(load_config(a.preset or study.base, over), study)
                 except ConfigError as e:
                     raise ConfigError(f"arms.{arm}: {e}") from None
-                cfg = scale_budget(cfg, study.budget_scale)
                 nproc = study.launcher.torchrun_nproc
                 if cfg.train.batch_size % nproc:  # caught here: under torchrun each rank would fail, then torchrun
                     raise ConfigError(
@@ -128,8 +158,10 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
                     # steps), so the two jobs need not wait for each other
                     ref_lrs = study.arms[a.match].lrs
                     ref = out / "configs" / f"{job_name(a.match, seed, ref_lrs[0] if ref_lrs else None)}.yaml"
+                    # in a ladder's continued-training recipe the stages before the last stay as they are
+                    stages = "all" if study.ladder_base is None else "last"
                     cfg = dataclasses.replace(
-                        cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref))
+                        cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref), match_stages=stages)
                     )
                 name = job_name(arm, seed, lr)
                 jobs.append(
@@ -187,7 +219,12 @@ def ladder_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, 
 def extends_ladder(old: StudyConfig, new: StudyConfig, differ: list[str]) -> bool:
     """Does `new` only add budgets to the ladder `old`? Then its finished rungs are reused: every rung is a study
     of its own whose study.yaml is checked when it is written, and the ladder's other fields are the same."""
-    return differ == ["budgets"] and bool(old.budgets) and set(old.budgets) <= set(new.budgets)
+    return (
+        differ == ["budgets"]
+        and bool(old.budgets)
+        and set(old.budgets) <= set(new.budgets)
+        and old.ladder != "branches"
+    )
 
 
 STUDY_FILES = ("study.yaml", ".lock")  # what makes a directory a study's (the lock alone: one killed at its start)
@@ -235,6 +272,8 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
                 f"{out}: holds a different study ({', '.join(differ)} differ); choose another -o"
                 + (
                     " (a budget ladder may gain budgets, not lose them)"
+                    if differ == ["budgets"] and old.budgets and old.ladder != "branches"
+                    else " (a branch ladder's budgets are fixed: they fix its trunks' checkpoints)"
                     if differ == ["budgets"] and old.budgets
                     else ""
                 )

@@ -304,6 +304,29 @@ def restricted(study: StudyConfig) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def recipe_line(study: StudyConfig) -> str:
+    """How the ladder's budgets were trained (`ladder`), in words."""
+    if study.ladder == "rungs":
+        return (
+            "Budgets: each budget scales every stage and the learning-rate warmup of every arm (`ladder: rungs`), so "
+            "a grown arm spends the same share of its tokens at each depth at every budget."
+        )
+    how = (
+        "trained once per arm × seed as a trunk (`trunks/`) that stops at the largest budget's decay start, each "
+        "budget a decay branch resumed from the trunk's checkpoint at its own decay start — equal, bit for bit, to "
+        "training it directly (`ladder: branches`)"
+        if study.ladder == "branches"
+        else "each budget trained from step 0 (`ladder: direct`)"
+    )
+    return (
+        f"Budgets: continued training at full depth — the warmup and every stage before the last at their lengths at "
+        f"the smallest budget ({study.budgets[0]:g}), the last (full-depth) stage stretched to the budget's total "
+        f"tokens, a warmup–stable–decay schedule (the decay over the last train.decay_fraction of each budget); "
+        f"matched arms are matched per budget in their last stage. {how[0].upper() + how[1:]}. The fits below read "
+        "this curve: the limit of training the grown student at full depth for longer."
+    )
+
+
 def ladder_report_lines(
     study: StudyConfig,
     rungs: list[Rung],
@@ -332,6 +355,8 @@ def ladder_report_lines(
         "growing (lower bound > 1), "
         "undetermined otherwise (rules: normgrow/study/ladder.py).",
         "",
+        recipe_line(study),
+        "",
     ]
     L += list(regime)  # above every reading of the contrasts and claims
     L += ["## Headline", ""]
@@ -346,6 +371,10 @@ def ladder_report_lines(
         "## Reproduce",
         "",
         "`normgrow study DIR/study.yaml -o DIR` reruns every missing run of every budget; adding "
-        "budgets to `budgets` reuses the finished ones.",
+        + (
+            "budgets to `budgets` reuses the finished ones."
+            if study.ladder != "branches"
+            else "budgets to a branch ladder is refused once its trunks ran (their checkpoints are fixed by the budgets)."
+        ),
     ]
     return L

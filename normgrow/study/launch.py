@@ -147,7 +147,8 @@ class Progress:
     def __init__(self, jobs: list[Job], enabled: bool = True):
         self.jobs = jobs
         self.costs = {j.name: job_costs(j) for j in jobs}
-        self.total = {name: cost_of_steps(c, sum(n for n, _ in c)) for name, c in self.costs.items()}
+        self.span = {j.name: (j.start_step, j.stop_step or sum(n for n, _ in self.costs[j.name])) for j in jobs}
+        self.total = {j.name: self._cost(j, self.span[j.name][1]) for j in jobs}
         self.bar = tqdm(
             total=sum(self.total.values()),
             unit="FLOP",
@@ -163,7 +164,8 @@ class Progress:
 
     def poll(self, status: dict[str, str], current: str = "") -> None:
         self.bar.n = sum(
-            self.total[j.name] if j.finished else cost_of_steps(self.costs[j.name], _steps_done(j)) for j in self.jobs
+            self.total[j.name] if j.finished else self._cost(j, min(_steps_done(j), self.span[j.name][1]))
+            for j in self.jobs
         )
         done = sum(1 for j in self.jobs if j.name in status)
         self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}", refresh=False)
@@ -172,6 +174,11 @@ class Progress:
             if not self.tty:
                 self.bar.fp.write("\n")
         self.done = done
+
+    def _cost(self, job: Job, steps: int) -> float:
+        """FLOPs of a job from where it starts (a branch: its trunk's step) to `steps`."""
+        c = self.costs[job.name]
+        return max(0.0, cost_of_steps(c, steps) - cost_of_steps(c, job.start_step))
 
     def close(self) -> None:
         self.bar.close()

@@ -88,6 +88,8 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         overrides=[*study.overrides, *p.overrides],
         budgets=[],
         holdout=None,
+        ladder="rungs",  # the pilot is a plain study: its budget scales every stage
+        ladder_base=None,
         regime=RegimeConfig(),
         seeds=list(p.seeds),
         arms=arms,

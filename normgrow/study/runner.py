@@ -35,6 +35,7 @@ from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
 from normgrow.pipeline import build_cache, prepare_data
+from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.jobs import (
     Job,
@@ -63,6 +64,7 @@ from normgrow.study.pilot import (
 from normgrow.study.plan import study_plan
 from normgrow.study.record import RunRecord, read_results, read_runs, select_lrs
 from normgrow.study.regime import plan_lines
+from normgrow.study.sections import budget_label
 from normgrow.study.summary import summarize, summarize_sweep
 
 Log = Callable[[str], None]
@@ -83,13 +85,17 @@ class Train:
         return self._launch([j for j in jobs if j.name not in blocked], study, out) | blocked
 
     def sweep(self, study: StudyConfig, plan: list[Node], out: Path, write_own: bool) -> dict[str, str]:
-        """Every point's (budget's) jobs in one queue, so `launcher.parallel` spans them."""
+        """Every point's (budget's) jobs in one queue, so `launcher.parallel` spans them; a branch ladder's trunks
+        first (branches.py)."""
+        plan, trunks = branched(plan, out) if study.ladder == "branches" else (plan, [])
         for _, sub_dir, jobs in plan:  # every budget's runs checked before the ladder's own study.yaml is written
             check_runs_unchanged(jobs, sub_dir)
+        check_runs_unchanged(trunks, out / TRUNKS)
         if write_own:
             write_study_yaml(study, out)
         for sub, sub_dir, jobs in plan:
             write_study_dir(sub, jobs, sub_dir)
+        write_trunks(trunks, out)
         jobs = [j for _, _, js in plan for j in js]
         kind, what = ("budget ladder", "budgets") if study.budgets else ("sweep study", "points")
         some = restricted(study)
@@ -97,14 +103,17 @@ class Train:
         self.log(
             f"{kind} {study.name}: {len(plan)} {what} × {arms} × {len(study.seeds)} seeds = {len(jobs)} runs → {out}"
         )
+        blocked: dict[str, str] = {}
+        if trunks:
+            self.log(f"{len(trunks)} trunks (one per arm × seed, to the largest budget's decay start) → {out / TRUNKS}")
+            jobs, blocked = without_failed_trunks(jobs, trunks, self._launch(trunks, study, out))
         if study.holdout is None:
-            return self._launch(jobs, study, out)
-        held = [node for node in plan if node[0].budget_scale == study.holdout]
-        first = [j for sub, _, js in plan if sub.budget_scale != study.holdout for j in js]
-        status = self._launch(first, study, out)
+            return self._launch(jobs, study, out) | blocked
+        held = [j for j in jobs if j.point == budget_label(study.holdout)]
+        status = self._launch([j for j in jobs if j not in held], study, out) | blocked
         fitted = [(sub.budget_scale, sub, js) for sub, _, js in plan if sub.budget_scale != study.holdout]
-        self.log(predict_holdout(study, fitted, status, out, [j for _, _, js in held for j in js]))
-        return status | self._launch([j for _, _, js in held for j in js], study, out)
+        self.log(predict_holdout(study, fitted, status, out, held))
+        return status | self._launch(held, study, out)
 
     def _launch(self, jobs: list[Job], study: StudyConfig, out: Path) -> dict[str, str]:
         prepare_shared(jobs, self.log, progress=self.progress, threads=threads_per_job(study.launcher))

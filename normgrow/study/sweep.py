@@ -305,6 +305,7 @@ def rung_study(study: StudyConfig, p: Point):
         name=f"{study.name}@{p.label}",
         budgets=[],
         holdout=None,
+        ladder_base=study.budgets[0] if study.ladder != "rungs" else None,
         budget_scale=p.coords[0],
         arms={name: dataclasses.replace(study.arms[name], budgets=[]) for name in arms},
         contrasts=contrasts,

@@ -303,3 +303,61 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
     assert "kept as written" in again.stdout and (out / "prediction.json").read_bytes() == before
     assert len((out / "study.log").read_text().splitlines()) == 1
     assert cli("report", out).returncode == 0 and (out / "report.md").read_text() == report
+
+
+def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_directly(tiny_cache, tmp_path):
+    """`ladder: branches` (a trunk per arm × seed, each budget a decay branch) against `ladder: direct` (the same
+    continued-training recipe, every budget from step 0): every run's events, final val/ce and weights the same, for a
+    joint arm, a grown arm and a joint arm matched per budget to the grown one."""
+    from conftest import assert_same_run
+    from normgrow import checkpoint
+
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {
+            "grow": "{}",
+            "joint": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 5120}]"]}',
+            "matched": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 5120}]"], match: grow}',
+        },
+        seeds=(0,),
+        launcher="inline",
+        more=["train.schedule=wsd"],
+    )
+    over = ["--no-progress", "budgets=[0.5,1,2]"]
+    branches, direct = tmp_path / "branches", tmp_path / "direct"
+    proc = cli("study", spec, "-o", branches, *over, "ladder=branches")
+    cli("study", spec, "-o", direct, *over, "ladder=direct")
+    assert "3 trunks (one per arm × seed" in proc.stdout + proc.stderr
+    assert not (direct / "trunks").exists()
+    for arm in ("grow", "joint", "matched"):
+        trunk = branches / "trunks" / "runs" / f"{arm}-s0"
+        assert not (trunk / "summary.json").exists()  # a trunk never decays
+        for label, tokens in (("b0.5", 2560), ("b1", 5120), ("b2", 10240)):
+            run_b, run_d = (d / "budgets" / label / "runs" / f"{arm}-s0" for d in (branches, direct))
+            assert_same_run(run_b, run_d)
+            cfg = load_config(str(run_b / "config.yaml"))
+            stages = [s.tokens for s in cfg.curriculum.stages]
+            if arm == "grow":  # the first stage at the smallest budget's length, the last stretched
+                assert stages == [1280, tokens - 1280]
+            step = int(cfg.train.init_from.rsplit("_", 1)[1])
+            assert step == int(0.8 * sum(stages) / 256)  # the branch starts at its own decay start
+            assert (trunk / "checkpoints" / f"step_{step:08d}").is_dir()
+    # the matched joint arm takes the grown arm's active-layer tokens at every budget: 1 block for 1280 tokens and 2
+    # for the rest, 2 × 10240 − 1280 = 19200 at budget 2, i.e. 9600 tokens in its 2 blocks: 37.5 steps, rounded to 38
+    summary = json.loads((branches / "budgets" / "b2" / "runs" / "matched-s0" / "summary.json").read_text())
+    assert summary["compute"]["active_layer_tokens"] == 2 * 38 * 256
+    assert checkpoint.list_checkpoints(branches / "trunks" / "runs" / "grow-s0" / "checkpoints")[-1].name == (
+        "step_00000032"  # the largest budget's decay start: 0.8 × 40 steps
+    )
+    assert [r["val_ce"] for r in results(branches)] == [r["val_ce"] for r in results(direct)]
+    report = (branches / "report.md").read_text()
+    assert "continued training at full depth" in report and "`ladder: branches`" in report
+    again = cli("study", spec, "-o", branches, *over, "ladder=branches")
+    assert "3 of 3 runs already finished" in again.stdout + again.stderr  # the trunks
+    assert "9 of 9 runs already finished" in again.stdout + again.stderr
+    longer = cli("study", spec, "-o", branches, "--no-progress", "budgets=[0.5,1,2,4]", "ladder=branches", check=False)
+    assert longer.returncode == 2 and "trained with another definition" in longer.stderr
+    cosine = cli("study", spec, "-o", tmp_path / "c", *over, "ladder=branches", "train.schedule=cosine", check=False)
+    assert cosine.returncode == 2
+    assert "ladder: needs train.schedule=wsd (got cosine)" in cosine.stderr.strip().splitlines()[-1]

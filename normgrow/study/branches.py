@@ -1,0 +1,121 @@
+"""A budget ladder trained as trunks and decay branches (`ladder: branches`).
+
+Every budget's run of an arm × seed follows the ladder's continued-training recipe (jobs.continued: the warmup and
+the stages before the last at the smallest budget's lengths, the last stretched, WSD), so all of them take the same
+steps until their own decay starts (branch.decay_start_step). The ladder trains that common prefix once per arm ×
+seed, as a trunk:
+
+    <ladder>/trunks/configs/<arm>-s<seed>.yaml   the largest budget's config, stopping at its decay start
+                                                 (train.stop_tokens) and checkpointing every other budget's
+                                                 (train.checkpoint_tokens)
+    <ladder>/trunks/runs/<arm>-s<seed>/          the trunk's run directory (no summary: it never decays)
+    <ladder>/budgets/<label>/runs/<arm>-s<seed>/ each budget's run: a branch (train.init_from = the trunk's
+                                                 checkpoint at its decay start), equal bit for bit to training it
+                                                 directly (tests/test_branch.py), read by the ladder as any rung
+
+A matched arm is matched per budget with its stages before the last kept (curriculum.match_stages=last), so its
+budgets too share a prefix. The trunks run first, then the fitted budgets' branches, then — after the prediction is
+written (runner.predict_holdout) — the held-out budget's. A trunk's checkpoints are fixed by the ladder's budgets:
+a ladder whose budgets change under trained trunks is refused (jobs.check_runs_unchanged names them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from normgrow import atomic
+from normgrow.branch import decay_start_step
+from normgrow.config import RunConfig, to_yaml
+from normgrow.costs import with_vocab
+from normgrow.curriculum import match_budget, planned_totals, tokens_per_step
+from normgrow.study.config import StudyConfig
+from normgrow.study.jobs import Job, check_runs_unchanged, job_name
+
+TRUNKS = "trunks"  # the ladder's directory of trunks
+
+Node = tuple[StudyConfig, Path, list[Job]]
+
+
+def resolved(job: Job, by_path: dict[str, Job]) -> RunConfig:
+    """The job's config as its run will train it: a matched budget resolved from the config of the job it matches
+    (by its path, as the run reads it), vocabulary filled in."""
+    cfg = with_vocab(job.cfg)
+    ref = cfg.curriculum.match_budget
+    if ref is None:
+        return cfg
+    return match_budget(cfg, planned_totals(resolved(by_path[ref], by_path)))[0]
+
+
+def families(plan: list[Node]) -> dict[tuple[str, int, float | None], list[tuple[Job, RunConfig]]]:
+    """Each arm × seed's jobs over the budgets, smallest budget first, with their resolved configs."""
+    by_path = {str(j.config_path): j for _, _, jobs in plan for j in jobs}
+    out: dict[tuple[str, int, float | None], list[tuple[Job, RunConfig]]] = {}
+    for _, _, jobs in plan:
+        for j in jobs:
+            out.setdefault((j.arm, j.seed, j.lr), []).append((j, resolved(j, by_path)))
+    return out
+
+
+def trunk_of(family: list[tuple[Job, RunConfig]], out: Path) -> Job:
+    """The family's trunk: its largest budget's config, stopped at that budget's decay start and checkpointed at
+    every other budget's."""
+    largest, cfg = family[-1]
+    per_step = tokens_per_step(cfg)
+    starts = [decay_start_step(c) for _, c in family]
+    train = dataclasses.replace(
+        largest.cfg.train,
+        stop_tokens=starts[-1] * per_step,
+        checkpoint_tokens=sorted({s * per_step for s in starts[:-1]}),
+    )
+    name = job_name(largest.arm, largest.seed, largest.lr)
+    root = out / TRUNKS
+    return Job(
+        largest.arm,
+        largest.seed,
+        dataclasses.replace(largest.cfg, train=train),
+        root / "configs" / f"{name}.yaml",
+        root / "runs" / name,
+        root / "logs" / f"{name}.log",
+        largest.lr,
+        TRUNKS,
+        stop_step=starts[-1],
+    )
+
+
+def branched(plan: list[Node], out: Path) -> tuple[list[Node], list[Job]]:
+    """The ladder's nodes with every job made a branch of its family's trunk, and the trunks."""
+    trunks, branch_of = [], {}
+    for family in families(plan).values():
+        trunk = trunk_of(family, out)
+        trunks.append(trunk)
+        for job, cfg in family:
+            step = decay_start_step(cfg)
+            init = str(trunk.run_dir / "checkpoints" / f"step_{step:08d}")
+            train = dataclasses.replace(job.cfg.train, init_from=init)
+            branch_of[job.name] = dataclasses.replace(
+                job, cfg=dataclasses.replace(job.cfg, train=train), start_step=step
+            )
+    nodes = [(sub, d, [branch_of[j.name] for j in jobs]) for sub, d, jobs in plan]
+    return nodes, trunks
+
+
+def write_trunks(trunks: list[Job], out: Path) -> None:
+    """trunks/configs, runs, logs; trunks already trained must have been trained from today's configs."""
+    if not trunks:
+        return
+    check_runs_unchanged(trunks, out / TRUNKS)
+    for sub in ("configs", "runs", "logs"):
+        (out / TRUNKS / sub).mkdir(parents=True, exist_ok=True)
+    for job in trunks:
+        atomic.write_text(job.config_path, to_yaml(job.cfg))
+
+
+def without_failed_trunks(jobs: list[Job], trunks: list[Job], status: dict[str, str]) -> tuple[list[Job], dict]:
+    """The branches whose trunk reached its stop, and {branch: why not launched} for the others."""
+    failed = {(t.arm, t.seed, t.lr): status[t.name] for t in trunks if status.get(t.name, "ok") != "ok"}
+    keep = [j for j in jobs if (j.arm, j.seed, j.lr) not in failed]
+    blocked = {
+        j.name: f"not launched: its trunk failed ({failed[(j.arm, j.seed, j.lr)]})" for j in jobs if j not in keep
+    }
+    return keep, blocked
