@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from normgrow import atomic
 from normgrow.branch import needs_flat_schedule
@@ -159,7 +160,7 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
                     ref_lrs = study.arms[a.match].lrs
                     ref = out / "configs" / f"{job_name(a.match, seed, ref_lrs[0] if ref_lrs else None)}.yaml"
                     # in a ladder's continued-training recipe the stages before the last stay as they are
-                    stages = "all" if study.ladder_base is None else "last"
+                    stages: Literal["all", "last"] = "all" if study.ladder_base is None else "last"
                     cfg = dataclasses.replace(
                         cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref), match_stages=stages)
                     )
