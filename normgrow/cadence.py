@@ -97,16 +97,23 @@ def due(cfg: RunConfig, plan: StagePlan, n_stages: int, stage_step: int, step: i
     )
 
 
-def evaluation_counts(cfg: RunConfig, plans: list[StagePlan]) -> list[dict[str, int]]:
+def evaluation_counts(cfg: RunConfig, plans: list[StagePlan], start: int = 0, stop: int = 0) -> list[dict[str, int]]:
     """Per stage, what a run of these plans evaluates, folded from `due` over its steps: full evaluations of the
     validation set (the stage's start and end), curve points (`eval` and `dense` events), diagnoses (none with
-    diagnostics off) and whether the selection set is scored."""
+    diagnostics off), whether the selection set is scored, and the steps trained. Only steps start + 1 … stop count
+    (stop 0: the run's end), and a stage's opening only where its first step does: a decay branch's part of its run
+    (train.init_from at step `start`), a trunk's (train.stop_tokens at step `stop`)."""
     per_step = tokens_per_step(cfg)
     out, step, tokens = [], 0, 0
+    stop = stop or sum(p.steps for p in plans)
     for plan in plans:
-        n = {"full": 1, "curve": 0, "diagnoses": 1, "select": 0}  # the stage's start: evaluate, diagnose
+        opens = start < step + 1 <= stop  # the stage's start: evaluate, diagnose
+        n = {"full": int(opens), "curve": 0, "diagnoses": int(opens), "select": 0, "steps": 0}
         for s in range(1, plan.steps + 1):
             step, tokens = step + 1, tokens + per_step
+            if not start < step <= stop:
+                continue
+            n["steps"] += 1
             d = due(cfg, plan, len(plans), s, step, tokens)
             n["full"] += d.evaluation == STAGE_END
             n["curve"] += d.evaluation in (DENSE, INTERVAL)

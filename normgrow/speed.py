@@ -227,16 +227,17 @@ def step_seconds(record: dict, depth: int) -> float:
     return record["a_s"] + record["b_s"] * depth
 
 
-def predict_run(cfg: RunConfig, plans, record: dict) -> dict:
+def predict_run(cfg: RunConfig, plans, record: dict, start: int = 0, stop: int = 0) -> dict:
     """Seconds one run should take here: its training steps at the measured rate of each stage's depth; its
     evaluations and diagnoses (cadence.evaluation_counts) as forward passes at a third of a training token's time (a
     diagnosis: depth + 3 forward passes over the probe sequences, skip_ce's one per block dominating); the
-    measured start-up; with compiled blocks the probe's first-step overhead. Checkpoints are not counted."""
+    measured start-up; with compiled blocks the probe's first-step overhead. Checkpoints are not counted. A decay
+    branch counts its steps after `start`, a trunk those up to `stop` (cadence.evaluation_counts)."""
     d = cfg.data
     per_step = cfg.train.batch_size * d.seq_len
     curve, probe = d.curve_tokens or d.val_tokens, d.probe_sequences * d.seq_len
     train_s = eval_s = 0.0
-    for plan, n in zip(plans, evaluation_counts(cfg, plans), strict=True):
+    for plan, n in zip(plans, evaluation_counts(cfg, plans, start, stop), strict=True):
         step = step_seconds(record, plan.n_layer)
         tokens = (
             n["full"] * d.val_tokens
@@ -244,7 +245,7 @@ def predict_run(cfg: RunConfig, plans, record: dict) -> dict:
             + n["select"] * d.select_tokens
             + n["diagnoses"] * probe * (plan.n_layer + 3)
         )
-        train_s += plan.steps * step
+        train_s += n["steps"] * step
         eval_s += step / per_step / 3 * tokens
     compile_s = record["first_extra_s"] if cfg.train.compile else 0.0
     total = train_s + eval_s + record["startup_s"] + compile_s

@@ -47,19 +47,27 @@ def resolved(job: Job, by_path: dict[str, Job]) -> RunConfig:
     return match_budget(cfg, planned_totals(resolved(by_path[ref], by_path)))[0]
 
 
-def families(plan: list[Node]) -> dict[tuple[str, int, float | None], list[tuple[Job, RunConfig]]]:
-    """Each arm × seed's jobs over the budgets, smallest budget first, with their resolved configs."""
+Family = tuple[str, int, float | None, float]  # arm, seed, swept rate (or None), the rate it trains at
+
+
+def family(j: Job) -> Family:
+    return j.arm, j.seed, j.lr, j.cfg.train.lr
+
+
+def families(plan: list[Node]) -> dict[Family, list[tuple[Job, RunConfig]]]:
+    """Each arm × seed's jobs over the budgets, smallest budget first, with their resolved configs — one family per
+    rate where the arm's rate differs by budget (a choice that moved at the pilot's check)."""
     by_path = {str(j.config_path): j for _, _, jobs in plan for j in jobs}
-    out: dict[tuple[str, int, float | None], list[tuple[Job, RunConfig]]] = {}
+    out: dict[Family, list[tuple[Job, RunConfig]]] = {}
     for _, _, jobs in plan:
         for j in jobs:
-            out.setdefault((j.arm, j.seed, j.lr), []).append((j, resolved(j, by_path)))
+            out.setdefault(family(j), []).append((j, resolved(j, by_path)))
     return out
 
 
-def trunk_of(family: list[tuple[Job, RunConfig]], out: Path) -> Job:
+def trunk_of(family: list[tuple[Job, RunConfig]], out: Path, by_rate: bool = False) -> Job:
     """The family's trunk: its largest budget's config, stopped at that budget's decay start and checkpointed at
-    every other budget's."""
+    every other budget's; named by its rate too (`by_rate`) where the arm has a trunk per rate."""
     largest, cfg = family[-1]
     per_step = tokens_per_step(cfg)
     starts = [decay_start_step(c) for _, c in family]
@@ -68,7 +76,7 @@ def trunk_of(family: list[tuple[Job, RunConfig]], out: Path) -> Job:
         stop_tokens=starts[-1] * per_step,
         checkpoint_tokens=sorted({s * per_step for s in starts[:-1]}),
     )
-    name = job_name(largest.arm, largest.seed, largest.lr)
+    name = job_name(largest.arm, largest.seed, largest.lr if not by_rate else largest.cfg.train.lr)
     root = out / TRUNKS
     return Job(
         largest.arm,
@@ -86,10 +94,11 @@ def trunk_of(family: list[tuple[Job, RunConfig]], out: Path) -> Job:
 def branched(plan: list[Node], out: Path) -> tuple[list[Node], list[Job]]:
     """The ladder's nodes with every job made a branch of its family's trunk, and the trunks."""
     trunks, branch_of = [], {}
-    for family in families(plan).values():
-        trunk = trunk_of(family, out)
+    fams = families(plan)
+    for key, members in fams.items():
+        trunk = trunk_of(members, out, by_rate=sum(1 for k in fams if k[:3] == key[:3]) > 1)
         trunks.append(trunk)
-        for job, cfg in family:
+        for job, cfg in members:
             step = decay_start_step(cfg)
             init = str(trunk.run_dir / "checkpoints" / f"step_{step:08d}")
             train = dataclasses.replace(job.cfg.train, init_from=init)
@@ -113,9 +122,7 @@ def write_trunks(trunks: list[Job], out: Path) -> None:
 
 def without_failed_trunks(jobs: list[Job], trunks: list[Job], status: dict[str, str]) -> tuple[list[Job], dict]:
     """The branches whose trunk reached its stop, and {branch: why not launched} for the others."""
-    failed = {(t.arm, t.seed, t.lr): status[t.name] for t in trunks if status.get(t.name, "ok") != "ok"}
-    keep = [j for j in jobs if (j.arm, j.seed, j.lr) not in failed]
-    blocked = {
-        j.name: f"not launched: its trunk failed ({failed[(j.arm, j.seed, j.lr)]})" for j in jobs if j not in keep
-    }
+    failed = {family(t): status[t.name] for t in trunks if status.get(t.name, "ok") != "ok"}
+    keep = [j for j in jobs if family(j) not in failed]
+    blocked = {j.name: f"not launched: its trunk failed ({failed[family(j)]})" for j in jobs if family(j) in failed}
     return keep, blocked

@@ -94,6 +94,11 @@ class LrPilotConfig:
     """Rounds the pilot may add to its grid (0 = none): after each round, every piloted arm whose chosen rate is the
     highest (lowest) rate it tried gets one more rate beyond it, a grid step further (the ratio of the grid's two
     rates at that edge), in a round of its own (pilot/extend-<k>/); it stops when every choice is interior."""
+    check: bool = True
+    """In a budget ladder: a second pilot point at the ladder's middle fitted budget (pilot/check/, the pilot's first
+    seed, the ladder's own recipe at that budget), where every piloted arm runs its chosen rate and the rate next to
+    it on either side. The report says per arm whether the choice held there; where it moved, each budget trains at
+    the choice of the pilot point nearest to it (in log budget)."""
     overrides: list[str] = field(default_factory=list)
     """Run overrides of the pilot's runs only, after the study's: measurements it does not need (diagnostics,
     learning curves) can be turned off, since they never change training; anything that does change training

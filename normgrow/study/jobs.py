@@ -20,6 +20,7 @@ results.csv row).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -211,10 +212,15 @@ def _sub_plan(sub: StudyConfig, root: Path, label: str, what: str) -> tuple[Stud
         raise ConfigError(f"{what} {label}: {e}") from None
 
 
-def ladder_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:
-    """A budget ladder's rungs: each budget's study (the ladder's at that absolute budget scale), directory
-    budgets/<label>/ and jobs."""
-    return [_sub_plan(rung_study(study, p), out / "budgets", p.label, "budget") for p in ladder_points(study.budgets)]
+def ladder_plan(
+    study: StudyConfig, out: Path, at: Callable[[float], StudyConfig] | None = None
+) -> list[tuple[StudyConfig, Path, list[Job]]]:
+    """A budget ladder's rungs: each budget's study (the ladder's at that absolute budget scale; `at(budget)`: the
+    ladder's study for that budget, where its arms' rates differ by budget), directory budgets/<label>/ and jobs."""
+    return [
+        _sub_plan(rung_study(at(p.coords[0]) if at else study, p), out / "budgets", p.label, "budget")
+        for p in ladder_points(study.budgets)
+    ]
 
 
 def extends_ladder(old: StudyConfig, new: StudyConfig, differ: list[str]) -> bool:

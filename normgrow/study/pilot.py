@@ -307,3 +307,119 @@ def choice_lines(choice: dict | None) -> list[str]:
             f"for {src}."
         )
     return L + [""] + (notes + [""] if notes else [])
+
+
+# ----------------------------------------------------------------------------- the second pilot point (a ladder's)
+
+CHECK_DIR = f"{PILOT_DIR}/check"
+
+
+def check_budget(study: StudyConfig) -> float:
+    """Where a ladder's choice is checked: its middle fitted budget (the held-out one left out)."""
+    fitted = [b for b in study.budgets if b != study.holdout]
+    return fitted[len(fitted) // 2]
+
+
+def neighbours(study: StudyConfig, c: dict) -> list[float]:
+    """The chosen rate and the rate next to it on either side among those its pilot tried (every round's), or beyond
+    an edge a grid step further (as `beyond_edges` steps)."""
+    tried, chosen = sorted(r["lr"] for r in c["rates"]), c["chosen"]
+    grid = sorted(study.lr_pilot.lrs)
+    i = tried.index(chosen)
+    lo = tried[i - 1] if i > 0 else float(f"{chosen * grid[0] / grid[1]:.6g}")
+    hi = tried[i + 1] if i + 1 < len(tried) else float(f"{chosen * grid[-1] / grid[-2]:.6g}")
+    return [lo, chosen, hi]
+
+
+def check_study(study: StudyConfig, choice: dict) -> StudyConfig:
+    """The second pilot point: every piloted arm that has a rate, at its chosen rate and its two neighbours, at the
+    ladder's middle budget under the ladder's own recipe, on the pilot's first seed."""
+    base = pilot_study(study)
+    arms = {
+        arm: dataclasses.replace(a, lrs=neighbours(study, choice["arms"][arm]))
+        for arm, a in base.arms.items()
+        if choice["arms"][arm]["chosen"] is not None
+    }
+    return dataclasses.replace(
+        base,
+        name=f"{study.name}-pilot-check",
+        budget_scale=check_budget(study),
+        seeds=[study.lr_pilot.seeds[0]],
+        arms=arms,
+        ladder_base=study.budgets[0] if study.ladder != "rungs" else None,
+    )
+
+
+def with_check(study: StudyConfig, choice: dict, sub: StudyConfig, records: list[RunRecord]) -> dict:
+    """The choice with the check's outcome: per piloted arm its select/ce at the three rates, the best of them and
+    whether it is the pilot's choice (None: a check run did not finish); every arm reads its piloted arm's."""
+    _, selection = select_lrs(sub, records)
+    out = json.loads(json.dumps(choice))
+    out["check"] = {"dir": CHECK_DIR, "budget_scale": sub.budget_scale, "seeds": list(sub.seeds)}
+    for c in out["arms"].values():
+        sel = selection.get(c["piloted_as"])
+        if sel is None:
+            c["check"] = None
+            continue
+        rates = [{"lr": lr, "select_ce": v["mean"]} for lr, v in sorted(sel["lrs"].items())]
+        complete = all(r["select_ce"] is not None for r in rates)
+        best = sel["chosen"] if complete else None
+        c["check"] = {"rates": rates, "chosen": best, "held": None if best is None else best == c["chosen"]}
+    return out
+
+
+def choice_at(choice: dict, budget: float) -> dict:
+    """The rates a ladder's budget trains at: per arm the choice of the pilot point nearest in log budget — the pilot's
+    own, or, for an arm whose choice moved at the check, the check's where the check's budget is nearer."""
+    check = choice.get("check")
+    if not check:
+        return choice
+    out = json.loads(json.dumps(choice))
+    near_check = abs(math.log(budget / check["budget_scale"])) < abs(math.log(budget / choice["pilot"]["budget_scale"]))
+    for c in out["arms"].values():
+        moved = c.get("check") and c["check"]["held"] is False
+        if moved and near_check:
+            c["chosen"], c["edge"] = c["check"]["chosen"], None
+    return out
+
+
+def moved(choice: dict) -> list[str]:
+    """The arms whose choice moved at the check."""
+    return [arm for arm, c in choice["arms"].items() if c.get("check") and c["check"]["held"] is False]
+
+
+def check_lines(choice: dict | None, budgets: list[float]) -> list[str]:
+    """The ladder report's section on the second pilot point: per arm the three rates' select/ce there, whether the
+    choice held, and the rate each budget trains at."""
+    check = (choice or {}).get("check")
+    if not choice or not check:
+        return []
+    p1, m = choice["pilot"]["budget_scale"], check["budget_scale"]
+    L = [
+        "## Do the learning rates hold across budgets?",
+        "",
+        f"The pilot chose at budget {p1:g}; a second pilot point at budget {m:g} (`{check['dir']}/`, seed "
+        f"{', '.join(map(str, check['seeds']))}) ran each piloted arm at its chosen rate and the rate next to it on "
+        "either side (select/ce, nats/token). Where the best of the three differs, the choice moved, and each budget "
+        "trains at the choice of the pilot point nearest to it in log budget.",
+        "",
+        f"| arm | rates at {m:g} | select/ce at {m:g} | best at {m:g} | held | rate per budget |",
+        "|---|---|---|---|---|---|",
+    ]
+    notes: list[str] = []
+    for arm, c in choice["arms"].items():
+        k = c.get("check")
+        if not k:
+            L.append(f"| {arm} | — | — | — | not checked | {c['chosen']} |")
+            continue
+        rates = ", ".join(f"{r['lr']:g}" for r in k["rates"])
+        ces = ", ".join("—" if r["select_ce"] is None else f"{r['select_ce']:.4f}" for r in k["rates"])
+        held = "undetermined (a check run did not finish)" if k["held"] is None else "yes" if k["held"] else "**no**"
+        per = ", ".join(f"{b:g}: {choice_at(choice, b)['arms'][arm]['chosen']:g}" for b in budgets)
+        best = "—" if k["chosen"] is None else f"{k['chosen']:g}"
+        L.append(f"| {arm} | {rates} | {ces} | {best} | {held} | {per} |")
+        if k["held"] is False and k["chosen"] in (k["rates"][0]["lr"], k["rates"][-1]["lr"]):
+            notes.append(
+                f"- `{arm}`: its best rate at budget {m:g} is an edge of the three: a better one may lie beyond."
+            )
+    return L + [""] + (notes + [""] if notes else [])

@@ -28,17 +28,19 @@ from pathlib import Path
 from normgrow import dtypes, speed
 from normgrow.config import RunConfig
 from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
-from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, planned_totals
+from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, step_cost
 from normgrow.data import cache_root
 from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.hardware import cpu_info, recorded_gpu_rate
 from normgrow.schema import read_yaml
+from normgrow.study.branches import branched
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.contrasts import contrast
-from normgrow.study.jobs import plan_jobs, sweep_plan, write_study_dir
-from normgrow.study.pilot import PILOT_DIR, pilot_study
+from normgrow.study.jobs import Job, plan_jobs, sweep_plan, write_study_dir
+from normgrow.study.pilot import CHECK_DIR, PILOT_DIR, check_study, pilot_study
 from normgrow.study.record import read_results
+from normgrow.study.sections import budget_label
 from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
 from normgrow.study.verdicts import study_roles
 
@@ -53,17 +55,39 @@ class JobPlan:
     student_flops: float
     teacher_flops: float
     memory: dict  # term → bytes per device
-    phase: str = "main"  # "pilot": a learning-rate pilot's run, finished before the main runs start
+    phase: str = "main"  # launched in this order, each phase once the one before has finished: "pilot" (the
+    # learning-rate pilot, its rounds and check), "trunk" (a branch ladder's trunks), "main", "held" (the held-out
+    # budget's runs, after the prediction)
+    start: int = 0  # a decay branch: the trunk's step it starts from
+    stop: int = 0  # a trunk: the step it stops at (0: the run's end)
 
 
-def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False) -> JobPlan:
+PHASES = ("pilot", "trunk", "main", "held")
+
+
+def window_steps(plans: list, start: int, stop: int) -> list[int]:
+    """Per stage, its steps within start + 1 … stop (stop 0: the run's end)."""
+    out, before = [], 0
+    stop = stop or sum(p.steps for p in plans)
+    for p in plans:
+        out.append(max(0, min(before + p.steps, stop) - max(before, start)))
+        before += p.steps
+    return out
+
+
+def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False, start: int = 0, stop: int = 0) -> JobPlan:
+    """What a job trains and holds: its tokens and FLOPs (a branch's from `start`, a trunk's up to `stop`), memory."""
     cfg = with_vocab(cfg)
     plans = plan_stages(cfg)
     if cfg.data.train_pool_sequences:  # the pool's size is the config's (the whole split's is known once it is read)
         check_pool_repeats(cfg, cfg.data.train_pool_sequences, plans)
-    totals = planned_totals(cfg, plans)
+    totals = {"tokens": 0.0, "flops": 0.0}
+    for p, n in zip(plans, window_steps(plans, start, stop), strict=True):
+        cost = step_cost(cfg, p)
+        totals = {k: totals[k] + cost[k] * n for k in totals}
     teacher = float(teacher_flops_per_token(cfg) * totals["tokens"])
-    return JobPlan(name, world, int(totals["tokens"]), totals["flops"], teacher, job_memory(cfg, world, fsdp))
+    memory = job_memory(cfg, world, fsdp)
+    return JobPlan(name, world, int(totals["tokens"]), totals["flops"], teacher, memory, start=start, stop=stop)
 
 
 def cache_bytes_per_token(cfg: RunConfig) -> int:
@@ -199,28 +223,47 @@ def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []
     with tempfile.TemporaryDirectory() as tmp:
+        phased: list[tuple[str, Job]] = []
+        if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
+            for sub, sub_dir in pilot_studies(study, Path(tmp)):
+                sub_jobs = plan_jobs(sub, sub_dir)
+                write_study_dir(sub, sub_jobs, sub_dir)
+                phased += [("pilot", j) for j in sub_jobs]
         if study.sweep.axes or study.budgets:
             groups = sweep_plan(study, Path(tmp))
             for sub, sub_dir, jobs in groups:
                 write_study_dir(sub, jobs, sub_dir)
-            jobs = [j for _, _, js in groups for j in js]
+            trunks: list[Job] = []
+            if study.budgets and study.ladder == "branches":
+                groups, trunks = branched(groups, Path(tmp))
+            held = budget_label(study.holdout) if study.holdout is not None else None
+            phased += [("trunk", j) for j in trunks]
+            phased += [("held" if j.point == held else "main", j) for _, _, js in groups for j in js]
         else:
             jobs = plan_jobs(study, Path(tmp))
             write_study_dir(study, jobs, Path(tmp))
-        pilot_jobs = []
-        if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
-            pilot = pilot_study(study)
-            pilot_jobs = plan_jobs(pilot, Path(tmp) / PILOT_DIR)
-            write_study_dir(pilot, pilot_jobs, Path(tmp) / PILOT_DIR)
-        for i, job in enumerate([*pilot_jobs, *jobs]):
+            phased += [("main", j) for j in jobs]
+        for phase, job in phased:
             cfg = match_budget(with_vocab(job.cfg))[0]
             try:
-                plans.append(job_plan(job.name, cfg, world, fsdp))
-                plans[-1].phase = "pilot" if i < len(pilot_jobs) else "main"
+                plans.append(job_plan(job.name, cfg, world, fsdp, job.start_step, job.stop_step))
+                plans[-1].phase = phase
             except ConfigError as e:  # a run refused at planning (data.max_pool_repeats): name the job
                 raise ConfigError(f"{job.name}: {e}") from None
             cfgs.append(cfg)
     return plans, cfgs
+
+
+def pilot_studies(study: StudyConfig, tmp: Path) -> list[tuple[StudyConfig, Path]]:
+    """The pilot's studies whose runs are known before it runs: its first round, and a ladder's check (at placeholder
+    rates: a rate changes no budget). Extension rounds follow from the pilot's outcome and are not priced."""
+    out = [(pilot_study(study), tmp / PILOT_DIR)]
+    if study.budgets and study.lr_pilot.check:
+        grid = sorted(study.lr_pilot.lrs)
+        rates = [{"lr": lr} for lr in grid]
+        placeholder = {"arms": {arm: {"chosen": grid[len(grid) // 2], "rates": rates} for arm in study.arms}}
+        out.append((check_study(study, placeholder), tmp / CHECK_DIR))
+    return out
 
 
 def is_study(name: str) -> bool:
@@ -346,22 +389,27 @@ def _probe_lines(records: list[dict]) -> list[str]:
 
 def _prediction_lines(jobs: list[JobPlan], cfgs: list[RunConfig], records: list[dict], parallel: int) -> list[str]:
     """Each arm's predicted run time and the study's wall time (the pilot first, then the runs)."""
-    per_job = [speed.predict_run(c, plan_stages(c), r) for c, r in zip(cfgs, records, strict=True)]
-    pilot = [p["total_s"] for j, p in zip(jobs, per_job, strict=True) if j.phase == "pilot"]
-    main = [p["total_s"] for j, p in zip(jobs, per_job, strict=True) if j.phase == "main"]
+    per_job = [
+        speed.predict_run(c, plan_stages(c), r, j.start, j.stop)["total_s"]
+        for j, c, r in zip(jobs, cfgs, records, strict=True)
+    ]
+    by_phase = {ph: [s for j, s in zip(jobs, per_job, strict=True) if j.phase == ph] for ph in PHASES}
+    pilot, trunks = by_phase["pilot"], by_phase["trunk"]
     by_arm: dict[str, list[float]] = {}
-    for j, p in zip(jobs, per_job, strict=True):
-        if j.phase == "main":
-            by_arm.setdefault(j.name.rsplit("-s", 1)[0], []).append(p["total_s"])
+    for j, sec in zip(jobs, per_job, strict=True):
+        if j.phase in ("main", "held"):
+            by_arm.setdefault(j.name.rsplit("-s", 1)[0], []).append(sec)
     runs = [
         *([f"pilot {min(pilot):,.0f}–{max(pilot):,.0f} s ({len(pilot)} runs)"] if pilot else []),
+        *([f"trunks {min(trunks):,.0f}–{max(trunks):,.0f} s ({len(trunks)})"] if trunks else []),
         *(f"{arm} {sum(v) / len(v):,.0f} s" for arm, v in by_arm.items()),
     ]
-    wall_pilot, wall_main = speed.schedule(pilot, parallel) if pilot else 0.0, speed.schedule(main, parallel)
+    wall = {ph: speed.schedule(v, parallel) if v else 0.0 for ph, v in by_phase.items()}  # phase after phase
+    parts = [f"{ph} {wall[ph] / 60:,.1f} min" for ph in PHASES if by_phase[ph]]
     return [
         "  per run (mean over the arm's runs): " + "; ".join(runs),
-        f"  predicted wall time: {(wall_pilot + wall_main) / 60:,.1f} min"
-        + (f" (pilot {wall_pilot / 60:,.1f} min, then the runs {wall_main / 60:,.1f} min)" if pilot else "")
+        f"  predicted wall time: {sum(wall.values()) / 60:,.1f} min"
+        + (f" ({', then '.join(parts)})" if len(parts) > 1 else "")
         + "; the teacher and its cache, when not built yet, come on top",
     ]
 

@@ -41,6 +41,7 @@ from normgrow.study.jobs import (
     Job,
     check_runs_unchanged,
     claim_study_dir,
+    ladder_plan,
     plan_jobs,
     sweep_plan,
     write_study_dir,
@@ -50,14 +51,19 @@ from normgrow.study.ladder import restricted
 from normgrow.study.launch import launch, threads_per_job
 from normgrow.study.limits import curves_of, write_prediction
 from normgrow.study.pilot import (
+    CHECK_DIR,
     NOT_LAUNCHED,
     PILOT_DIR,
     beyond_edges,
+    check_study,
+    choice_at,
     choose_rates,
     extension_study,
+    moved,
     pilot_study,
     piloted_jobs,
     round_dir,
+    with_check,
     with_rates,
     write_choice,
 )
@@ -180,6 +186,8 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
     if study.sweep.axes or study.budgets:
         rated = rated_study(study, choice) if choice is not None else study
         plan = sweep_plan(rated, out)
+        if choice is not None and moved(choice):  # per budget, the rates of the nearest pilot point
+            plan = ladder_plan(study, out, lambda b: rated_study(study, choice_at(choice, b)))
         status = mode.sweep(rated, plan, out, write_own=choice is None)
         return summarize_sweep(rated, plan, status, out, mode.log, lr_choice=choice)
     jobs, blocked = piloted_jobs(study, out, choice) if choice is not None else (plan_jobs(study, out), {})
@@ -219,11 +227,24 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
         for arm, lr in more.items():
             extra.setdefault(arm, []).append(lr)
     choice = choose_rates(study, _pilot_records(out, study.lr_pilot.extend), extra)
+    if study.budgets and study.lr_pilot.check and mode.has_round(out / CHECK_DIR):
+        sub = check_study(study, choice)
+        mode.log(f"pilot check at budget {sub.budget_scale:g}: the chosen rates and their neighbours")
+        _sub(sub, out / CHECK_DIR, mode)
+        choice = with_check(study, choice, sub, _records(out / CHECK_DIR))
+        for arm in moved(choice):
+            mode.log(
+                f"learning rate of {arm} moved at budget {sub.budget_scale:g}: {choice['arms'][arm]['check']['chosen']:g}"
+            )
     write_choice(out, choice)
     for arm, c in choice["arms"].items():
         rate = f"{c['chosen']:g} (pilot of {c['piloted_as']})" if c["chosen"] is not None else None
         mode.log(f"learning rate of {arm}: " + (rate or "none: its pilot finished no rate, its runs are not launched"))
     return choice
+
+
+def _records(sub_dir: Path) -> list[RunRecord]:
+    return read_results(sub_dir / "results.csv", runs=False) if (sub_dir / "results.csv").is_file() else []
 
 
 def _pilot_records(out: Path, last: int) -> list[RunRecord]:

@@ -28,6 +28,7 @@ from normgrow.study.limits import (
     limits_lines,
 )
 from normgrow.study.measures import Measures
+from normgrow.study.pilot import check_lines, choice_at
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
 from normgrow.study.report import claims_section, collapsed_arms, dose_section, headline, write_report
@@ -101,7 +102,8 @@ def summarize_sweep(
     subs: list[Sub] = []
     rows, keys, root = [], axis_keys(study), sub_root(study)
     for (sub, sub_dir, jobs), p in zip(plan, sub_points(study), strict=True):
-        done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir, lr_choice)
+        at = choice_at(lr_choice, sub.budget_scale) if lr_choice and study.budgets else lr_choice
+        done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir, at)
         subs.append((p, sub, jobs, done))
         axes = dict(zip(keys, p.coords, strict=True))
         rows += [
@@ -110,6 +112,8 @@ def summarize_sweep(
     write_results(rows, out / "results.csv", fields=["point", *keys, *FIELDS])
     if study.budgets:
         lines, heads = _ladder_report(study, subs, out, plots)
+        at_end = lines.index("## Reproduce") if "## Reproduce" in lines else len(lines)
+        lines[at_end:at_end] = check_lines(lr_choice, study.budgets)
     else:
         lines, heads = _sweep_report(study, subs, out, plots)
     atomic.write_text(out / "report.md", "\n".join(lines) + "\n")

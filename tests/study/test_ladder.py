@@ -267,6 +267,27 @@ def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_t
         for label in ("b0.5", "b1"):  # every budget trains at it
             assert load_config(str(out / "budgets" / label / "configs" / f"{arm}-s0.yaml")).train.lr == best
     assert load_study(str(out / "study.yaml")).lr_pilot.lrs == [1e-4, 3e-3]  # the study as written
+    # the second pilot point: the ladder's middle fitted budget (1), the pilot's seed, each arm at its chosen rate and
+    # the tried rate next to it on either side — a grid step (× 30) beyond the edge where the choice is an edge
+    check = results(out / "pilot" / "check")
+    assert choice["check"]["budget_scale"] == 1.0 and {r["seed"] for r in check} == {"0"}
+    for arm in ("pre", "post"):
+        c = choice["arms"][arm]
+        rates = sorted(float(r["lr"]) for r in check if r["arm"] == arm)
+        lo, hi = (1e-4 / 30, 3e-3) if c["chosen"] == 1e-4 else (1e-4, 3e-3 * 30)
+        assert rates == pytest.approx(sorted([lo, c["chosen"], hi]))
+        scores = {
+            float(r["lr"]): json.loads((out / "pilot" / "check" / r["run_dir"] / "summary.json").read_text())["select"][
+                "select/ce"
+            ]
+            for r in check
+            if r["arm"] == arm and r["status"] == "ok"
+        }
+        if len(scores) == 3:  # every check run finished: held is whether the best of the three is the choice
+            assert c["check"]["held"] == (min(scores, key=scores.get) == c["chosen"])
+        else:
+            assert c["check"]["held"] is None
+    assert "## Do the learning rates hold across budgets?" in (out / "report.md").read_text()
     again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]").stdout
     assert (
         again.count("4 of 4 runs already finished: skipped") == 2
@@ -361,3 +382,33 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
     cosine = cli("study", spec, "-o", tmp_path / "c", *over, "ladder=branches", "train.schedule=cosine", check=False)
     assert cosine.returncode == 2
     assert "ladder: needs train.schedule=wsd (got cosine)" in cosine.stderr.strip().splitlines()[-1]
+
+
+def test_a_moved_rate_trains_each_budget_at_the_nearest_pilot_points_choice(tmp_path):
+    """The rule registered before the runs (LOG, session 17): where the check moved an arm's choice, each budget trains
+    at the choice of the pilot point nearest to it in log budget; an arm whose choice held keeps it everywhere."""
+    from normgrow.study.jobs import ladder_plan
+    from normgrow.study.pilot import choice_at, moved
+    from normgrow.study.runner import rated_study
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: lad\nbase: tiny\narms: {a: {}, b: {}}\nbudget_scale: 1\n")
+    study = load_study(str(path), ["budgets=[0.25, 0.5, 1, 2, 4]"])
+
+    def arm(chosen, check_best):
+        return {"chosen": chosen, "edge": None, "check": {"chosen": check_best, "held": check_best == chosen}}
+
+    # the pilot at budget 0.5, its check at budget 1 (log midpoint 0.707): 0.25 and 0.5 are nearer the pilot
+    choice = {
+        "pilot": {"budget_scale": 0.5},
+        "check": {"budget_scale": 1.0},
+        "arms": {"a": arm(4e-3, 2e-3), "b": arm(8e-3, 8e-3)},
+    }
+    assert moved(choice) == ["a"]
+    plan = ladder_plan(study, tmp_path / "out", lambda b: rated_study(study, choice_at(choice, b)))
+    rates = {(j.point, j.arm): j.cfg.train.lr for _, _, jobs in plan for j in jobs}
+    assert [rates[(f"b{b:g}", "a")] for b in (0.25, 0.5, 1, 2, 4)] == [4e-3, 4e-3, 2e-3, 2e-3, 2e-3]
+    assert {rates[(f"b{b:g}", "b")] for b in (0.25, 0.5, 1, 2, 4)} == {8e-3}
+    # a check whose run did not finish (held undetermined) moves nothing
+    choice["arms"]["a"]["check"] = {"chosen": None, "held": None}
+    assert moved(choice) == [] and choice_at(choice, 4.0)["arms"]["a"]["chosen"] == 4e-3
