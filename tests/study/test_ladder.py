@@ -264,8 +264,8 @@ def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_t
         }
         best = min(scores, key=scores.get)
         assert choice["arms"][arm]["chosen"] == best
-        for label in ("b0.5", "b1"):  # every budget trains at it
-            assert load_config(str(out / "budgets" / label / "configs" / f"{arm}-s0.yaml")).train.lr == best
+        # the budget of the pilot (0.5) trains at its choice (budget 1's rate: below, from the check)
+        assert load_config(str(out / "budgets" / "b0.5" / "configs" / f"{arm}-s0.yaml")).train.lr == best
     assert load_study(str(out / "study.yaml")).lr_pilot.lrs == [1e-4, 3e-3]  # the study as written
     # the second pilot point: the ladder's middle fitted budget (1), the pilot's seed, each arm at its chosen rate and
     # the tried rate next to it on either side — a grid step (× 30) beyond the edge where the choice is an edge
@@ -284,9 +284,13 @@ def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_t
             if r["arm"] == arm and r["status"] == "ok"
         }
         if len(scores) == 3:  # every check run finished: held is whether the best of the three is the choice
-            assert c["check"]["held"] == (min(scores, key=scores.get) == c["chosen"])
+            there = min(scores, key=scores.get)
+            assert c["check"]["held"] == (there == c["chosen"])
         else:
+            there = c["chosen"]
             assert c["check"]["held"] is None
+        # budget 1 is the check's own: it trains at the best rate there (the pilot's choice where it held)
+        assert load_config(str(out / "budgets" / "b1" / "configs" / f"{arm}-s0.yaml")).train.lr == there
     assert "## Do the learning rates hold across budgets?" in (out / "report.md").read_text()
     again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]").stdout
     assert (

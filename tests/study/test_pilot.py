@@ -371,3 +371,13 @@ def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
     )
     out = cli("plan", spec, "--no-measure").stdout
     assert "10 run(s), 40,960 training tokens in all" in out
+
+
+def test_the_default_studys_pilot_extends_and_can_be_turned_off():
+    """The default study widens its pilot (lr_pilot.extend: 2, the rule of LOG session 17); `lr_pilot.lrs=[]` still
+    turns the pilot off (an extension of no grid is moot, not an error)."""
+    from normgrow.study.config import load_study
+
+    assert load_study("default").lr_pilot.extend == 2
+    off = load_study("default", ["lr_pilot.lrs=[]"])
+    assert off.lr_pilot.lrs == []

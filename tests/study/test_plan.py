@@ -210,3 +210,32 @@ def test_a_gpu_smoke_record_is_read_back_for_its_kind_of_gpu(tmp_path):
     assert recorded_gpu_rate(tmp_path, "NVIDIA A100-SXM4-80GB") is None
     path.write_text("{cut")
     assert recorded_gpu_rate(tmp_path, "NVIDIA H200") is None
+
+
+def test_plan_of_a_branch_ladder_counts_each_trunk_once_and_each_branch_from_its_start(tmp_path):
+    """A branch ladder's plan: per arm × seed one trunk to the largest budget's decay start, then every budget's
+    branch from its own decay start — tokens by hand from the recipe (tiny: 256 tokens per step, one stage of 20,000
+    tokens at budget 1, decay over the last 20%)."""
+    from normgrow.study.config import load_study
+    from normgrow.study.plan import study_plan
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: lad\nbase: tiny\narms: {a: {}}\nseeds: [0, 1]\n")
+    study = load_study(str(path), ["budgets=[0.5, 1, 2]", "ladder=branches", "train.schedule=wsd"])
+    plans, _ = study_plan(study, None, False)
+    steps = {0.5: round(10000 / 256), 1: round(20000 / 256), 2: round(40000 / 256)}  # 39, 78, 156
+    starts = {b: int(0.8 * n * 256) // 256 for b, n in steps.items()}  # 31, 62, 124
+    trunks = [p for p in plans if p.phase == "trunk"]
+    assert [(p.name, p.tokens, p.stop) for p in trunks] == [
+        (f"trunks/a-s{s}", starts[2] * 256, starts[2]) for s in (0, 1)
+    ]
+    branches = {p.name: p for p in plans if p.phase == "main"}
+    for b, label in ((0.5, "b0.5"), (1, "b1"), (2, "b2")):
+        p = branches[f"{label}/a-s0"]
+        assert (p.start, p.tokens) == (starts[b], (steps[b] - starts[b]) * 256)
+    # against training every budget from step 0: B_max(1 − f) + f·Σ B_i of Σ B_i, to the step
+    direct, _ = study_plan(
+        load_study(str(path), ["budgets=[0.5, 1, 2]", "ladder=direct", "train.schedule=wsd"]), None, False
+    )
+    assert sum(p.tokens for p in direct) == 2 * 256 * sum(steps.values())
+    assert sum(p.tokens for p in plans) == 2 * 256 * (starts[2] + sum(n - starts[b] for b, n in steps.items()))
