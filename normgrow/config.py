@@ -262,14 +262,11 @@ class TrainConfig:
     keep_checkpoints: int = setting(2, key=False)
     """Keep this many most recent checkpoints."""
     checkpoint_tokens: list[int] = setting(factory=list, key=False, before=[])
-    """Also checkpoint, and keep, the step ending at each of these token counts (multiples of the tokens per step):
-    a budget ladder's trunk keeps every branch's decay start (branch.py)."""
+    """Also checkpoint, and keep, the steps ending at these token counts (a ladder's trunk: its branches' starts)."""
     stop_tokens: int = setting(0, key=False, before=0)
-    """Stop, checkpointed and without a summary, once this many tokens are trained (a multiple of the tokens per
-    step, before the run's end; 0 = train to the end): a budget ladder's trunk, shared by its decay branches."""
+    """Stop after this many tokens, checkpointed, without a summary (0 = train to the end): a ladder's trunk."""
     init_from: str | None = setting(None, key=False, resume=True, before=None)
-    """Start from this checkpoint of another run (…/checkpoints/step_N) instead of from step 0: a decay branch, which
-    must be that run's recipe at another budget and start no later than either run's decay (branch.py)."""
+    """Start from this checkpoint of another run (…/checkpoints/step_N), not step 0: a decay branch (branch.py)."""
     loggers: list[str] = setting(factory=list, key=False)
     """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise)."""
 

@@ -378,6 +378,9 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
     assert [r["val_ce"] for r in results(branches)] == [r["val_ce"] for r in results(direct)]
     report = (branches / "report.md").read_text()
     assert "continued training at full depth" in report and "`ladder: branches`" in report
+    (branches / "report.md").unlink()  # rebuilt from disk, trunks and all
+    cli("report", branches)
+    assert (branches / "report.md").read_text() == report
     again = cli("study", spec, "-o", branches, *over, "ladder=branches")
     assert "3 of 3 runs already finished" in again.stdout + again.stderr  # the trunks
     assert "9 of 9 runs already finished" in again.stdout + again.stderr
