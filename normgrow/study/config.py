@@ -301,7 +301,11 @@ def validate_pilot(s: StudyConfig) -> None:
         "two or more, or none (then every arm trains at its own train.lr)",
     )
     need(0 <= p.extend <= 8, "lr_pilot.extend", f"must be between 0 and 8 rounds, got {p.extend}")
-    need(not p.extend or not p.lrs or len(p.lrs) >= 2, "lr_pilot.extend", "extends a grid of at least two rates (lr_pilot.lrs)")
+    need(
+        not p.extend or not p.lrs or len(p.lrs) >= 2,
+        "lr_pilot.extend",
+        "extends a grid of at least two rates (lr_pilot.lrs)",
+    )
     need(
         0 < p.budget_scale <= 1,
         "lr_pilot.budget_scale",
