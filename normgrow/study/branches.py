@@ -88,6 +88,7 @@ def trunk_of(family: list[tuple[Job, RunConfig]], out: Path, by_rate: bool = Fal
         largest.lr,
         TRUNKS,
         stop_step=starts[-1],
+        label=name,  # unique where the arm has a trunk per rate: names key the launchers' bookkeeping
     )
 
 

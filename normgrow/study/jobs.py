@@ -49,10 +49,11 @@ class Job:
     point: str = ""  # the sweep point's (ladder budget's) label, for the jobs of a sweep study (ladder)
     start_step: int = 0  # a decay branch: the trunk's step it starts from (train.init_from)
     stop_step: int = 0  # a trunk: the step it stops at (train.stop_tokens); 0: it trains to its end
+    label: str = ""  # a name of its own (a branch ladder's trunk of one of an arm's rates); "": job_name's
 
     @property
     def name(self) -> str:
-        name = job_name(self.arm, self.seed, self.lr)
+        name = self.label or job_name(self.arm, self.seed, self.lr)
         return f"{self.point}/{name}" if self.point else name
 
     @property

@@ -435,8 +435,8 @@ DEFINITION = (
     "(δ = 0.001), from several starting points, E bounded in [0, the smallest observed L], α in [0, 4]; a fit whose E "
     "or α ends on a bound has no numbers. Intervals (95%) are the delete-one jackknife over seeds with a t quantile, "
     "a seed being the unit of every arm it runs (contrasts paired). E is where the curve goes as the budget grows "
-    "with every run trained to its budget from scratch (each budget its own rung): the limit of this training recipe, "
-    "not a property of the placement alone (rules: normgrow/study/fits.py, limits.py)."
+    'under this ladder\'s recipe ("Budgets", above: every stage scaled, or continued training at full depth): the '
+    "limit of that recipe, not a property of the placement alone (rules: normgrow/study/fits.py, limits.py)."
 )
 
 

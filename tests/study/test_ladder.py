@@ -416,6 +416,15 @@ def test_a_moved_rate_trains_each_budget_at_the_nearest_pilot_points_choice(tmp_
     rates = {(j.point, j.arm): j.cfg.train.lr for _, _, jobs in plan for j in jobs}
     assert [rates[(f"b{b:g}", "a")] for b in (0.25, 0.5, 1, 2, 4)] == [4e-3, 4e-3, 2e-3, 2e-3, 2e-3]
     assert {rates[(f"b{b:g}", "b")] for b in (0.25, 0.5, 1, 2, 4)} == {8e-3}
+    # in a branch ladder the moved arm has a trunk per rate, each named (and run) apart
+    from normgrow.study.branches import branched
+
+    wsd = load_study(str(path), ["budgets=[0.25, 0.5, 1, 2, 4]", "ladder=branches", "train.schedule=wsd"])
+    nodes = ladder_plan(wsd, tmp_path / "out", lambda b: rated_study(wsd, choice_at(choice, b)))
+    _, trunks = branched(nodes, tmp_path / "out")
+    names = sorted(t.name for t in trunks)
+    assert names == ["trunks/a-lr0.002-s0", "trunks/a-lr0.004-s0", "trunks/b-s0"]
+    assert len({t.run_dir for t in trunks}) == 3 and all(t.run_dir.name == t.name.split("/")[1] for t in trunks)
     # a check whose run did not finish (held undetermined) moves nothing
     choice["arms"]["a"]["check"] = {"chosen": None, "held": None}
     assert moved(choice) == [] and choice_at(choice, 4.0)["arms"]["a"]["chosen"] == 4e-3
