@@ -266,12 +266,13 @@ def choice_lines(choice: dict | None) -> list[str]:
     """The report's "Learning rates" section: per arm its rate, every rate's select/ce, the shared rate's regret."""
     if not choice:
         return []
-    lrs = choice["pilot"]["lrs"]
+    lrs = sorted({r["lr"] for c in choice["arms"].values() for r in c["rates"]} | set(choice["pilot"]["lrs"]))
     L = [
         "## Learning rates",
         "",
         "Per arm, the mean selection-set CE (`select/ce`, nats/token) of each pilot rate over the pilot's seeds; ✓ the "
-        "rate it trains at here. *From*: `pilot` (its own pilot arm), `twin X` (a matched arm takes the rate of its "
+        "rate it trains at here; — a rate its pilot did not try (an extending pilot adds rates beyond an edge per "
+        "arm). *From*: `pilot` (its own pilot arm), `twin X` (a matched arm takes the rate of its "
         "unmatched twin X) or `lr_from X` (an arm not piloted takes X's chosen rate: arms.<arm>.lr_from; an arrow "
         "follows X to the piloted arm whose rate it is). Regret = select/ce at the shared rate (the arm's train.lr without a pilot) − at the "
         "chosen rate, at the pilot's budget.",
@@ -284,7 +285,8 @@ def choice_lines(choice: dict | None) -> list[str]:
     notes = []
     for arm, c in choice["arms"].items():
         src = _source_cell(c)
-        cells = " | ".join(_cell(r, c["chosen"]) for r in c["rates"])
+        tried = {r["lr"]: r for r in c["rates"]}  # an extending pilot's arms tried some rates the others did not
+        cells = " | ".join(_cell(tried[lr], c["chosen"]) if lr in tried else "—" for lr in lrs)
         chosen = "—" if c["chosen"] is None else f"{c['chosen']:g}"
         regret = "—" if c["regret"] is None else f"{c['regret']:+.4f}"
         L.append(f"| {arm} | {src} | {cells} | {chosen} | {c['shared']:g} | {regret} |")

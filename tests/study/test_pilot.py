@@ -316,6 +316,17 @@ def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rat
     assert "already finished" in again.stdout and json.loads((out / "lr_choice.json").read_text()) == choice
     cli("report", out)
     assert json.loads((out / "lr_choice.json").read_text()) == choice
+    # the report's table has one column per rate any arm tried, each arm's ✓ under its own chosen rate
+    lines = (out / "report.md").read_text().split("## Learning rates")[1].splitlines()
+    table = [line for line in lines if line.startswith("| ")][:3]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    rates = sorted({lr for t in tried.values() for lr in t})
+    assert header[2 : 2 + len(rates)] == [f"lr {lr:g}" for lr in rates]
+    for row in table[1:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == len(header), row
+        c = choice["arms"][cells[0]]
+        assert "✓" in cells[2 + rates.index(min(rates, key=lambda r: abs(r - c["chosen"])))]
 
 
 def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(tiny_cache, tmp_path):
