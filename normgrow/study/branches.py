@@ -30,7 +30,7 @@ from normgrow.config import RunConfig, to_yaml
 from normgrow.costs import with_vocab
 from normgrow.curriculum import match_budget, planned_totals, tokens_per_step
 from normgrow.study.config import StudyConfig
-from normgrow.study.jobs import Job, check_runs_unchanged, job_name
+from normgrow.study.jobs import Job, job_name
 
 TRUNKS = "trunks"  # the ladder's directory of trunks
 
@@ -111,10 +111,10 @@ def branched(plan: list[Node], out: Path) -> tuple[list[Node], list[Job]]:
 
 
 def write_trunks(trunks: list[Job], out: Path) -> None:
-    """trunks/configs, runs, logs; trunks already trained must have been trained from today's configs."""
+    """trunks/configs, runs, logs (the caller has checked, with jobs.check_runs_unchanged, that trunks already
+    trained were trained from today's configs)."""
     if not trunks:
         return
-    check_runs_unchanged(trunks, out / TRUNKS)
     for sub in ("configs", "runs", "logs"):
         (out / TRUNKS / sub).mkdir(parents=True, exist_ok=True)
     for job in trunks:

@@ -266,7 +266,9 @@ def choice_lines(choice: dict | None) -> list[str]:
     """The report's "Learning rates" section: per arm its rate, every rate's select/ce, the shared rate's regret."""
     if not choice:
         return []
-    lrs = sorted({r["lr"] for c in choice["arms"].values() for r in c["rates"]} | set(choice["pilot"]["lrs"]))
+    grid = list(choice["pilot"]["lrs"])  # the grid as written, then the rates an extension added
+    extra = sorted({r["lr"] for c in choice["arms"].values() for r in c["rates"]} - set(grid))
+    lrs = sorted(grid + extra) if grid == sorted(grid) else grid + extra
     L = [
         "## Learning rates",
         "",

@@ -116,7 +116,7 @@ class Train:
         if study.holdout is None:
             return self._launch(jobs, study, out) | blocked
         held = [j for j in jobs if j.point == budget_label(study.holdout)]
-        status = self._launch([j for j in jobs if j not in held], study, out) | blocked
+        status = self._launch([j for j in jobs if j.point != budget_label(study.holdout)], study, out) | blocked
         fitted = [(sub.budget_scale, sub, js) for sub, _, js in plan if sub.budget_scale != study.holdout]
         self.log(predict_holdout(study, fitted, status, out, held))
         return status | self._launch(held, study, out)

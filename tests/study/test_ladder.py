@@ -333,7 +333,7 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
 def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_directly(tiny_cache, tmp_path):
     """`ladder: branches` (a trunk per arm × seed, each budget a decay branch) against `ladder: direct` (the same
     continued-training recipe, every budget from step 0): every run's events, final val/ce and weights the same, for a
-    joint arm, a grown arm and a joint arm matched per budget to the grown one."""
+    grown arm and a joint arm matched per budget to it (a joint arm unmatched is tests/test_branch.py's)."""
     from conftest import assert_same_run
     from normgrow import checkpoint
 
@@ -342,7 +342,6 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
         tiny_cache,
         {
             "grow": "{}",
-            "joint": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 5120}]"]}',
             "matched": '{overrides: ["curriculum.stages=[{n_layer: 2, tokens: 5120}]"], match: grow}',
         },
         seeds=(0,),
@@ -353,9 +352,9 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
     branches, direct = tmp_path / "branches", tmp_path / "direct"
     proc = cli("study", spec, "-o", branches, *over, "ladder=branches")
     cli("study", spec, "-o", direct, *over, "ladder=direct")
-    assert "3 trunks (one per arm × seed" in proc.stdout + proc.stderr
+    assert "2 trunks (one per arm × seed" in proc.stdout + proc.stderr
     assert not (direct / "trunks").exists()
-    for arm in ("grow", "joint", "matched"):
+    for arm in ("grow", "matched"):
         trunk = branches / "trunks" / "runs" / f"{arm}-s0"
         assert not (trunk / "summary.json").exists()  # a trunk never decays
         for label, tokens in (("b0.5", 2560), ("b1", 5120), ("b2", 10240)):
@@ -382,8 +381,8 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
     cli("report", branches)
     assert (branches / "report.md").read_text() == report
     again = cli("study", spec, "-o", branches, *over, "ladder=branches")
-    assert "3 of 3 runs already finished" in again.stdout + again.stderr  # the trunks
-    assert "9 of 9 runs already finished" in again.stdout + again.stderr
+    assert "2 of 2 runs already finished" in again.stdout + again.stderr  # the trunks
+    assert "6 of 6 runs already finished" in again.stdout + again.stderr
     longer = cli("study", spec, "-o", branches, "--no-progress", "budgets=[0.5,1,2,4]", "ladder=branches", check=False)
     assert longer.returncode == 2 and "trained with another definition" in longer.stderr
     cosine = cli("study", spec, "-o", tmp_path / "c", *over, "ladder=branches", "train.schedule=cosine", check=False)
