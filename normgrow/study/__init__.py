@@ -13,10 +13,12 @@ the claims' verdicts and a report — all rebuilt from the study directory alone
     contrasts.py  a study's numbers from its records: per arm, contrasts, the gap ratio, the phase-wise table
     verdicts.py   the verdict engine: claims, roles and settings as registries, verdicts, p-values, Holm
     paper.py      the paper's claims, registered on the engine;  mechanism.py  its mechanism claims' measures
-    pilot.py      the learning-rate pilot (lr_pilot): a short sub-study that chooses each arm's rate first
+    pilot.py      the learning-rate pilot (lr_pilot): a short sub-study that chooses each arm's rate first (and a
+                  ladder's check of it at its middle budget)
     report.py     report.md;  figures.py  its figures
     sweep.py      sweep axes and the sweep report;  compare.py  `report --against`
     ladder.py     budget ladders: each contrast's retention ratio between budgets and its label (also --against's)
+    branches.py   a ladder trained as trunks and decay branches (`ladder: branches`; the runs' side: branch.py)
     fits.py       L(B) = E + A·B^−α per arm, jackknife over seeds;  limits.py  the limit, the held-out prediction,
                   the claims at the limit (the paper's: paper_limits.py);  limit_figures.py  their figures
     regime.py     pre-registered regime checks (health, distance from the teacher, the mechanism's precondition)
