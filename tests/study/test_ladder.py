@@ -40,6 +40,25 @@ def test_bad_ladders_are_one_line_naming_budgets(tmp_path, over, needle):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        (["ladder=branches"], r"^ladder: 'branches' says how a budget ladder trains its budgets: set `budgets` too$"),
+        (["budgets=[0.5, 1]", "ladder_base=0.5"], r"^ladder_base: is written by a ladder into its budgets' studies"),
+        (
+            ["budgets=[0.5, 1]", "ladder=trunks"],
+            r"ladder: Invalid value 'trunks', expected one of \['rungs', 'branches'",
+        ),
+    ],
+)
+def test_bad_ladder_kinds_are_one_line(tmp_path, over, needle):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: bad\nbase: tiny\narms: {a: {}}\n")
+    with pytest.raises(ConfigError, match=needle) as e:
+        load_study(str(path), over)
+    assert "\n" not in str(e.value)
+
+
 def test_a_ladder_with_the_reference_among_its_budgets_loads(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("name: ok\nbase: tiny\narms: {a: {}}\nbudget_scale: 2\n")
