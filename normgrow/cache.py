@@ -41,7 +41,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from normgrow import atomic, dist
 from normgrow.checkpoint import sha256_file
@@ -49,6 +48,7 @@ from normgrow.config import RunConfig
 from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
 from normgrow.errors import NormgrowError
 from normgrow.losses import tail_logsumexp
+from normgrow.progress import progress_bar
 from normgrow.teacher import Teacher
 
 CACHE_VERSION = "topk-v2"  # v2: tail mass summed directly (v1: 1 − Σ top-k)
@@ -190,14 +190,7 @@ def build(
     prog_file = out / "progress" / f"rank{info.rank}-of-{info.world_size}.json"
     done = json.loads(prog_file.read_text())["chunks"] if prog_file.is_file() else 0
     maps = {name: np.memmap(out / name, dtype=dtype, mode="r+", shape=shape) for name, (shape, dtype) in shapes.items()}
-    bar = tqdm(
-        total=len(chunks),
-        initial=done,
-        unit="chunk",
-        desc="teacher cache",
-        disable=not (progress and info.is_main),
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(len(chunks), "teacher cache", "chunk", enabled=progress and info.is_main, initial=done)
     if done:
         log(f"teacher cache: resuming at chunk {done} of {len(chunks)} (rank {info.rank})")
     if teacher.sharded:  # its forwards gather layers from every rank: all ranks run as many

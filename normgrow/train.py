@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,7 +45,6 @@ from pathlib import Path
 
 import torch
 import transformers
-from tqdm import tqdm
 
 from normgrow import checkpoint, dist, sharding
 from normgrow.branch import seed_branch
@@ -62,6 +60,7 @@ from normgrow.growth import grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
 from normgrow.losses import SparseTeacher, TeacherChunks
 from normgrow.model import Student
+from normgrow.progress import Bar, progress_bar
 from normgrow.rundir import (
     MetricsWriter,
     append_jsonl,
@@ -439,7 +438,7 @@ class Throughput:
         return tps
 
 
-def train_stage(run: Run, plan: StagePlan, bar: tqdm) -> None:
+def train_stage(run: Run, plan: StagePlan, bar: Bar) -> None:
     """The remaining steps of one stage."""
     cfg, st = run.cfg, run.state
     sched_start, sched_len = schedule_span(run.plans, plan.index, cfg)
@@ -470,7 +469,7 @@ def stopped(run: Run) -> bool:
     return bool(run.cfg.train.stop_tokens) and run.state.tokens >= run.cfg.train.stop_tokens
 
 
-def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, bar: tqdm) -> None:
+def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, bar: Bar) -> None:
     """What is due after a step (cadence.due): train log, evaluation (and the stage end), diagnostics, checkpoint."""
     st = run.state
     now = due(run.cfg, plan, len(run.plans), st.stage_step, st.step, st.tokens)
@@ -501,14 +500,12 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
 def train(inputs: RunInputs, out_dir: str | Path, log: Callable[[str], None] = print, progress: bool = True) -> dict:
     """Train (or resume) one run into `out_dir`; returns its summary."""
     run = open_run(inputs, Path(out_dir), log)
-    bar = tqdm(
-        total=sum(p.steps for p in run.plans),
-        initial=run.state.step,
-        unit="step",
-        dynamic_ncols=True,
-        disable=not (progress and inputs.info.is_main),
+    bar = progress_bar(
+        sum(p.steps for p in run.plans),
         desc=run.cfg.name or run.out.name,
-        file=sys.stderr,
+        unit="step",
+        enabled=progress and inputs.info.is_main,
+        initial=run.state.step,
     )
     try:
         try:

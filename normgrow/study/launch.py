@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from normgrow.costs import stage_costs
 from normgrow.pipeline import quiet, run
+from normgrow.progress import progress_bar
 from normgrow.registry import Registry
 from normgrow.study.config import LauncherConfig
 from normgrow.study.jobs import Job
@@ -149,17 +150,15 @@ class Progress:
         self.costs = {j.name: job_costs(j) for j in jobs}
         self.span = {j.name: (j.start_step, j.stop_step or sum(n for n, _ in self.costs[j.name])) for j in jobs}
         self.total = {j.name: self._cost(j, self.span[j.name][1]) for j in jobs}
-        self.bar = tqdm(
-            total=sum(self.total.values()),
-            unit="FLOP",
+        self.bar = progress_bar(
+            sum(self.total.values()),
+            "study",
+            "FLOP",
+            enabled=enabled,
             unit_scale=True,
-            desc="study",
-            disable=not enabled,
-            dynamic_ncols=True,
-            file=sys.stderr,
             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} FLOP [{elapsed}<{remaining}{postfix}]",
         )
-        self.tty = enabled and sys.stderr.isatty()
+        self.tty = isinstance(self.bar, tqdm)
         self.done = -1
 
     def poll(self, status: dict[str, str], current: str = "") -> None:
@@ -169,10 +168,8 @@ class Progress:
         )
         done = sum(1 for j in self.jobs if j.name in status)
         self.bar.set_postfix_str(f"runs {done}/{len(self.jobs)}{' · ' + current if current else ''}", refresh=False)
-        if not self.bar.disable and (self.tty or done != self.done):  # a log file: a line per finished run
+        if self.tty or done != self.done:  # a log file: a line per finished run
             self.bar.refresh()
-            if not self.tty:
-                self.bar.fp.write("\n")
         self.done = done
 
     def _cost(self, job: Job, steps: int) -> float:
