@@ -32,6 +32,7 @@ from normgrow.curriculum import match_budget
 from normgrow.data import cache_root
 from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line, restore_signals
 from normgrow.export import export_student
+from normgrow.flags import Parser, count, folder, fraction, new_folder, output, positive
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
 from normgrow.plots import plot_runs
@@ -56,6 +57,7 @@ from normgrow.study.plan import (
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
 from normgrow.version import __version__
 
+RUN_DIR = folder(("config.yaml",), "a run directory")
 RESUME = "; rerunning the same command resumes from the last checkpoint (finished runs are kept)"
 
 
@@ -260,7 +262,7 @@ def cmd_teacher_cache(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="normgrow", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="normgrow", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"normgrow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run_commands(sub)
@@ -283,7 +285,7 @@ def _add_run_commands(sub) -> None:
         metavar="key=value",
         help="study keys (seeds=[0,1], launcher.parallel=2) or run keys for every arm (train.lr=1e-3)",
     )
-    p.add_argument("-o", "--output", default=None, help="study directory (default: studies/<name>)")
+    p.add_argument("-o", "--output", type=output(), default=None, help="study directory (default: studies/<name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     force = "write the study into a non-empty folder that is not a study directory (its files of those names replaced)"
     p.add_argument("--force", action="store_true", help=force)
@@ -291,7 +293,9 @@ def _add_run_commands(sub) -> None:
 
     p = sub.add_parser("run", help="one training run")
     _add_config_args(p)
-    p.add_argument("-o", "--output", default=None, help="run directory (default: runs/<name>-<norm>-s<seed>-<hash>)")
+    p.add_argument(
+        "-o", "--output", type=output(), default=None, help="run directory (default: runs/<name>-<norm>-s<seed>-<hash>)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--no-plots",
@@ -301,10 +305,11 @@ def _add_run_commands(sub) -> None:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("export", help="write a run's student in Hugging Face format")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=RUN_DIR)
     p.add_argument(
         "-o",
         "--output",
+        type=output(),
         required=True,
         help="output directory: new, empty, or a previous export of this run (replaced)",
     )
@@ -312,14 +317,19 @@ def _add_run_commands(sub) -> None:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("diagnose", help="recompute a run's diagnostics from its checkpoints")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=RUN_DIR)
     p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("report", help="rebuild a study's results and report, or plot runs side by side")
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="a study directory, or one or more run directories")
-    p.add_argument("-o", "--output", default=None, help="output directory (default: RUN_DIR/plots of the first)")
+    p.add_argument(
+        "dirs", nargs="+", type=folder(), metavar="DIR", help="a study directory, or one or more run directories"
+    )
+    p.add_argument(
+        "-o", "--output", type=output(), default=None, help="output directory (default: RUN_DIR/plots of the first)"
+    )
     p.add_argument(
         "--against",
+        type=folder(("study.yaml",), "a study directory"),
         default=None,
         metavar="STUDY_DIR",
         help="compare the study's contrasts with those of another study (e.g. half the budget)",
@@ -351,8 +361,8 @@ def _add_tool_commands(sub) -> None:
     _add_plan_command(sub)
 
     p = sub.add_parser("standin", help="write a CPU stand-in for the paper's teacher and dataset")
-    p.add_argument("dir", help="new directory for the stand-in")
-    p.add_argument("--documents", type=int, default=600, help="documents of the embedded corpus in its dataset")
+    p.add_argument("dir", type=new_folder(), help="new directory for the stand-in")
+    p.add_argument("--documents", type=count(1), default=600, help="documents of the embedded corpus in its dataset")
     p.set_defaults(func=cmd_standin)
 
     p = sub.add_parser("config", help="print the fully resolved config")
@@ -368,7 +378,7 @@ def _add_plan_command(sub) -> None:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides")
     p.add_argument(
         "--world-size",
-        type=int,
+        type=count(1),
         default=None,
         help="data-parallel ranks per run (default: the study's launcher.torchrun_nproc, or 1)",
     )
@@ -377,23 +387,24 @@ def _add_plan_command(sub) -> None:
     )
     p.add_argument(
         "--device-memory",
-        type=float,
+        type=positive(),
         default=None,
         metavar="GIB",
         help="size gradient accumulation for devices of this memory: the largest micro-batch that fits",
     )
     p.add_argument(
         "--tokens-per-hour",
-        type=float,
+        type=positive(),
         default=None,
         help="measured training tokens per device-hour (benchmarks/gpu_smoke.sh); else from FLOPs",
     )
     p.add_argument(
-        "--peak-tflops", type=float, default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)"
+        "--peak-tflops", type=positive(), default=989.0, help="device peak dense bf16 TFLOP/s (default: H100 SXM)"
     )
-    p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
+    p.add_argument("--mfu", type=fraction(), default=0.4, help="assumed fraction of the peak reached (default 0.4)")
     p.add_argument(
         "--pilot",
+        type=folder(("study.yaml", "results.csv"), "a finished study directory"),
         default=None,
         metavar="DIR",
         help="a finished pilot study: what this study's seeds can resolve, from its per-seed sd",
