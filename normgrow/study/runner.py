@@ -197,13 +197,14 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
     return done.path
 
 
-def _sub(study: StudyConfig, out: Path, mode: Mode) -> None:
-    """A pilot node (the pilot, or one of its rounds): a plain study, run or read, then summarized."""
+def _sub(study: StudyConfig, out: Path, mode: Mode, role: str) -> None:
+    """A pilot node (the pilot, one of its rounds, its check): a plain study, run or read, then summarized; its
+    summary lines are logged as the `role`'s ("pilot round 1: …"), so that none reads as the study's result."""
     jobs = plan_jobs(study, out)
     done = summarize(study, jobs, mode.plain(study, jobs, out, {}), out)
     if mode.headlines:
         for line in done.headline:
-            mode.log(line)
+            mode.log(f"{role}: {line}")
 
 
 def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
@@ -211,7 +212,7 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
     sits at an edge of the rates it tried gets the next rate beyond it in round k (its own node, pilot/extend-<k>/);
     rebuilding, a round not on disk ends the extension. The choice is written to lr_choice.json and logged."""
     pilot = pilot_study(study)
-    _sub(pilot, out / PILOT_DIR, mode)
+    _sub(pilot, out / PILOT_DIR, mode, f"pilot (budget {pilot.budget_scale:g})")
     extra: dict[str, list[float]] = {}
     for k in range(1, study.lr_pilot.extend + 1):
         more = beyond_edges(study, choose_rates(study, _pilot_records(out, k - 1), extra))
@@ -223,14 +224,14 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
         mode.log(
             f"pilot round {k}: " + ", ".join(f"{arm} at {lr:g}" for arm, lr in more.items()) + " (beyond the edge)"
         )
-        _sub(sub, sub_dir, mode)
+        _sub(sub, sub_dir, mode, f"pilot round {k}")
         for arm, lr in more.items():
             extra.setdefault(arm, []).append(lr)
     choice = choose_rates(study, _pilot_records(out, study.lr_pilot.extend), extra)
     if study.budgets and study.lr_pilot.check and mode.has_round(out / CHECK_DIR):
         sub = check_study(study, choice)
         mode.log(f"pilot check at budget {sub.budget_scale:g}: the chosen rates and their neighbours")
-        _sub(sub, out / CHECK_DIR, mode)
+        _sub(sub, out / CHECK_DIR, mode, f"pilot check (budget {sub.budget_scale:g})")
         choice = with_check(study, choice, sub, _records(out / CHECK_DIR))
         for arm in moved(choice):
             mode.log(
