@@ -109,8 +109,11 @@ def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> No
 
 def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, force: bool = False) -> Path:
     """Write the run's latest checkpoint as a Hugging Face model directory (atomically). An existing target is
-    replaced only if it is a previous export of this run (or with `force`); see check_export_target."""
+    replaced only if it is a previous export of this run (or with `force`); see check_export_target. A target that
+    is a symbolic link is followed: the export lands in the directory it names, and the link stays."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if out_dir.is_symlink():
+        out_dir = out_dir.resolve()
     if not (run_dir / "config.yaml").is_file():
         raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
     check_export_target(run_dir, out_dir, force)

@@ -52,15 +52,28 @@ def test_export_never_deletes_a_users_folder(tiny_run, tmp_path):
     assert (mine / "config.json").is_file() and not (mine / "notes.txt").exists()
 
 
-@pytest.mark.parametrize("target", ["run", "parent", "cwd"])
-def test_export_never_targets_the_run_or_a_parent_of_it(tiny_run, target, monkeypatch):
+@pytest.mark.parametrize("target", ["run", "parent", "cwd", "link to the run", "link to its parent"])
+def test_export_never_targets_the_run_or_a_parent_of_it(tiny_run, target, monkeypatch, tmp_path):
     before = tree_hash(tiny_run.parent)
-    dest = {"run": tiny_run, "parent": tiny_run.parent, "cwd": Path(".")}[target]
+    for name, to in (("link to the run", tiny_run), ("link to its parent", tiny_run.parent)):
+        (tmp_path / name).symlink_to(to, target_is_directory=True)
+    dest = {"run": tiny_run, "parent": tiny_run.parent, "cwd": Path(".")}.get(target, tmp_path / target)
     if target == "cwd":
         monkeypatch.chdir(tiny_run)  # `-o .` from inside the run directory
     for extra in ([], ["--force"]):
         refused(cli("export", tiny_run, "-o", dest, *extra, check=False), "is the run directory")
     assert tree_hash(tiny_run.parent) == before
+
+
+def test_export_through_a_link_lands_in_its_target_and_keeps_the_link(tiny_run, tmp_path):
+    target, link = tmp_path / "on another disk", tmp_path / "hf link"
+    target.mkdir()
+    link.symlink_to(target, target_is_directory=True)
+    cli("export", tiny_run, "-o", link)
+    assert link.is_symlink() and link.resolve() == target.resolve() and (target / "config.json").is_file()
+    cli("export", tiny_run, "-o", link)  # its own previous export, through the link: replaced in the target
+    assert link.is_symlink() and (target / "normgrow_export.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf link", "on another disk"]  # no temp dirs left
 
 
 def test_export_to_a_file_is_one_line(tiny_run, tmp_path):
