@@ -62,14 +62,25 @@ def machine_dtype(device: torch.device, cache_root: Path) -> tuple[Literal["floa
     if not have:
         return "float32", {"cpu": info.model, "reason": "no amx_bf16 / avx512_bf16 flag: bfloat16 is emulated"}
     path = cache_root / "hardware" / f"cpu-{machine_key(info)}.json"
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+    record = read_record(path, ("choice",))
+    if record is None:
         record = {"cpu": info.model, "bf16_flags": have, "torch": torch.__version__, **probe_cpu_bf16()}
         record["choice"] = "bfloat16" if record["speedup"] >= MIN_SPEEDUP else "float32"
         # concurrent runs of a study write the same verdict; a read-only cache keeps none (measured per run)
         atomic.remember(path, json.dumps(record, indent=1))
     return record["choice"], record
+
+
+def read_record(path: Path, verdicts: tuple[str, ...]) -> dict | None:
+    """A cached probe record, or None (measure again) where it is missing, unreadable, not JSON, or any of its
+    `verdicts` is not a dtype `auto` can resolve to: an edited or damaged record is never what a run trains in."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or any(record.get(k) not in ("float32", "bfloat16") for k in verdicts):
+        return None
+    return record
 
 
 def _alternate(fns: Mapping[str, Callable[[], object]], warmup: int, timed: int) -> dict[str, float]:
@@ -144,9 +155,8 @@ def auto_dtypes(
     path = dtype_record_path(cfg, device, cache_root)
     record = _VERDICTS.get(path.name)
     if record is None:
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
+        record = read_record(path, ("student", "teacher"))
+        if record is None:
             record = probe_dtypes(cfg, device)
             record["student"] = step_verdict(record["student_float32_s"], record["student_bfloat16_s"])
             record["teacher"] = (

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -187,6 +188,23 @@ def startup_seconds() -> float:
     return time.perf_counter() - t0
 
 
+PROBE_TIMES = ("a_s", "b_s", "first_extra_s", "startup_s")
+
+
+def read_probe(path: Path) -> dict | None:
+    """A cached step probe, or None (measure again) where it is missing, unreadable, not JSON, or any of its times
+    is not a finite number ≥ 0: a damaged record is measured again, never predicted from."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(record, dict) and all(
+        isinstance(v := record.get(k), int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        for k in PROBE_TIMES
+    )
+    return record if ok else None
+
+
 def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool = False) -> dict:
     """The step probe of `cfg`'s shape (module docstring), from the cache unless `again`: a (s per step at depth
     0 extrapolated), b (s per block per step), the compile/first-step overhead and the per-process start-up."""
@@ -196,11 +214,9 @@ def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool 
     path = cache_root / "hardware" / f"speed-{where}-{key}.json"
     if not again and key in _MEASURED:
         return {**_MEASURED[key], "cached": True}
-    if not again and path.is_file():
-        try:
-            return {**json.loads(path.read_text()), "cached": True}
-        except (OSError, ValueError):
-            pass
+    cached = None if again else read_probe(path)
+    if cached is not None:
+        return {**cached, "cached": True}
     n = cfg.model.n_layer
     one, full = time_steps(cfg, 1, device), time_steps(cfg, n, device)
     b = max(0.0, (full["step_s"] - one["step_s"]) / max(1, n - 1))

@@ -188,3 +188,42 @@ def test_no_teacher_means_no_probe_for_the_teachers_dtype(tmp_path):
     out, record = dtypes.resolve_auto(cfg, torch.device("cpu"), tmp_path)
     assert (out.train.dtype, out.teacher.dtype, record) == ("bfloat16", "bfloat16", None)
     assert not list(tmp_path.glob("hardware/dtype-*.json"))
+
+
+DAMAGED = [
+    b"",
+    b'{"student": "bfl',
+    b"\xff\xfe\x00",
+    b"[]",
+    b"null",
+    b"{}",
+    b'{"student": "float16", "teacher": "float32"}',
+    b'{"student": "bfloat16", "teacher": 32}',
+    b'{"choice": "float64"}',
+]
+
+
+def test_a_damaged_probe_record_is_measured_again_never_used(tmp_path):
+    """A cached verdict that is empty, cut, not JSON, not an object, or names a dtype `auto` cannot resolve to reads
+    as absent (so it is measured again and rewritten), never as a verdict; an intact one reads back as written."""
+    path = tmp_path / "record.json"
+    for text in DAMAGED:
+        path.write_bytes(text)
+        assert dtypes.read_record(path, ("student", "teacher")) is None, text
+        assert dtypes.read_record(path, ("choice",)) is None, text
+    assert dtypes.read_record(tmp_path / "absent.json", ("choice",)) is None
+    path.write_text('{"student": "bfloat16", "teacher": "float32", "note": 1}')
+    assert dtypes.read_record(path, ("student", "teacher")) == {"student": "bfloat16", "teacher": "float32", "note": 1}
+
+
+def test_a_damaged_verdict_in_the_cache_is_rewritten_by_the_next_run(tmp_path):
+    cpu = torch.device("cpu")
+    if machine_dtype(cpu, tmp_path)[0] == "float32":
+        pytest.skip("no native bfloat16 on this CPU: `auto` is float32 without a step probe or its record")
+    cfg = load_config("tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto"])
+    path = dtypes.dtype_record_path(cfg, cpu, tmp_path)
+    path.write_text('{"student": "float16", "teacher": "float32"}')  # edited by hand into a dtype auto never picks
+    dtypes._VERDICTS.clear()
+    student, teacher, record = dtypes.auto_dtypes(cfg, cpu, tmp_path)
+    assert {student, teacher} <= {"float32", "bfloat16"} and "student_float32_s" in record
+    assert json.loads(path.read_text())["student"] == student  # measured again and kept

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -195,6 +196,13 @@ def test_plan_measures_this_machines_step_and_reuses_the_measurement(tmp_path):
     assert re.search(r"predicted wall time: ([\d.]+) min", again).group(1) == f"{minutes:.1f}"
     assert "measured now" in cli(*args, "--remeasure").stdout
     assert "wall time" not in cli(*args, "--no-measure").stdout
+    from normgrow import speed
+
+    speed._MEASURED.clear()  # a new process: what the cache holds is all it knows
+    saved[0].write_text("{}")  # damaged records: measured again, never predicted from
+    saved[1].write_text(json.dumps({**records[1], "b_s": float("nan")}))  # json writes NaN, which it reads back
+    assert cli(*args).stdout.count("measured now") == 2
+    assert all(math.isfinite(json.loads(p.read_text())["b_s"]) for p in saved)
 
 
 def test_a_gpu_smoke_record_is_read_back_for_its_kind_of_gpu(tmp_path):
