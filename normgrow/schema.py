@@ -130,8 +130,10 @@ def read_yaml(path: Path) -> dict:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise ConfigError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
-    if data is None:
-        return {}
+    if data is None:  # empty, or comments only: more likely a cut or wrong file than a wish for the defaults
+        raise ConfigError(
+            f"{path}: is empty (no config keys); write `{{}}` in it for the built-in defaults, or give no config"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
     return data

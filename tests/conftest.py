@@ -24,7 +24,7 @@ from normgrow.pipeline import build_default_teacher  # noqa: E402
 @pytest.fixture(scope="session")
 def tiny_cache(tmp_path_factory) -> Path:
     """A cache dir with the tiny preset's shards and default teacher already built."""
-    cache = tmp_path_factory.mktemp("cache")
+    cache = tmp_path_factory.mktemp("the cache é ü")  # a space and non-ASCII in every path of every test using it
     build_default_teacher(load_config("tiny", [f"data.cache_dir={cache}"]), log=lambda *_: None, progress=False)
     return cache
 
@@ -147,4 +147,4 @@ def standin(tmp_path_factory) -> Path:
     Qwen-style tokenizer, and a FineWeb-Edu-shaped local dataset; 150 documents for the fast tests."""
     from normgrow.standin import make_standin
 
-    return make_standin(tmp_path_factory.mktemp("standin") / "s", documents=150, base_vocab=400)
+    return make_standin(tmp_path_factory.mktemp("stand in ß") / "s é", documents=150, base_vocab=400)

@@ -72,7 +72,7 @@ def test_usage_errors_exit_2_with_one_line():
         (["frobnicate"], "invalid choice"),
         (["run", "tiny", "--bogus"], "unrecognized"),
         (["config", "tiny", "model.norm=diagonal"], "model.norm: unknown placement 'diagonal'"),
-        (["report", "/no/such/dir"], "not a run directory"),
+        (["report", "/no/such/dir"], "/no/such/dir: no such directory"),
     ):
         proc = cli(*args, check=False)
         assert proc.returncode == 2, args

@@ -324,3 +324,24 @@ def test_a_corpus_of_binary_files_says_so(tmp_path):
         "its 3 file(s) are binary, not text",
     )
     assert tree_hash(corpus) == before
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# a comment, nothing else\n"])
+def test_an_empty_yaml_file_is_refused_in_every_verb_that_reads_one(tmp_path, text):
+    """An empty file (or comments only) is more likely cut or the wrong file than a wish for the defaults: one line,
+    exit 2, nothing written; `{}` is the way to ask for the built-in defaults in a file (docs/DESIGN.md)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    before = tree_hash(tmp_path)
+    for verb in (
+        ["config"],
+        ["model"],
+        ["plan", "--no-measure"],
+        ["run", "-o", tmp_path / "r"],
+        ["study", "-o", tmp_path / "s"],
+    ):
+        refused(cli(verb[0], path, *verb[1:], check=False), f"{path}: is empty (no config keys)")
+    assert tree_hash(tmp_path) == before
+    path.write_text("{}\n")
+    assert "name: ''" in cli("config", path).stdout  # the built-in defaults, as with no config at all
+    assert cli("config", path).stdout == cli("config").stdout
