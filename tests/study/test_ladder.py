@@ -402,8 +402,16 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
     again = cli("study", spec, "-o", branches, *over, "ladder=branches")
     assert "2 of 2 runs already finished" in again.stdout + again.stderr  # the trunks
     assert "6 of 6 runs already finished" in again.stdout + again.stderr
-    longer = cli("study", spec, "-o", branches, "--no-progress", "budgets=[0.5,1,2,4]", "ladder=branches", check=False)
-    assert longer.returncode == 2 and "trained with another definition" in longer.stderr
+    # a budget gained or lost moves the trunks' stop (the largest budget's decay start): refused, nothing written
+    before = {p: p.read_bytes() if p.is_file() else None for p in branches.rglob("*")}
+    for budgets in ("[0.5,1,2,4]", "[0.5,1]"):
+        changed = cli(
+            "study", spec, "-o", branches, "--no-progress", f"budgets={budgets}", "ladder=branches", check=False
+        )
+        lines = changed.stderr.strip().splitlines()
+        assert changed.returncode == 2 and len(lines) == 1 and "trained with another definition" in lines[0]
+        assert "trunks/grow-s0" in lines[0]
+        assert {p: p.read_bytes() if p.is_file() else None for p in branches.rglob("*")} == before
     cosine = cli("study", spec, "-o", tmp_path / "c", *over, "ladder=branches", "train.schedule=cosine", check=False)
     assert cosine.returncode == 2
     assert "ladder: needs train.schedule=wsd (got cosine)" in cosine.stderr.strip().splitlines()[-1]

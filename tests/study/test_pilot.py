@@ -270,6 +270,17 @@ def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp
     assert json.loads((out / "lr_choice.json").read_text()) == choice and results(out) == rows
     cli("report", out)
     assert json.loads((out / "lr_choice.json").read_text()) == choice and results(out) == rows
+    # lr_choice.json is a record, never an input: edited, cut or deleted, the rerun derives it again from the
+    # pilot's runs and trains (here: keeps) the same runs
+    edited = {**choice, "arms": {a: {**c, "chosen": 0.5} for a, c in choice["arms"].items()}}
+    for damage in (json.dumps(edited), '{"arms": {"pre": {"cho', None):
+        if damage is None:
+            (out / "lr_choice.json").unlink()
+        else:
+            (out / "lr_choice.json").write_text(damage)
+        again = cli("study", spec, "-o", out, "--no-progress")
+        assert "6 of 6 runs already finished" in again.stdout
+        assert json.loads((out / "lr_choice.json").read_text()) == choice and results(out) == rows
 
 
 def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rate_it_tried(tiny_cache, tmp_path):
