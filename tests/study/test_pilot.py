@@ -403,3 +403,47 @@ def test_the_default_studys_pilot_extends_and_can_be_turned_off():
     assert load_study("default").lr_pilot.extend == 2
     off = load_study("default", ["lr_pilot.lrs=[]"])
     assert off.lr_pilot.lrs == []
+
+
+@pytest.mark.slow  # ≈ 40 s: a real process killed; the default suite kills a study in test_faults.py
+def test_a_pilot_killed_midway_resumes_and_chooses_as_from_its_runs(tiny_cache, tmp_path):
+    """The study (and its pilot run's process) killed while the pilot's first run trains: the rerun resumes that
+    run, runs the rest of the pilot, and chooses from the pilot's finished runs as an unkilled study does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        seeds=(0,),
+        extra="select_tokens: 1024\ncontrasts: {gap: [pre, post]}\n"
+        "lr_pilot: {lrs: [0.0001, 0.003], seeds: [0], budget_scale: 0.5}\n",
+        more=["train.checkpoint_every_tokens=1024", "train.threads=1"],
+    )
+    spec.write_text(spec.read_text().replace("tokens: 2560}]", "tokens: 5120}]"))
+    out = tmp_path / "study"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normgrow.cli", "study", str(spec), "-o", str(out), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    runs = out / "pilot" / "runs"
+    deadline = time.time() + 180
+    while time.time() < deadline and not any(runs.glob("*/checkpoints/step_*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed = [p.parent.parent.name for p in runs.glob("*/checkpoints/step_*")]
+    assert killed and not (out / "lr_choice.json").exists() and not (out / "runs").exists()
+    cli("study", spec, "-o", out, "--no-progress")
+    assert "resuming" in (out / "pilot" / "logs" / f"{killed[0]}.log").read_text()
+    choice = json.loads((out / "lr_choice.json").read_text())["arms"]
+    for arm in ("pre", "post"):
+        ce = {float(r["lr"]): float(r["select_ce"]) for r in results(out / "pilot") if r["arm"] == arm}
+        assert len(ce) == 2 and choice[arm]["chosen"] == min(ce, key=ce.get)
+    assert all(r["status"] == "ok" and float(r["lr"]) == choice[r["arm"]]["chosen"] for r in results(out))
