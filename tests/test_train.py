@@ -447,6 +447,42 @@ def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path, monkeypa
     assert len(losses) > 3 and all(c == pytest.approx(e, abs=2e-3) for e, c in losses)
 
 
+def test_a_compile_cache_that_cannot_be_written_leaves_torch_its_default(tmp_path, monkeypatch):
+    """A cache root where `compile` cannot be a directory (a file in the way: what a read-only or foreign cache
+    gives a user who is root too) leaves TORCHINDUCTOR_CACHE_DIR unset, so torch uses its own location; a
+    writable root gets `<root>/compile`."""
+    from normgrow.compiling import CACHE_ENV, use_compile_cache
+
+    monkeypatch.delenv(CACHE_ENV, raising=False)  # restored after the test, whatever use_compile_cache sets
+    (tmp_path / "blocked").mkdir()
+    (tmp_path / "blocked" / "compile").write_text("not a directory")
+    assert use_compile_cache(tmp_path / "blocked") is None and CACHE_ENV not in os.environ
+    assert use_compile_cache(tmp_path / "free") == str((tmp_path / "free" / "compile").resolve())
+    assert os.environ[CACHE_ENV] == str((tmp_path / "free" / "compile").resolve())
+
+
+@pytest.mark.slow  # two fresh processes that compile (≈ 1 min)
+def test_a_corrupted_compile_cache_is_compiled_again_to_the_same_run(tiny_cache, tmp_path):
+    """Every file of torch's compile cache cut to half its length: the next compiled run's process discards what
+    it cannot load (torch logs a warning), compiles again and trains the same run: the same val/ce to rounding
+    (two compilations of a graph agree to rounding, not bitwise: 1.4e-5 nats apart here, docs/LOG.md)."""
+    from conftest import cli_process
+    from normgrow.compiling import CACHE_ENV
+
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_cache, cache, ignore=shutil.ignore_patterns("compile"))
+    env = {k: v for k, v in os.environ.items() if k != CACHE_ENV}  # this process may have set it for tiny_cache
+    args = ("run", "tiny", f"data.cache_dir={cache}", "train.compile=true", "--no-plots", "--no-progress")
+    cli_process(*args, "-o", tmp_path / "first", env=env)
+    files = [f for f in (cache / "compile").rglob("*") if f.is_file()]
+    assert files
+    for f in files:
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    cli_process(*args, "-o", tmp_path / "again", env=env)
+    first, again = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("first", "again"))
+    assert again["final"]["val/ce"] == pytest.approx(first["final"]["val/ce"], abs=1e-4)
+
+
 def test_compiled_blocks_share_one_graph_across_depth_and_growth(tiny_cache):
     """Regional compile: the blocks of one placement share one training graph, so appending blocks (a growth
     event) compiles nothing new; a second placement adds exactly one."""
