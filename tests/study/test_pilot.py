@@ -222,7 +222,11 @@ def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp
     )
     spec.write_text(spec.read_text().replace("model.n_layer=2]", "model.n_layer=2, train.lr=0.0001]"))
     out = tmp_path / "study"
-    cli("study", spec, "-o", out, "--no-progress")
+    first = cli("study", spec, "-o", out, "--no-progress").stdout.splitlines()
+    # the pilot's summary lines say they are the pilot's: none before the choice reads as the study's result
+    before = first[: next(i for i, line in enumerate(first) if line.startswith("learning rate of"))]
+    assert any(line.startswith("pilot (budget 0.5): ") for line in before), first
+    assert not any(line.startswith(("collapsed", "paper's claims", "gap (")) for line in before), first
     pilot = results(out / "pilot")
     assert sorted((r["arm"], float(r["lr"]), r["seed"]) for r in pilot) == [
         ("post", 0.0001, "0"),
