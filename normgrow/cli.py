@@ -303,7 +303,11 @@ def _add_run_commands(sub) -> None:
         help="no figures in the run directory (a study draws its own; `normgrow report RUN_DIR` draws them later)",
     )
     p.set_defaults(func=cmd_run)
+    _add_directory_commands(sub)
 
+
+def _add_directory_commands(sub) -> None:
+    """The verbs that read a run's or a study's directory: export, diagnose, report."""
     p = sub.add_parser("export", help="write a run's student in Hugging Face format")
     p.add_argument("run_dir", type=RUN_DIR)
     p.add_argument(

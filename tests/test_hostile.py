@@ -34,7 +34,7 @@ def refused(proc, needle: str) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_cache, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("hostile") / "run"
+    out = tmp_path_factory.mktemp("hostile é") / "a run ü"  # spaces and non-ASCII in every path below
     run(tiny_cfg(tiny_cache), out, log=quiet, progress=False)
     return out
 
@@ -345,3 +345,22 @@ def test_an_empty_yaml_file_is_refused_in_every_verb_that_reads_one(tmp_path, te
     path.write_text("{}\n")
     assert "name: ''" in cli("config", path).stdout  # the built-in defaults, as with no config at all
     assert cli("config", path).stdout == cli("config").stdout
+
+
+def test_every_verb_takes_paths_with_spaces_and_non_ascii(tiny_run, tiny_cache, tmp_path):
+    """The verbs not covered by the fixtures' own paths (the tests' cache, stand-in and run all carry a space and
+    non-ASCII characters): a config file, an output and a run directory named so, each verb to its end."""
+    root = tmp_path / "my files ß é"
+    root.mkdir()
+    cfg = root / "a config ü.yaml"
+    cfg.write_text(f"base: tiny\ndata: {{cache_dir: '{tiny_cache}'}}\n")
+    assert f"cache_dir: {tiny_cache}" in cli("config", cfg).stdout
+    assert "parameters: total" in cli("model", cfg).stdout
+    assert "reused cached token shards" in cli("prepare", cfg).stdout
+    assert "plan of run" in cli("plan", cfg, "--no-measure").stdout
+    assert "checkpoints diagnosed" in cli("diagnose", tiny_run).stdout
+    plots = root / "plots ü"
+    cli("report", tiny_run, "-o", plots)
+    assert any(plots.glob("*.png"))
+    cli("export", tiny_run, "-o", root / "hf é")
+    assert (root / "hf é" / "config.json").is_file()
