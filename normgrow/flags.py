@@ -118,6 +118,6 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser with its errors as one line, `normgrow: error: <verb>: <message>`, exit 2 (argparse's own
     form prints the usage first, which buries the line in a log)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         verb = self.prog.split(" ", 1)[1] if " " in self.prog else ""
         self.exit(2, f"normgrow: error: {verb + ': ' if verb else ''}{message} (see `{self.prog} --help`)\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 from tqdm import tqdm
 
@@ -82,7 +82,7 @@ class LineProgress:
         self.disable = True
 
 
-Bar = tqdm | LineProgress  # what progress_bar returns
+Bar: TypeAlias = "tqdm[Any] | LineProgress"  # what progress_bar returns
 
 
 def is_terminal(file: IO[str]) -> bool:
