@@ -333,7 +333,7 @@ def _add_directory_commands(sub) -> None:
     )
     p.add_argument(
         "--against",
-        type=folder(("study.yaml",), "a study directory"),
+        type=folder(("study.yaml", "results.csv"), "a finished study directory"),
         default=None,
         metavar="STUDY_DIR",
         help="compare the study's contrasts with those of another study (e.g. half the budget)",

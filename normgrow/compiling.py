@@ -11,8 +11,9 @@ stay eager.
 torch's on-disk caches (the FX graph cache and the AOTAutograd cache, which hold the generated C++ and its
 compiled libraries) live under `<cache>/compile/` ($NORMGROW_CACHE), so the first process of a study compiles
 and the others load. A user's own TORCHINDUCTOR_CACHE_DIR wins (torch's default location, which torch writes into
-that variable when it first looks, does not count as one); a cache root this user cannot write leaves torch its
-default location. Compiled and eager runs agree to rounding, not bitwise (tests/test_train.py; docs/LOG.md
+that variable when it first looks, does not count as one); a cache root this user cannot write, or whose path
+holds a space (inductor puts the path into its g++ command unquoted, so the build fails), leaves torch its default
+location. Compiled and eager runs agree to rounding, not bitwise (tests/test_train.py; docs/LOG.md
 measures how close after a study).
 """
 
@@ -45,6 +46,8 @@ def use_compile_cache(cache_root: Path) -> str | None:
     if current and os.path.abspath(current) != torch_default_cache_dir():
         return current
     target = cache_root / "compile"
+    if any(c.isspace() for c in str(target.resolve())):
+        return None  # inductor builds its C++ with the cache path unquoted in the g++ command: a space breaks it
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError:

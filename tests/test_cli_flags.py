@@ -107,7 +107,7 @@ def test_path_flags_are_checked_for_kind(tmp_path, monkeypatch):
         (["export", empty, "-o", "out"], "not a run directory (no config.yaml)"),
         (["diagnose", empty], "not a run directory (no config.yaml)"),
         (["report", "missing"], "missing: no such directory"),
-        (["report", empty, "--against", empty], "not a study directory (no study.yaml)"),
+        (["report", empty, "--against", empty], "not a finished study directory (no study.yaml or results.csv)"),
         (["run", "tiny", "-o", a_file], "exists and is not a directory"),
         (["study", "tiny", "-o", a_file], "exists and is not a directory"),
         (["study", "default", "-o", a_file / "sub"], "is not a directory"),

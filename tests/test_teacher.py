@@ -194,7 +194,11 @@ def test_a_post_norm_export_works_in_generate_pipeline_and_save_reload_without_n
 
 def test_export_errors_are_one_line(tmp_path):
     proc = cli("export", tmp_path / "nothing", "-o", tmp_path / "hf", check=False)
+    assert proc.returncode == 2 and "nothing: no such directory" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = cli("export", tmp_path / "empty", "-o", tmp_path / "hf", check=False)
     assert proc.returncode == 2 and "not a run directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "hf").exists()
 
 
 def padded_teacher(tiny_cache, tmp_path, extra_rows):

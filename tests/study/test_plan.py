@@ -135,7 +135,7 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     # seeds for δ = 0.01 at sd 0.02 (effect size 0.5): 34 by the noncentral t (the textbook table's 34)
     assert "| 34 (" in line
     bad = cli("plan", "default", "--pilot", tmp_path, check=False)
-    assert bad.returncode != 0 and "--pilot needs a finished study directory" in bad.stderr
+    assert bad.returncode == 2 and "--pilot" in bad.stderr and "not a finished study directory" in bad.stderr
 
 
 # ----------------------------------------------------------------------------- wall time from measured speed

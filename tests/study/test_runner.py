@@ -481,6 +481,10 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
     # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it
     assert "| joint_gap | contradicted | undetermined | **no** |" in out
     bad = cli("report", dirs[1.0], "--against", tmp_path / "nowhere", check=False)
+    line = bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode == 2 and "--against" in line and "nowhere: no such directory" in line
+    (tmp_path / "empty").mkdir()
+    bad = cli("report", dirs[1.0], "--against", tmp_path / "empty", check=False)
     assert bad.returncode == 2 and "not a finished study directory" in bad.stderr.strip().splitlines()[-1]
 
 
