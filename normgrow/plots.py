@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from normgrow.config import load_config
+from normgrow.errors import NormgrowError
 from normgrow.rundir import read_jsonl
 
 COLORS = [f"C{i}" for i in range(10)]  # matplotlib's default colour cycle, by reference
@@ -274,6 +275,9 @@ def plot_collapse(runs: list[Path], out: Path) -> Path:
 def plot_runs(runs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Path]:
     """All figures for these runs into out_dir: {figure name: file}."""
     runs = typing.cast(list[Path], [Path(r) for r in runs])
+    for run in runs:  # before any figure is written: an empty curve would be a figure of nothing
+        if not curve_records(read_jsonl(run / "metrics.jsonl"))[1]:
+            raise NormgrowError(f"{run}: nothing to plot yet (no evaluation in metrics.jsonl)")
     out = Path(out_dir)
     made = {"val_ce": plot_val_ce(runs, out)}
     diags = [read_jsonl(r / "diagnostics.jsonl") for r in runs]

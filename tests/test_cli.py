@@ -77,3 +77,14 @@ def test_usage_errors_exit_2_with_one_line():
         proc = cli(*args, check=False)
         assert proc.returncode == 2, args
         assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_report_of_a_run_that_has_not_evaluated_yet_is_one_line(tmp_path):
+    """A run directory whose run has written no evaluation (killed before its first, or only just created): one
+    line naming it, exit 2, and no figure of an empty curve left behind."""
+    run_dir = tmp_path / "fresh run é"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("model: {}\n")
+    proc = cli("report", run_dir, check=False)
+    assert proc.returncode == 2 and "nothing to plot yet (no evaluation in metrics.jsonl)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (run_dir / "plots").exists()
