@@ -1,7 +1,8 @@
-"""The architecture of a normgrow student, self-contained: this module imports only torch, so `normgrow
-export` copies it next to the exported model's modeling file and `trust_remote_code=True` loads a
-student on a machine without normgrow. Everything that is normgrow's own (the placement registry,
-initialization records, parameter counts, the Qwen3 mapping) is in model.py, which builds on this.
+"""The architecture of a normgrow student, self-contained: this module imports only torch and its sibling
+norms.py (the norm kinds), so `normgrow export` copies both next to the exported model's modeling file and
+`trust_remote_code=True` loads a student on a machine without normgrow. Everything that is normgrow's own (the
+placement and norm-kind registries, initialization records, parameter counts, the Qwen3 mapping) is in model.py,
+which builds on this.
 
 `cfg` below is any object with the fields of normgrow.config.ModelConfig (the dataclass itself, or a
 namespace made from its dict in an exported config.json).
@@ -10,30 +11,19 @@ namespace made from its dict in an exported config.json).
 from __future__ import annotations
 
 import math
+import typing
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
+from .norms import BUILTIN_NORM_KINDS, NORM_KINDS, DyT, LayerNorm, RMSNorm, is_norm, make_norm  # noqa: F401
+
 
 def head_dim_of(cfg) -> int:
     """Per-head width: model.head_dim, else d_model // n_head."""
     return cfg.head_dim if cfg.head_dim is not None else cfg.d_model // cfg.n_head
-
-
-class RMSNorm(nn.Module):
-    """y = g · x / sqrt(mean(x²) + eps), computed in float32 like Qwen3RMSNorm."""
-
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        y = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return (self.weight * y.to(dtype)).to(dtype)  # stay in the input dtype under autocast
 
 
 def rotary_tables(seq_len: int, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,7 +42,10 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg):
+    """Grouped-query attention. `qkv_norm` (HybridNorm's attention): q, k and v each normalized per head, whatever
+    model.qk_norm says; otherwise q and k per head when model.qk_norm (Qwen3), v never."""
+
+    def __init__(self, cfg, qkv_norm: bool = False):
         super().__init__()
         self.n_head, self.n_kv_head = cfg.n_head, cfg.n_kv_head
         self.head_dim = head_dim_of(cfg)
@@ -61,8 +54,10 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_head * self.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.n_head * self.head_dim, cfg.d_model, bias=False)
         # Qwen3's q/k norms act on each head's vector, before the rotation.
-        self.q_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
-        self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        qk = qkv_norm or cfg.qk_norm
+        self.q_norm = make_norm(cfg, self.head_dim) if qk else nn.Identity()
+        self.k_norm = make_norm(cfg, self.head_dim) if qk else nn.Identity()
+        self.v_norm = make_norm(cfg, self.head_dim) if qkv_norm else nn.Identity()
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, return_weights: bool = False
@@ -70,7 +65,7 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(B, T, self.n_head, self.head_dim)).transpose(1, 2)  # (B, H, T, hd)
         k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
-        v = self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+        v = self.v_norm(self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         weights = None
         if return_weights:  # explicit attention matrix, only for diagnostics
@@ -112,13 +107,14 @@ class Block(nn.Module):
     """
 
     qwen3_compatible = False
+    qkv_norm = False  # HybridNorm's attention (q, k and v normalized per head)
 
     def __init__(self, cfg):
         super().__init__()
-        self.self_attn = Attention(cfg)
+        self.self_attn = Attention(cfg, qkv_norm=self.qkv_norm)
         self.mlp = MLP(cfg)
-        self.input_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.input_layernorm = make_norm(cfg, cfg.d_model)
+        self.post_attention_layernorm = make_norm(cfg, cfg.d_model)
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -132,17 +128,30 @@ class Block(nn.Module):
         return self.self_attn(self.attention_input(h), cos, sin, return_weights=True)[1]
 
     def init_weights(self, cfg) -> None:
-        """Initialize in place, by parameter name: gains of every `*norm` 1, residual-branch outputs (o_proj,
-        down_proj) ~ N(0, (init_std/√(2D))²) with D = model.init_depth or n_layer, every other weight
-        ~ N(0, init_std²). A placement with its own scheme overrides this (and `init_constants`)."""
+        """Initialize in place, by parameter name: every norm to its kind's start (gains 1, biases 0, DyT's scalar
+        model.dyt_alpha; no random draw), residual-branch outputs (o_proj, down_proj) ~ N(0, (init_std/√(2D))²) with
+        D = model.init_depth or n_layer, every other weight ~ N(0, init_std²). A placement with its own scheme
+        overrides this (and `init_constants`)."""
         depth = init_depth(cfg)
-        for name, p in self.named_parameters():
-            if name.endswith("norm.weight"):
-                nn.init.ones_(p)
-            elif name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+        for name, p in self.weights_to_draw():
+            if name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=cfg.init_std / math.sqrt(2 * depth))
             else:
                 nn.init.normal_(p, mean=0.0, std=cfg.init_std)
+
+    def weights_to_draw(self) -> list[tuple[str, nn.Parameter]]:
+        """Reset every norm of the block to its start, then return the other parameters, in module order: the ones
+        an init draws (in this order, so the draws do not depend on the norm kind)."""
+        in_norms: set[int] = set()
+        for module in self.modules():
+            if is_norm(module):
+                typing.cast(typing.Any, module).reset_parameters()
+                in_norms.update(id(p) for p in module.parameters())
+        return [(n, p) for n, p in self.named_parameters() if id(p) not in in_norms]
+
+    def place(self, index: int) -> None:
+        """Told the block's index in the full-depth student (0-based) when it is built or inserted by growth (and
+        after a `copy` init): a placement whose computation depends on it (LayerNorm Scaling) records it here."""
 
     @classmethod
     def init_constants(cls, cfg) -> dict:
@@ -198,8 +207,8 @@ class SandwichBlock(Block):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.attn_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)  # the second norm of each sandwich
-        self.mlp_out_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn_out_norm = make_norm(cfg, cfg.d_model)  # the second norm of each sandwich
+        self.mlp_out_norm = make_norm(cfg, cfg.d_model)
 
     def forward(self, h, cos, sin):
         h = h + self.attn_out_norm(self.self_attn(self.input_layernorm(h), cos, sin)[0])
@@ -251,17 +260,167 @@ class DeepNormBlock(Block):
 
     def init_weights(self, cfg) -> None:
         beta = deepnorm_constants(init_depth(cfg))[1]
-        for name, p in self.named_parameters():
-            if name.endswith("norm.weight"):
-                nn.init.ones_(p)
-            else:
-                nn.init.normal_(p, mean=0.0, std=cfg.init_std * (beta if name in self.BETA_SCALED else 1.0))
+        for name, p in self.weights_to_draw():
+            nn.init.normal_(p, mean=0.0, std=cfg.init_std * (beta if name in self.BETA_SCALED else 1.0))
 
     @classmethod
     def init_constants(cls, cfg) -> dict:
         depth = init_depth(cfg)
         alpha, beta = deepnorm_constants(depth)
         return {"alpha": alpha, "beta": beta, "beta_scaled_std": cfg.init_std * beta, "depth": depth}
+
+
+class ReorderedBlock(Block):
+    """reordered (OLMo 2's order): the norm on each branch's output, inside the residual; no norm on its input
+
+        h = h + N(F(h))
+        h ─┬─────────────(+)─►
+           └─ F ─ N ─────┘
+
+    Norms `attn_out_norm` and `mlp_out_norm` (the names of sandwich's second norms; the block has no
+    input_layernorm or post_attention_layernorm). A zero-initialized block adds N(0) = 0 (RMSNorm, LayerNorm, DyT
+    with its bias at 0): the identity, exactly.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        del self.input_layernorm, self.post_attention_layernorm
+        self.attn_out_norm = make_norm(cfg, cfg.d_model)
+        self.mlp_out_norm = make_norm(cfg, cfg.d_model)
+
+    def forward(self, h, cos, sin):
+        h = h + self.attn_out_norm(self.self_attn(h, cos, sin)[0])
+        return h + self.mlp_out_norm(self.mlp(h))
+
+    def attention_input(self, h):
+        return h
+
+
+class HybridNormBlock(Block):
+    """hybrid (HybridNorm, Zhuo et al. 2025): QKV normalization inside attention, post-norm around the FFN
+
+        y = h + Attn(h)     with q, k and v each normalized per head (self_attn.q_norm, k_norm, v_norm)
+        z = N(y)            (post_attention_layernorm)
+        h' = z + FFN(z)
+        h ─┬─────────(+)─ N ─┬──────(+)─►
+           └─ Attn_qkv ┘     └─ FFN ─┘
+
+    No norm on the block's input (no input_layernorm): the attention normalizes q, k and v itself, whatever
+    model.qk_norm says. The paper's HybridNorm* variant (pre-norm in the first block) is not built in; a per-block
+    list (model.block_norms: [pre, hybrid, …]) comes closest. A zero-initialized block computes N(h): the identity
+    up to a per-token rescale, which a final RMSNorm or LayerNorm undoes (as for post-norm).
+    """
+
+    qkv_norm = True
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        del self.input_layernorm
+
+    def forward(self, h, cos, sin):
+        z = self.post_attention_layernorm(h + self.self_attn(h, cos, sin)[0])
+        return z + self.mlp(z)
+
+    def attention_input(self, h):
+        return h
+
+
+class LNScaledBlock(Block):
+    """lnscale (LayerNorm Scaling, "The Curse of Depth in Large Language Models", 2025): pre-norm with each norm's
+    output scaled by 1/√ℓ, ℓ the block's 1-based index in the full-depth student
+
+        h = h + F(N(h) / √ℓ)
+        h ─┬──────────────────(+)─►
+           └─ N ─ ×ℓ^-½ ─ F ──┘
+
+    ℓ is fixed when the block is built or inserted (`place`): its position in the *full-depth* student, the
+    index its placement is chosen by, so no block's scale changes at a growth event (under `append` that is also
+    the index it holds at every stage; under `interleave` or `middle` a block keeps the ℓ of where it ends, and a
+    `copy` takes its own ℓ, not its source's). 1/√ℓ is the persistent buffer `depth_scale`, so checkpoints and
+    exports carry it. A zero-initialized block is the identity, exactly.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.register_buffer("depth_scale", torch.ones(()))
+
+    def place(self, index: int) -> None:
+        with torch.no_grad():
+            typing.cast(torch.Tensor, self.depth_scale).fill_(1.0 / math.sqrt(index + 1))
+
+    def forward(self, h, cos, sin):
+        s = self.depth_scale.to(h.dtype)
+        h = h + self.self_attn(self.input_layernorm(h) * s, cos, sin)[0]
+        return h + self.mlp(self.post_attention_layernorm(h) * s)
+
+    def attention_input(self, h):
+        return self.input_layernorm(h) * self.depth_scale.to(h.dtype)
+
+
+class KeelBlock(Block):
+    """keel (Keel, "Post-LayerNorm Is Back: Stable, Expressive, and Deep", 2026): post-norm whose residual path is
+    highway-style — the stream scaled by α = L, the number of sublayers of the full-depth student (2D) — with a norm
+    on the branch's input as well
+
+        h = N_out(α·h + F(N_in(h)))     α = 2D
+        h ─┬── ×α ─────────(+)─ N_out ─►
+           └─ N_in ─ F ─────┘
+
+    N_in: input_layernorm / post_attention_layernorm; N_out: attn_out_norm / mlp_out_norm. The initialization is
+    the default one (the paper asks for none of its own). D is the full depth (model.init_depth, else n_layer), as
+    for DeepNorm: no constant changes at a growth event. A zero-initialized block computes N_out(α·h) = N(h), as
+    post-norm does.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.attn_out_norm = make_norm(cfg, cfg.d_model)
+        self.mlp_out_norm = make_norm(cfg, cfg.d_model)
+        self.alpha = keel_alpha(init_depth(cfg))
+
+    def forward(self, h, cos, sin):
+        h = self.attn_out_norm(self.alpha * h + self.self_attn(self.input_layernorm(h), cos, sin)[0])
+        return self.mlp_out_norm(self.alpha * h + self.mlp(self.post_attention_layernorm(h)))
+
+    def attention_input(self, h):
+        return self.input_layernorm(h)
+
+    @classmethod
+    def init_constants(cls, cfg) -> dict:
+        return {**super().init_constants(cfg), "alpha": keel_alpha(init_depth(cfg))}
+
+
+def keel_alpha(depth: int) -> float:
+    """Keel's residual scale α = L, the number of sublayers (two per block) of a `depth`-block model."""
+    return float(2 * depth)
+
+
+class ScaledSandwichBlock(SandwichBlock):
+    """sandwich-ds (depth-scaled sandwich): sandwich whose output norms' gains start at 1/√(2D), D the full depth
+
+        h = h + N₂(F(N₁(h))),   N₂'s gain (and nothing else) initialized to 1/√(2D)
+
+    In a sandwich block N₂ normalizes the branch, so the 1/√(2D) scale the other placements give o_proj and
+    down_proj cannot survive it; this variant moves the depth scaling onto N₂'s gain, where it does (our reading
+    of "sandwich with depth-scaled init": the scale that sets each branch's share of the stream at the start).
+    A zero-initialized block is the identity, exactly.
+    """
+
+    def init_weights(self, cfg) -> None:
+        super().init_weights(cfg)
+        scale = sandwich_gain(init_depth(cfg))
+        with torch.no_grad():
+            for norm in (self.attn_out_norm, self.mlp_out_norm):
+                norm.weight.fill_(scale)
+
+    @classmethod
+    def init_constants(cls, cfg) -> dict:
+        return {**super().init_constants(cfg), "output_norm_gain": sandwich_gain(init_depth(cfg))}
+
+
+def sandwich_gain(depth: int) -> float:
+    """The depth-scaled sandwich's initial output-norm gain 1/√(2D)."""
+    return 1.0 / math.sqrt(2 * depth)
 
 
 def deepnorm_constants(depth: int) -> tuple[float, float]:
@@ -280,6 +439,11 @@ BUILTIN_PLACEMENTS: dict[str, type[Block]] = {
     "post": PostNormBlock,
     "sandwich": SandwichBlock,
     "deepnorm": DeepNormBlock,
+    "reordered": ReorderedBlock,
+    "hybrid": HybridNormBlock,
+    "lnscale": LNScaledBlock,
+    "keel": KeelBlock,
+    "sandwich-ds": ScaledSandwichBlock,
 }
 
 
@@ -315,7 +479,9 @@ class Decoder(nn.Module):
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(c(cfg) for c in block_classes)
-        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps) if cfg.final_norm else nn.Identity()
+        for i, block in enumerate(typing.cast(list[Block], self.layers)):
+            block.place(i)  # its index in the full-depth student when this is it (model.Student passes its own)
+        self.norm = make_norm(cfg, cfg.d_model) if cfg.final_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # Rotary tables are computed on first use per (length, device) and kept out of the state dict:
         # a model materialized from meta tensors (transformers' from_pretrained) gets correct ones.

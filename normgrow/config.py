@@ -4,21 +4,14 @@
     dotted keys  ─┼─► OmegaConf.merge (types and unknown keys checked) ─► RunConfig ─► validate()
     (defaults)   ─┘
 
-Every field carries a one-line attribute docstring; `schema.field_docs()` reads them back from this
-file, so the docstring is the help text (`normgrow config --fields`). A resolved config saved with
-`save_config` reloads to an equal `RunConfig`. Every field also declares its meaning (`schema.setting`,
-`schema.section`): whether it enters the default teacher's key (`schema.teacher_key_view`) and whether a resumed
-run may change it (`resume_may_differ`); teacher.py and rundir.py read these instead of keeping lists.
-The machinery (meanings, the YAML reader, the merge loop, number bounds) lives in schema.py; this module
-holds the run's fields and their validation.
-
-Presets are the YAML files in `configs/` (installed as the package `normgrow.configs`); a preset is
-named by its file stem (`tiny`) or given as a path. `schema.load_structured` is the one merge loop: run
-configs (`load_config`) and study files (study/config.py) both go through it.
-
-Fields that name an extension (a placement, a growth operator, a diagnostic, a launcher) are plain
-strings checked against their registry (registry.py) at validation time, so names that user code
-registers are valid too.
+Every field carries a one-line attribute docstring, read back by `schema.field_docs()` as its help text
+(`normgrow config --fields`), and declares its meaning (`schema.setting`, `schema.section`): whether it enters the
+default teacher's key and whether a resumed run may change it (`resume_may_differ`). A config saved with
+`save_config` reloads equal. The machinery (meanings, the YAML reader, the merge loop shared with study files,
+number bounds) lives in schema.py; this module holds the run's fields and their validation. Presets are the YAML
+files in `configs/` (the package `normgrow.configs`), named by file stem (`tiny`) or given as a path. Fields that
+name an extension (a placement, a norm kind, a growth operator, a diagnostic, a launcher) are strings checked
+against their registry (registry.py), so names user code registers are valid too.
 """
 
 from __future__ import annotations
@@ -26,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -42,6 +34,7 @@ from normgrow.schema import (
     meaning_of,
     need,
     non_negative,
+    parse_train_blocks,
     positive,
     read_yaml,
     section,
@@ -56,7 +49,7 @@ PLACEMENT_RULES = ("mixln",)
 @dataclass
 class ModelConfig:
     norm: str = setting("pre", key=True)
-    """Normalization placement of every block: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h))) | deepnorm N(α·h+F(h)) | a registered one; or the rule mixln (post in the first floor(mixln_ratio·n_layer) blocks, pre above)."""
+    """Normalization placement of every block: pre h+F(N(h)) | post N(h+F(h)) | sandwich h+N2(F(N1(h))) | deepnorm N(α·h+F(h)) | reordered h+N(F(h)) | hybrid (QKV-norm attention, post-norm FFN) | lnscale h+F(N(h)/√ℓ) | keel N(2D·h+F(N(h))) | sandwich-ds (sandwich, output gains 1/√(2D)) | a registered one; or the rule mixln (post in the first floor(mixln_ratio·n_layer) blocks, pre above)."""
     block_norms: list[str] = setting(factory=list, key=True, before=[])
     """Per-block placements, one per block of the full-depth student (block i at index i); empty = model.norm everywhere."""
     n_layer: int = setting(9, key=True)
@@ -93,6 +86,10 @@ class ModelConfig:
     """Depth D in the std/sqrt(2D) init of residual output projections (and DeepNorm's α, β); null = model.n_layer."""
     mixln_ratio: float = setting(0.25, key=True, before=0.25)
     """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm (0 = every block pre-norm)."""
+    norm_kind: str = setting("rmsnorm", key=True, before="rmsnorm")
+    """What every norm of the student is, wherever the placement puts it (block norms, per-head q/k norms, the final norm): rmsnorm g·x/rms(x) | layernorm g·(x−mean)/sd + b | dyt g·tanh(a·x) + b (no statistics) | a registered one."""
+    dyt_alpha: float = setting(0.5, key=True, before=0.5)
+    """Initial value of DyT's learned scalar a (model.norm_kind=dyt; the DyT paper's default for non-LLM models, not tuned here)."""
 
 
 @section(resume=False)
@@ -196,8 +193,8 @@ class CurriculumConfig:
     """Growth operator: where appended blocks go (append = on top of the trained prefix) | a registered one."""
     growth_init: Literal["random", "zero", "copy"] = setting("zero", key=True)
     """Init of appended blocks: fresh random, random with residual-branch outputs zeroed, or a copy of the last prefix block."""
-    optimizer: Literal["keep", "reset"] = setting("keep", key=True)
-    """Optimizer state at growth: keep existing moments (new params start fresh) or reset all."""
+    optimizer: Literal["keep", "reset", "copy"] = setting("keep", key=True)
+    """Optimizer state at growth: keep existing moments (new params start fresh), reset all, or copy = keep, and each copied block (growth_init=copy) starts from its source block's moments and step count."""
     lr_schedule: Literal["global", "restart"] = setting("global", key=True)
     """One LR schedule over the whole run, or a re-warmup and decay per stage."""
     match_budget: str | None = setting(None, key=True)
@@ -383,23 +380,6 @@ def resolved_head_dim(m: ModelConfig) -> int:
     return m.head_dim if m.head_dim is not None else m.d_model // m.n_head
 
 
-def parse_train_blocks(spec: str, n_layer: int, new_blocks: Sequence[int]) -> list[int]:
-    """Block indices a stage trains: 'all', 'new' (`new_blocks`: the blocks its growth event inserted,
-    which the growth operator decides; every block in the first stage) or explicit indices '0,3,4'."""
-    if spec == "all":
-        return list(range(n_layer))
-    if spec == "new":
-        return sorted(new_blocks)
-    try:
-        idx = sorted({int(s) for s in spec.split(",") if s.strip()})
-    except ValueError:
-        raise ValueError(f"'{spec}' is not 'all', 'new' or comma-separated block indices") from None
-    bad = [i for i in idx if not 0 <= i < n_layer]
-    if bad:
-        raise ValueError(f"block index {bad[0]} outside 0..{n_layer - 1}")
-    return idx
-
-
 # fields whose meaningful range ends well below FLOAT_LIMIT (their own checks below give the lower ends)
 UPPER = {
     "seed": 2**32 - 1,
@@ -409,6 +389,7 @@ UPPER = {
     "model.norm_eps": 1.0,
     "model.init_std": 10.0,
     "model.embed_init_std": 10.0,
+    "model.dyt_alpha": 100.0,
     "train.lr": 1e6,
     "distill.temperature": 100.0,
 }
@@ -439,7 +420,8 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
         "model.head_dim",
         f"must be even for rotary embeddings, got {resolved_head_dim(m)}",
     )
-    positive(m, "model", "norm_eps", "init_std", "embed_init_std", "rope_theta")
+    positive(m, "model", "norm_eps", "init_std", "embed_init_std", "rope_theta", "dyt_alpha")
+    registry.check("model.norm_kind", m.norm_kind)
     if m.norm not in PLACEMENT_RULES:
         registry.check("model.norm", m.norm)
     need(0.0 <= m.mixln_ratio <= 1.0, "model.mixln_ratio", f"must be in [0, 1], got {m.mixln_ratio}")
@@ -529,6 +511,11 @@ def _validate_curriculum(cfg: RunConfig) -> None:
         f"'{cfg.curriculum.growth_init}' does not apply to growth operator '{cfg.curriculum.growth}' (it takes: "
         f"{', '.join(inits or ())})",
     )
+    need(
+        cfg.curriculum.optimizer != "copy" or len(stages) < 2 or cfg.curriculum.growth_init == "copy",
+        "curriculum.optimizer",
+        f"'copy' carries moments into copied blocks, but curriculum.growth_init is '{cfg.curriculum.growth_init}'",
+    )
     need(len(stages) > 0, "curriculum.stages", "needs at least one stage")
     prev = 0
     for i, s in enumerate(stages):
@@ -569,8 +556,8 @@ def _validate_train(r: TrainConfig) -> None:
     need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")
     need(0 < r.decay_fraction <= 1, "train.decay_fraction", f"must be in (0, 1], got {r.decay_fraction}")
     non_negative(r, "train", "weight_decay")
-    need(0 <= r.beta1 < 1, "train.beta1", f"must be in [0, 1), got {r.beta1}")
-    need(0 <= r.beta2 < 1, "train.beta2", f"must be in [0, 1), got {r.beta2}")
+    for key, beta in (("beta1", r.beta1), ("beta2", r.beta2)):
+        need(0 <= beta < 1, f"train.{key}", f"must be in [0, 1), got {beta}")
     non_negative(r, "train", "grad_clip")
     positive(r, "train", "threads")
     for logger in r.loggers:

@@ -11,7 +11,9 @@ Joint training is one stage at full depth; a growth curriculum inserts blocks be
                 grown model repeats its prefix; `copy` init only (random or zero would be `append`);
     interleave  each new block inserted right after the block it copies, the k new blocks spread
                 evenly over the p old ones (new block i follows old block ⌈(i+1)·p/k⌉ − 1: 3 → 6
-                gives 0 0' 1 1' 2 2'); every insertion point is a boundary.
+                gives 0 0' 1 1' 2 2'); every insertion point is a boundary;
+    middle      (MIDAS-style) the prefix's middle group of k blocks copied and inserted right after itself
+                (6 → 9: 0 1 2 3 1' 2' 3' 4 5); the boundary is the group's output.
 Blocks are placed by their position in the *full-depth* student (model.placement_of): under an
 operator that inserts below the top, a block's index changes as the model grows, so `plan_stages`
 follows every block through the growth events to its final index. One `GrowthOperator` object answers every
@@ -99,8 +101,10 @@ class GrowthOperator:
       set_trainable which parameters that makes trainable (default: blocks outside the list frozen, the
                     embedding trains exactly when block 0 does, the final norm and head always);
       keeps_state   whether a parameter that trains on keeps its AdamW moments and step count across
-                    the event (default: curriculum.optimizer — keep: yes, reset: no; new and newly
-                    unfrozen parameters always start fresh).
+                    the event (default: curriculum.optimizer — keep and copy: yes, reset: no; newly unfrozen
+                    parameters always start fresh);
+      copied_state  which new parameters start from another's AdamW state (curriculum.optimizer=copy: a
+                    copied block's from its source block's; otherwise new parameters start fresh).
     """
 
     inits: tuple[str, ...] = ("random", "zero", "copy")
@@ -148,15 +152,38 @@ class GrowthOperator:
     def keeps_state(self, name: str, plan: StagePlan, optimizer: str) -> bool:
         """Does the parameter `name` (its name in the grown model), which trained before the event into `plan`
         (so has AdamW state) and trains on after it, keep that state? `optimizer` is curriculum.optimizer."""
-        return optimizer == "keep"
+        return optimizer in ("keep", "copy")
+
+    def copied_state(self, model: Student, plan: StagePlan, optimizer: str) -> dict[str, str]:
+        """{name of a new block's parameter: name of the parameter whose AdamW state (moments and step count) it
+        starts from}, both names in the grown `model` (the event into `plan` applied): with curriculum.optimizer=copy,
+        every parameter of a `copy`-initialized block takes its source block's; otherwise none (new parameters
+        start fresh)."""
+        ev = plan.growth
+        if optimizer != "copy" or ev is None:
+            return {}
+        old_positions = [i for i in range(ev.depth) if i not in set(ev.new_blocks)]  # old block j sits here now
+        out = {}
+        for position in ev.new_blocks:
+            source = old_positions[self.copy_source(ev.prefix, ev.depth, position)]
+            for name, _ in model.layers[position].named_parameters():
+                out[f"layers.{position}.{name}"] = f"layers.{source}.{name}"
+        return out
 
     # --- the event
 
     def apply(
-        self, model: Student, depth: int, init: str, seed: int, placements: tuple[str, ...] | None = None
+        self,
+        model: Student,
+        depth: int,
+        init: str,
+        seed: int,
+        placements: tuple[str, ...] | None = None,
+        indices: tuple[int, ...] | None = None,
     ) -> GrowthEvent:
         """Insert the new blocks into `model.layers` (in place) and return the event. `placements` are those
-        of the grown model's blocks (a StagePlan's; default: model.placement_of each position)."""
+        of the grown model's blocks and `indices` their indices in the full-depth student (a StagePlan's; default:
+        model.placement_of each position, and the position)."""
         ev = self.event(model.depth, depth)
         old = list(model.layers)
         ref = next(model.parameters())
@@ -164,6 +191,7 @@ class GrowthOperator:
             source = self.copy_source(ev.prefix, depth, position)
             placement = placements[position] if placements else placement_of(model.cfg, position)
             block = new_block(model.cfg, position, init, seed, typing.cast(Block, old[source]), placement, source)
+            block.place(indices[position] if indices else position)  # its own index, also when it is a copy
             model.layers.insert(position, block.to(device=ref.device, dtype=ref.dtype))
         return ev
 
@@ -208,6 +236,33 @@ class Interleave(GrowthOperator):
         return positions
 
 
+class Middle(GrowthOperator):
+    """middle (MIDAS-style middle duplication): the k = depth − prefix new blocks are copies of the prefix's middle
+    group of k consecutive blocks, starting at s = ⌊(p − k)/2⌋, inserted right after that group (position s + k + j
+    copies block s + j). 3 → 6 copies blocks 0–2 (as `stack`); 6 → 9 copies 1–3: 0 1 2 3 1′ 2′ 3′ 4 5. The group
+    sizes are the stages' depth steps (3 → 6 → 9: groups of 3; 3 → 5 → 7 → 9: groups of 2); a step larger than its
+    prefix has no group to copy and is refused when the stages are planned. The boundary is the group's output
+    (position s + k). `copy` init only."""
+
+    inits = ("copy",)
+
+    def group_start(self, prefix: int, depth: int) -> int:
+        k = depth - prefix
+        if k > prefix:
+            raise ConfigError(
+                f"curriculum.growth: middle: growing {prefix} → {depth} duplicates a middle group of {k} blocks, "
+                f"but the prefix has only {prefix}; use steps of at most the prefix's depth"
+            )
+        return (prefix - k) // 2
+
+    def new_blocks(self, prefix: int, depth: int) -> list[int]:
+        s, k = self.group_start(prefix, depth), depth - prefix
+        return list(range(s + k, s + 2 * k))
+
+    def copy_source(self, prefix: int, depth: int, position: int) -> int:
+        return position - (depth - prefix)
+
+
 def new_block(
     cfg: ModelConfig, position: int, init: str, seed: int, source: Block, placement: str, source_index: int = 0
 ) -> Block:
@@ -244,12 +299,13 @@ def register_growth(name: str, operator: GrowthOperator, replace: bool = False) 
 register_growth("append", Append())
 register_growth("stack", Stack())
 register_growth("interleave", Interleave())
+register_growth("middle", Middle())
 
 
 def grow(model: Student, plan: StagePlan, cfg: RunConfig) -> GrowthEvent:
     """The run's growth event into stage `plan`: its operator, init, seed and the stage's placements."""
     return GROWTH[cfg.curriculum.growth].apply(
-        model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed, plan.placements
+        model, plan.n_layer, cfg.curriculum.growth_init, cfg.seed, plan.placements, plan.indices
     )
 
 
@@ -264,6 +320,7 @@ class StagePlan:
     tokens: int  # steps × tokens per step
     train_blocks: tuple[int, ...]
     placements: tuple[str, ...]  # placement of each block held during the stage, bottom to top
+    indices: tuple[int, ...]  # each block's index in the full-depth student (what it is placed by)
     growth: GrowthEvent | None  # the event that opens the stage (None for the first)
     provenance: tuple[str, ...]  # where each block came from: "initial" or "appended at stage k (<init> init)"
     # the run's growth operator (curriculum.growth), whose policy the stage follows (GrowthOperator.set_trainable, …)
@@ -293,7 +350,8 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
     for i, (s, event, ids) in enumerate(zip(stages, events, blocks, strict=True)):
         budget = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
         steps = max(1, round(budget / per_step))
-        placements = tuple(placement_of(cfg.model, final[b]) for b in ids)
+        indices = tuple(final[b] for b in ids)
+        placements = tuple(placement_of(cfg.model, i) for i in indices)
         if event is None:
             provenance = ["initial"] * s.n_layer
         else:
@@ -314,7 +372,7 @@ def plan_stages(cfg: RunConfig) -> list[StagePlan]:
                 "retrained; set model.tie_embeddings=false for this arm"
             )
         plans.append(
-            StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, event, tuple(provenance), op)
+            StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, indices, event, tuple(provenance), op)
         )
     return plans
 
@@ -365,7 +423,11 @@ def student_at_stage(cfg: RunConfig, stage: int) -> Student:
     """A student with the block structure of `stage` of this run (on the CPU), to load weights into."""
     plans = plan_stages(cfg)
     model = Student(
-        cfg.model, depth=plans[0].n_layer, max_seq_len=cfg.data.seq_len, placements=list(plans[0].placements)
+        cfg.model,
+        depth=plans[0].n_layer,
+        max_seq_len=cfg.data.seq_len,
+        placements=list(plans[0].placements),
+        indices=list(plans[0].indices),
     )
     replay_growth(model, plans, stage, cfg)
     return model

@@ -29,7 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from normgrow import atomic, checkpoint
 from normgrow import modeling_normgrow as modeling
-from normgrow.blocks import BUILTIN_PLACEMENTS, Block
+from normgrow.blocks import BUILTIN_NORM_KINDS, BUILTIN_PLACEMENTS, Block
 from normgrow.config import ModelConfig, RunConfig, load_config
 from normgrow.curriculum import plan_stages
 from normgrow.errors import NormgrowError
@@ -46,7 +46,7 @@ class NormgrowForCausalLM(modeling.NormgrowForCausalLM):
 
 NormgrowConfig = modeling.NormgrowConfig
 # what an export carries so that trust_remote_code=True loads it without normgrow
-REMOTE_CODE = ("modeling_normgrow.py", "blocks.py")
+REMOTE_CODE = ("modeling_normgrow.py", "blocks.py", "norms.py")
 AUTO_MAP = {
     "AutoConfig": "modeling_normgrow.NormgrowConfig",
     "AutoModelForCausalLM": "modeling_normgrow.NormgrowForCausalLM",
@@ -59,10 +59,11 @@ AutoModelForCausalLM.register(NormgrowConfig, NormgrowForCausalLM)
 
 
 def is_qwen3(student: Student) -> bool:
-    """Is this student a stock Qwen3 (every block's placement maps onto Qwen3's, final norm, q/k norms)?"""
+    """Is this student a stock Qwen3 (every block's placement maps onto Qwen3's, RMSNorm, final norm, q/k norms)?"""
     m = student.cfg
     return (
         all(type(b).qwen3_compatible for b in typing.cast(Iterable[Block], student.layers))
+        and m.norm_kind == "rmsnorm"
         and m.final_norm
         and m.qk_norm
     )
@@ -155,7 +156,7 @@ def _write_export(
     built-in placement needs, the tokenizer and normgrow_export.json."""
     placements = [placement_of(m, i) for i in range(student.depth)]
     qwen3 = is_qwen3(student)
-    remote = not qwen3 and all(p in BUILTIN_PLACEMENTS for p in placements)
+    remote = not qwen3 and all(p in BUILTIN_PLACEMENTS for p in placements) and m.norm_kind in BUILTIN_NORM_KINDS
     hf: Qwen3ForCausalLM | NormgrowForCausalLM
     if qwen3:
         hf = Qwen3ForCausalLM(hf_config(m, bos_token_id=_bos(tokenizer), eos_token_id=_eos(tokenizer)))
@@ -183,7 +184,7 @@ def _write_export(
         if qwen3
         else "import normgrow, or trust_remote_code=True"
         if remote
-        else "import normgrow and the code registering its placements (not built into the export)"
+        else "import normgrow and the code registering its placement or norm kind (not built into the export)"
     )
     record = {
         "run_dir": str(run_dir.resolve()),
@@ -192,6 +193,7 @@ def _write_export(
         "tokens": state["tokens"],
         "n_layer": student.depth,
         "norm": m.norm,
+        "norm_kind": m.norm_kind,
         "placements": placements,
         "format": "Qwen3ForCausalLM" if qwen3 else "NormgrowForCausalLM",
         "loads_with": loads_with,

@@ -66,11 +66,15 @@ def rebuild_optimizer(
     unfrozen parameters start fresh; frozen ones leave the optimizer, and their state with it."""
     plan = plan or next(p for p in plan_stages(cfg) if p.n_layer == model.depth)
     name_of = {p: n for n, p in model.named_parameters()}
+    by_name = dict(model.named_parameters())
+    copied = plan.operator.copied_state(model, plan, cfg.curriculum.optimizer)
     new = build_optimizer(model, cfg, device)
     for group in new.param_groups:
         for p in group["params"]:
             if p in old.state and keeps_state(name_of[p], plan, cfg):  # state: it trained before
                 new.state[p] = old.state[p]
+            elif name_of[p] in copied and by_name[copied[name_of[p]]] in old.state:
+                new.state[p] = {k: v.clone() for k, v in old.state[by_name[copied[name_of[p]]]].items()}
     return new
 
 
@@ -122,6 +126,10 @@ def _grow_sharded(
         for n, p in plain.named_parameters()  # name now → name before growth
         if p.requires_grad and name_before.get(id(p)) in trained and keeps_state(n, plan, cfg)
     }
+    now = dict(plain.named_parameters())
+    for n, source in plan.operator.copied_state(plain, plan, cfg.curriculum.optimizer).items():
+        if now[n].requires_grad and name_before.get(id(now[source])) in trained:
+            carried[n] = name_before[id(now[source])]  # a copied block starts from its source's moments
     moments = sharding.optimizer_state_by_name(model, optimizer) if carried else {}
     grown = typing.cast(Student, sharding.shard(plain))  # sharded in place: still a Student
     new = build_optimizer(grown, cfg, device)

@@ -46,16 +46,26 @@ from collections.abc import Iterable
 import torch
 import torch.nn as nn
 
+from normgrow import norms
 from normgrow.blocks import (  # noqa: F401 - the architecture's names, re-exported where normgrow always had them
+    BUILTIN_NORM_KINDS,
+    BUILTIN_PLACEMENTS,
     MLP,
     Attention,
     Block,
     Decoder,
     DeepNormBlock,
+    DyT,
+    HybridNormBlock,
+    KeelBlock,
+    LayerNorm,
+    LNScaledBlock,
     PostNormBlock,
     PreNormBlock,
+    ReorderedBlock,
     RMSNorm,
     SandwichBlock,
+    ScaledSandwichBlock,
     apply_rotary,
     deepnorm_constants,
     init_depth,
@@ -76,10 +86,24 @@ def register_placement(name: str, block_class: type[Block], replace: bool = Fals
     return PLACEMENTS.register(name, block_class, replace=replace)
 
 
-register_placement("pre", PreNormBlock)
-register_placement("post", PostNormBlock)
-register_placement("sandwich", SandwichBlock)
-register_placement("deepnorm", DeepNormBlock)
+for _name, _block in BUILTIN_PLACEMENTS.items():
+    register_placement(_name, _block)
+
+NORM_KINDS: Registry[typing.Callable] = Registry("norm kind", field="model.norm_kind")
+
+
+def register_norm_kind(name: str, factory: typing.Callable, replace: bool = False) -> typing.Callable:
+    """Make `model.norm_kind=<name>` build every norm of a student with `factory(model_config, width)`: a module with
+    `is_norm = True` and a `reset_parameters()` that sets its initial values without drawing random numbers."""
+    if not callable(factory):
+        raise TypeError(f"norm kind '{name}': expected a callable factory(cfg, dim), got {factory!r}")
+    NORM_KINDS.register(name, factory, replace=replace)
+    norms.NORM_KINDS[name] = factory
+    return factory
+
+
+for _name, _factory in BUILTIN_NORM_KINDS.items():
+    register_norm_kind(_name, _factory)
 
 
 def make_block(cfg: ModelConfig, index: int) -> Block:
@@ -92,21 +116,29 @@ def make_block(cfg: ModelConfig, index: int) -> Block:
 
 class Student(Decoder):
     def __init__(
-        self, cfg: ModelConfig, depth: int | None = None, max_seq_len: int = 2048, placements: list[str] | None = None
+        self,
+        cfg: ModelConfig,
+        depth: int | None = None,
+        max_seq_len: int = 2048,
+        placements: list[str] | None = None,
+        indices: list[int] | None = None,
     ):
         """A student holding `depth` blocks (default cfg.n_layer, the full depth; a growth curriculum
         starts shallower and inserts blocks) of the given `placements` (default: placement_of each
-        index; a curriculum passes its first stage's, curriculum.StagePlan), initialized (module
+        index; a curriculum passes its first stage's, curriculum.StagePlan) at the given `indices` in the
+        full-depth student (default 0 … depth − 1; a curriculum passes its first stage's), initialized (module
         docstring). cfg.vocab_size must be resolved."""
         depth = cfg.n_layer if depth is None else depth
         placements = placements or [placement_of(cfg, i) for i in range(depth)]
-        if len(placements) != depth:
-            raise ValueError(f"{len(placements)} placements for {depth} blocks")
+        indices = list(range(depth)) if indices is None else indices
+        if len(placements) != depth or len(indices) != depth:
+            raise ValueError(f"{len(placements)} placements and {len(indices)} indices for {depth} blocks")
         super().__init__(cfg, [PLACEMENTS[name] for name in placements], max_seq_len, tie=False)
         nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=embed_std(cfg))
         nn.init.normal_(self.lm_head.weight, mean=0.0, std=cfg.init_std)
-        for block in self.layers:
+        for block, index in zip(self.layers, indices, strict=True):
             init_block(typing.cast(Block, block), cfg)
+            typing.cast(Block, block).place(index)
         if cfg.tie_embeddings:  # after both inits, so the random draws do not depend on tying
             self.lm_head.weight = self.embed_tokens.weight
 

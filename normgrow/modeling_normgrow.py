@@ -11,10 +11,10 @@ This file imports only torch, transformers and `.blocks` (the architecture), nev
 
     AutoModelForCausalLM.from_pretrained(export_dir, trust_remote_code=True)
 
-loads the student with the built-in placements (pre, post, sandwich, deepnorm, and mixln or any
-per-block mixture of them). With normgrow installed, `import normgrow` registers the same classes
-with the Auto classes (normgrow.export), which then also build user-registered placements, and no
-remote code is needed.
+loads the student with the built-in placements (pre, post, sandwich, deepnorm, reordered, hybrid, lnscale, keel,
+sandwich-ds, and mixln or any per-block mixture of them) and norm kinds (rmsnorm, layernorm, dyt). With normgrow
+installed, `import normgrow` registers the same classes with the Auto classes (normgrow.export), which then also
+build user-registered placements and norm kinds, and no remote code is needed.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import inspect
 import math
 import textwrap
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -322,3 +322,20 @@ def teacher_key_view(cfg: Any) -> dict:
             value = m.old_default
         view[f.name] = value
     return view
+
+
+def parse_train_blocks(spec: str, n_layer: int, new_blocks: Sequence[int]) -> list[int]:
+    """Block indices a stage trains: 'all', 'new' (`new_blocks`: the blocks its growth event inserted,
+    which the growth operator decides; every block in the first stage) or explicit indices '0,3,4'."""
+    if spec == "all":
+        return list(range(n_layer))
+    if spec == "new":
+        return sorted(new_blocks)
+    try:
+        idx = sorted({int(s) for s in spec.split(",") if s.strip()})
+    except ValueError:
+        raise ValueError(f"'{spec}' is not 'all', 'new' or comma-separated block indices") from None
+    bad = [i for i in idx if not 0 <= i < n_layer]
+    if bad:
+        raise ValueError(f"block index {bad[0]} outside 0..{n_layer - 1}")
+    return idx

@@ -80,7 +80,11 @@ def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tens
     construction's RNG draws undone)."""
     with torch.random.fork_rng(devices=[]):
         model = Student(
-            cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len, placements=list(plan.placements)
+            cfg.model,
+            depth=plan.n_layer,
+            max_seq_len=cfg.data.seq_len,
+            placements=list(plan.placements),
+            indices=list(plan.indices),
         ).to(device)
     model.load_state_dict(weights)
     model.activation_checkpointing = cfg.train.activation_checkpointing

@@ -73,6 +73,7 @@ def shape_of(cfg: RunConfig, device: torch.device) -> dict:
             )
         },
         "placements": sorted(set(full_placements(cfg))),
+        **({"norm_kind": m.norm_kind} if m.norm_kind != "rmsnorm" else {}),  # (absent for rmsnorm: older records hold)
         "seq_len": cfg.data.seq_len,
         "batch": cfg.train.batch_size,
         "micro_batch": cfg.train.micro_batch_size or cfg.train.batch_size,

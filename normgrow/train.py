@@ -254,9 +254,13 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     """The student at the first stage's depth, initialized from the run's seed."""
     cfg = inputs.cfg
     torch.manual_seed(cfg.seed)
-    model = Student(cfg.model, depth=plan.n_layer, max_seq_len=cfg.data.seq_len, placements=list(plan.placements)).to(
-        inputs.info.device
-    )
+    model = Student(
+        cfg.model,
+        depth=plan.n_layer,
+        max_seq_len=cfg.data.seq_len,
+        placements=list(plan.placements),
+        indices=list(plan.indices),
+    ).to(inputs.info.device)
     model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
         assert inputs.teacher is not None  # validate: init_embeddings=teacher needs a teacher

@@ -71,7 +71,6 @@ NON_QWEN3 = {
 
 LOAD_ALL = """
 import sys, torch
-{prelude}
 from transformers import AutoModelForCausalLM
 idx = torch.load({idx!r}, weights_only=True)
 for name in {names!r}:
@@ -82,15 +81,52 @@ for name in {names!r}:
 """
 
 
+RIVALS = {  # every rival placement in one student (a per-block list), in each norm kind
+    f"rivals-{kind}": [
+        "model.n_layer=5",
+        f"model.norm_kind={kind}",
+        "model.block_norms=[reordered, hybrid, lnscale, keel, sandwich-ds]",
+        "curriculum.stages=[{n_layer: 2, tokens: 2560}, {n_layer: 5, tokens: 2560}]",
+    ]
+    for kind in ("rmsnorm", "layernorm", "dyt")
+}
+
+
 @pytest.mark.slow  # 27 s (two fresh interpreters); the stock-transformers export test stays in the default suite
 def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without_normgrow(tiny_cache, tmp_path):
     """Students that are not a stock Qwen3 load through AutoModelForCausalLM with the student's exact logits:
     in an interpreter that only ran `import normgrow`, and, with trust_remote_code=True, in one where normgrow
-    cannot be imported at all (the export's own modeling_normgrow.py and blocks.py)."""
+    cannot be imported at all (the export's own modeling_normgrow.py, blocks.py and norms.py)."""
+    check_exports(tiny_cache, tmp_path, NON_QWEN3 | {"rivals-rmsnorm": RIVALS["rivals-rmsnorm"]})
+    assert json.loads((tmp_path / "hf-mixln" / "normgrow_export.json").read_text())["placements"] == [
+        "post",
+        "pre",
+        "pre",
+    ]
+
+
+def test_the_rival_placements_in_every_norm_kind_export_with_and_without_normgrow(tiny_cache, tmp_path):
+    """reordered, hybrid, lnscale, keel and sandwich-ds blocks (grown 2 → 5 by appending) with LayerNorm and with DyT
+    norms: exact logits, generate, pipeline and save-and-reload, after `import normgrow` and without normgrow."""
+    variants = {k: v for k, v in RIVALS.items() if k != "rivals-rmsnorm"}  # rmsnorm's in the slow test above
+    check_exports(tiny_cache, tmp_path, variants)
+    record = json.loads((tmp_path / "hf-rivals-dyt" / "normgrow_export.json").read_text())
+    assert record["norm_kind"] == "dyt" and record["placements"] == [
+        "reordered",
+        "hybrid",
+        "lnscale",
+        "keel",
+        "sandwich-ds",
+    ]
+    assert (tmp_path / "hf-rivals-dyt" / "norms.py").is_file()
+
+
+def check_exports(tiny_cache, tmp_path, variants: dict[str, list[str]]) -> None:
+    """Train, export and load each variant (tmp_path/run-<name>, hf-<name>) in the two fresh interpreters."""
     idx = torch.randint(0, 512, (2, 20), generator=torch.Generator().manual_seed(1))
     torch.save(idx, tmp_path / "idx.pt")
     expected = {}
-    for name, overrides in NON_QWEN3.items():
+    for name, overrides in variants.items():
         run(
             tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", *overrides),
             tmp_path / f"run-{name}",
@@ -102,26 +138,16 @@ def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without
         assert (tmp_path / f"hf-{name}" / "modeling_normgrow.py").is_file()
         with torch.no_grad():
             expected[name] = trained_student(tmp_path / f"run-{name}")(idx)
-    assert json.loads((tmp_path / "hf-mixln" / "normgrow_export.json").read_text())["placements"] == [
-        "post",
-        "pre",
-        "pre",
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for prelude, kwargs, module in (
         ("import normgrow", "", "normgrow.export"),
         ("sys.modules['normgrow'] = None  # as if not installed", "trust_remote_code=True", "transformers_modules"),
     ):
-        script = LOAD_ALL.format(
-            prelude=prelude, idx=str(tmp_path / "idx.pt"), names=list(NON_QWEN3), root=str(tmp_path), kwargs=kwargs
-        )
-        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert all(line.split()[1].startswith(module) for line in proc.stdout.strip().splitlines()), proc.stdout
-        for name in NON_QWEN3:
+        logits = LOAD_ALL.format(idx=str(tmp_path / "idx.pt"), names=list(variants), root=str(tmp_path), kwargs=kwargs)
+        printed = check_users_calls(tmp_path, list(variants), prelude, kwargs, before=logits)  # one interpreter
+        assert all(line.split()[1].startswith(module) for line in printed.splitlines()), printed
+        for name in variants:
             got = torch.load(tmp_path / f"logits-{name}.pt", weights_only=True)
             torch.testing.assert_close(got, expected[name], atol=0, rtol=0, msg=f"{name} ({prelude})")
-        check_users_calls(tmp_path, list(NON_QWEN3), prelude, kwargs)
 
 
 USE_EXPORT = """
@@ -158,11 +184,12 @@ def greedy(student, prompt: list[int], n: int) -> list[int]:
     return ids[0].tolist()
 
 
-def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str) -> None:
+def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str, before: str = "") -> str:
     """Every export in `names` (tmp_path/hf-<name>, trained in tmp_path/run-<name>) in a fresh interpreter: greedy
     `generate` with the KV cache on and off, `pipeline("text-generation")` and a save-and-reload all give the
-    student's own greedy decoding, token for token."""
-    script = USE_EXPORT.format(prelude=prelude, names=names, root=str(tmp_path), kwargs=kwargs)
+    student's own greedy decoding, token for token. `before`: a script run first in the same interpreter (its
+    output is returned)."""
+    script = USE_EXPORT.format(prelude=prelude + "\n" + before, names=names, root=str(tmp_path), kwargs=kwargs)
     proc = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -178,6 +205,7 @@ def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str) -> 
         ours = greedy(trained_student(tmp_path / f"run-{name}"), r["prompt"], 10)
         assert r["cache=True"] == r["cache=False"] == r["reloaded"] == ours, name
         assert r["pipeline"] == r["decoded"] and r["pipeline"].startswith("def main("), name
+    return "\n".join(proc.stdout.strip().splitlines()[:-1])
 
 
 def test_a_post_norm_export_works_in_generate_pipeline_and_save_reload_without_normgrow(tiny_cache, tmp_path):
