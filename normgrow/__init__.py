@@ -5,6 +5,7 @@ exported model classes with transformers' Auto classes (export.py), and exposes 
 more (see registry.py):
 
     normgrow.register_placement(name, BlockSubclass)          model.norm / model.block_norms
+    normgrow.register_norm_kind(name, factory(cfg, dim))      model.norm_kind
     normgrow.register_growth(name, GrowthOperatorInstance)    curriculum.growth
     normgrow.register_diagnostic(name, fn(observation))       diagnostics.include
     normgrow.register_launcher(name, fn(jobs, options, out, progress))   launcher.kind
@@ -29,7 +30,7 @@ import normgrow.export  # noqa: E402, F401
 from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
 from normgrow.data import CorpusSource, register_corpus_source  # noqa: E402
 from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
-from normgrow.model import Block, register_placement  # noqa: E402
+from normgrow.model import Block, register_norm_kind, register_placement  # noqa: E402
 from normgrow.study.launch import register_launcher  # noqa: E402
 from normgrow.study.verdicts import register_claim  # noqa: E402
 from normgrow.version import __version__  # noqa: E402
@@ -37,23 +38,14 @@ from normgrow.version import __version__  # noqa: E402
 __all__ = [
     "__version__",
     "Block",
-    "GrowthOperator",
-    "Observation",
-    "register_claim",
-    "register_diagnostic",
-    "register_growth",
-    "register_launcher",
-    "register_placement",
-]
-__all__ = [
-    "__version__",
-    "Block",
     "CorpusSource",
     "GrowthOperator",
     "Observation",
+    "register_claim",
     "register_corpus_source",
     "register_diagnostic",
     "register_growth",
     "register_launcher",
+    "register_norm_kind",
     "register_placement",
 ]

@@ -1,6 +1,6 @@
 """Extension points as plain registries: a dict from a config name to a small class or function.
 
-normgrow has six: placements (`model.norm`, model.py), growth operators (`curriculum.growth`,
+normgrow has seven: placements (`model.norm`, model.py), norm kinds (`model.norm_kind`, model.py), growth operators (`curriculum.growth`,
 curriculum.py), diagnostics (`diagnostics.include`, diagnostics.py), launchers (`launcher.kind`,
 study/launch.py), corpus sources (`data.format`, data/sources.py) and claims (every study's
 claims, study/verdicts.py; the paper's in study/paper.py). Each module fills its registry with explicit `register(...)` calls

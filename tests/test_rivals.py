@@ -416,3 +416,41 @@ def test_config_fields_list_the_new_names():
         assert name in out, name
     line = next(x for x in out.splitlines() if x.lstrip().startswith("model.norm_kind"))
     assert all(k in line for k in KINDS)
+
+
+def test_a_registered_norm_kind_builds_every_norm_and_draws_nothing():
+    """The extending guide's ScaleNorm, registered: every norm of the student is one, the linear weights are those of
+    the same seed with RMSNorm, and an unknown kind is one line naming the field."""
+    import normgrow
+    from normgrow.model import NORM_KINDS
+    from normgrow.norms import NORM_KINDS as BUILT
+
+    class ScaleNorm(torch.nn.Module):
+        is_norm = True
+
+        def __init__(self, dim: int, eps: float):
+            super().__init__()
+            self.g, self.dim, self.eps = torch.nn.Parameter(torch.ones(1)), dim, eps
+
+        def reset_parameters(self):
+            torch.nn.init.ones_(self.g)
+
+        def forward(self, x):
+            return self.g * x * self.dim**0.5 / (x.norm(dim=-1, keepdim=True) + self.eps)
+
+    normgrow.register_norm_kind("scalenorm", lambda cfg, dim: ScaleNorm(dim, cfg.norm_eps))
+    try:
+        cfg = load_config("tiny", ["model.norm_kind=scalenorm", "model.vocab_size=64"])
+        torch.manual_seed(0)
+        model = Student(cfg.model)
+        norms = [m for m in model.modules() if getattr(m, "is_norm", False)]
+        assert norms and all(isinstance(m, ScaleNorm) for m in norms)
+        assert len(norms) == 4 * 3 + 1  # two block norms and q/k norms per block, and the final norm
+        torch.manual_seed(0)
+        plain = Student(load_config("tiny", ["model.vocab_size=64"]).model)
+        assert torch.equal(model.layers[2].mlp.up_proj.weight, plain.layers[2].mlp.up_proj.weight)
+    finally:
+        NORM_KINDS.unregister("scalenorm")
+        BUILT.pop("scalenorm", None)
+    with pytest.raises(ConfigError, match="model.norm_kind: unknown norm kind 'scalenorm'"):
+        load_config("tiny", ["model.norm_kind=scalenorm"])

@@ -78,6 +78,14 @@ class ArmConfig:
 
 
 @dataclass
+class RivalConfig:
+    against: list[str] = field(default_factory=list)
+    """[joint arm, grow arm] of the rival (a placement, or post-norm under another growth operator)."""
+    reference: list[str] = field(default_factory=list)
+    """[joint arm, grow arm] it is read against; empty = the claims' pre_joint and pre_grow."""
+
+
+@dataclass
 class LrPilotConfig:
     lrs: list[float] = field(default_factory=list)
     """Learning rates the pilot tries for every arm (empty = no pilot: every arm trains at its own train.lr). The
@@ -132,6 +140,10 @@ class StudyConfig:
     """Which arm plays which part in the registered claims (roles: pre_grow: <arm>, matched: [<joint>, <grow>], …) and
     the claims' settings (margin, …): the roles and settings the claims declare (verdicts.py, paper.py; `normgrow
     config --study` lists them). The report gives each registered claim a verdict."""
+    rivals: dict[str, RivalConfig] = field(default_factory=dict)
+    """The paper's joint-gap and grow-gap claims read for other arms than post-norm: per entry, its `against` arms
+    [joint, grow] in post-norm's part and its `reference` arms [joint, grow] in pre-norm's; the same claim functions,
+    Holm across every entry's claims (rivals.py). A pair already read by the paper's claims is not read again."""
     select_tokens: int = 16384
     """Size of the model-selection set (data.select_tokens) of the arms that sweep learning rates."""
     collapse_threshold: float = 0.5
@@ -271,6 +283,18 @@ def validate_study(s: StudyConfig) -> None:
         pair = getattr(s, key)
         need(
             not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}"
+        )
+    for rname, rival in s.rivals.items():
+        for key, pair in (("against", rival.against), ("reference", rival.reference)):
+            need(
+                (key == "reference" and not pair) or (len(pair) == 2 and all(a in s.arms for a in pair)),
+                f"rivals.{rname}.{key}",
+                f"expected two arm names [joint, grow], got {pair}",
+            )
+        need(
+            bool(rival.reference) or all(s.claims.get(r) for r in ("pre_joint", "pre_grow")),
+            f"rivals.{rname}.reference",
+            "not given, and the study's claims name no pre_joint and pre_grow arms to read it against",
         )
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")

@@ -20,6 +20,7 @@ from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, header_line
 from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
+from normgrow.study.rivals import RIVALS_TITLE, rivals_intro
 from normgrow.study.stats import Estimate
 from normgrow.study.verdicts import Claim, study_roles
 
@@ -443,6 +444,20 @@ def dose_section(dose: tuple[Path, str] | None) -> list[str]:
     return [DOSE_TITLE, "", sentence, "", f"![{path.stem}](plots/{path.name})", ""]
 
 
+def verdict_counts(label: str, claims: list[Claim]) -> str:
+    """`<label> (Holm-adjusted): n supported, …` of the claims with a verdict (a descriptive one has none)."""
+    counts: dict[str, int] = {}
+    for claim in claims:
+        if claim.kind != "descriptive":
+            counts[claim.holm] = counts.get(claim.holm, 0) + 1
+    raw = sum(claim.verdict in ("supported", "contradicted") for claim in claims)
+    return (
+        f"{label} (Holm-adjusted): "
+        + ", ".join(f"{n} {v}" for v, n in counts.items())
+        + f" ({raw} decided before adjustment)"
+    )
+
+
 def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed: list[str]) -> list[str]:
     """The few lines a study ends with on the terminal: each contrast with its interval, the claims'
     verdicts counted, and the collapsed arms if any (all from the numbers; details in report.md)."""
@@ -455,16 +470,7 @@ def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed:
         ci = f" ± {e.half:.4f} (95% CI, {e.n} seeds)" if e.half is not None else " (1 seed, no interval)"
         L.append(f"{name} ({c.b} − {c.a}, val/ce): {e.mean:+.4f}{ci}")
     if claims:
-        counts: dict[str, int] = {}
-        for claim in claims:
-            if claim.kind != "descriptive":  # a number reported, no verdict to count
-                counts[claim.holm] = counts.get(claim.holm, 0) + 1
-        raw = sum(claim.verdict in ("supported", "contradicted") for claim in claims)
-        L.append(
-            "paper's claims (Holm-adjusted): "
-            + ", ".join(f"{n} {v}" for v, n in counts.items())
-            + f" ({raw} decided before adjustment)"
-        )
+        L.append(verdict_counts("paper's claims", claims))
     if collapsed:
         L.append(
             f"collapsed at the end of training (collapse share > {study.collapse_threshold}): {', '.join(collapsed)}"
@@ -483,16 +489,20 @@ def write_report(
     all_rows: list[RunRecord] | None = None,
     lr_choice: dict | None = None,
     regime: list[Check] | tuple[Check, ...] = (),
+    rivals: list[Claim] | tuple[Claim, ...] = (),
 ) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
     learning-rate pilot's choice (pilot.py), if the study ran one; `regime` the readings of its registered regime
-    checks (regime.py), printed above the claims."""
+    checks (regime.py), printed above the claims; `rivals` the rival entries' claims (rivals.py), after them."""
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir, lr_choice) + _dtype_lines(measures)
     L += regime_section(study, list(regime))
     L += claims_section(study, rows, list(claims), measures)
+    if rivals:
+        section = claims_section(study, rows, list(rivals), measures, title=RIVALS_TITLE)
+        L += section[:2] + rivals_intro(study.rivals, study.claims) + section[2:]
     piloted = (lr_choice or {}).get("arms", {})
     L += _arms_section(rows, agg, selection, piloted)
     L += choice_lines(lr_choice)

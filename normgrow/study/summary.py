@@ -31,7 +31,15 @@ from normgrow.study.measures import Measures
 from normgrow.study.pilot import check_lines, choice_at
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
-from normgrow.study.report import claims_section, collapsed_arms, dose_section, headline, write_report
+from normgrow.study.report import (
+    claims_section,
+    collapsed_arms,
+    dose_section,
+    headline,
+    verdict_counts,
+    write_report,
+)
+from normgrow.study.rivals import rival_claims
 from normgrow.study.sweep import Point, axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
 from normgrow.study.verdicts import Claim, evaluate_claims
 
@@ -66,6 +74,7 @@ def summarize(
     agg = aggregate(study, kept)
     measures = study_measures(kept)
     claims = evaluate_claims(study.claims, measures)
+    rivals = rival_claims(study.rivals, study.claims, measures)
     checks = study_checks(study, kls(study, kept), measures)
     write_regime(study, checks, out)
     path = write_report(
@@ -79,8 +88,11 @@ def summarize(
         all_rows=records,
         lr_choice=lr_choice,
         regime=checks,
+        rivals=rivals,
     )
     heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
+    if rivals:
+        heads.append(verdict_counts("rivals' claims", rivals))
     return Summary(path, heads, claims, records, kept, measures)
 
 

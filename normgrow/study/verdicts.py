@@ -369,9 +369,17 @@ def evaluate_claims(section: dict[str, Any], measures: Measures, registry: Regis
     at least two seeds (the multiplicity of asking a dozen questions of one study: a verdict survives only if it holds
     at α = 0.05 / (claims left)). A claim of kind "descriptive" (a number) or "gate" (a check that gates others, whose
     supported verdict is the absence of a miss, not a rejection) is kept out of Holm's family."""
-    r, out, tested = study_roles(section), [], []
-    for name in registry:
-        spec = registry[name]
+    r = study_roles(section)
+    return evaluate_specs([(registry[name], r) for name in registry], measures)
+
+
+def evaluate_specs(specs: list[tuple[ClaimSpec, Roles]], measures: Measures) -> list[Claim]:
+    """Claims given as (spec, the roles it reads) — registered ones with the study's roles, or claims built for a
+    study (rivals.py: the paper's claims with other arms in its roles) — evaluated as `evaluate_claims` does, Holm's
+    adjustment across them."""
+    out: list[Claim] = []
+    tested: list[Claim] = []
+    for spec, r in specs:
         why = _missing(r, spec)
         claim = not_tested(why) if why else spec.evaluate(r, measures)
         claim = replace(claim, key=spec.key, paper=spec.paper)

@@ -44,7 +44,8 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
         tmp_path / "s.yaml",
         tiny_cache,
         {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
-        extra="contrasts: {gap: [pre, post]}\nphase: [pre, post]\n",
+        extra="contrasts: {gap: [pre, post]}\nphase: [pre, post]\n"
+        "rivals: {post: {against: [post, post], reference: [pre, pre]}}\n",  # one rival claim: its grow pair repeats
         parallel=2,
     )
     out = tmp_path / "study"
@@ -71,9 +72,14 @@ def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
     hd = T95_DF1 * abs(d[0] - d[1]) / math.sqrt(2) / math.sqrt(2)
     assert f"| gap | pre | post | {md:.4f} ± {hd:.4f} |" in report
     # the study ends with its headline numbers, then the report's path
-    tail = proc.stdout.strip().splitlines()[-4:]
+    tail = proc.stdout.strip().splitlines()[-5:]
     assert tail[-1] == f"report: {out / 'report.md'}"
     assert f"gap (post − pre, val/ce): {md:+.4f} ± {hd:.4f} (95% CI, 2 seeds)" in tail[:-1], tail
+    # the rival's claim reads the same pair, through the paper's joint-gap function (its grow pair is not read twice)
+    assert "## Rivals against the reference" in report and "- `post`: post − pre (joint), post − pre (grow)" in report
+    row = next(line for line in report.splitlines() if line.startswith("| joint_gap[post] |"))
+    assert f"| {md:+.4f} [" in row and "| grow_gap[post] |" not in report
+    assert any(line.startswith("rivals' claims (Holm-adjusted): 1 ") for line in tail[:-1]), tail
     assert "Phase-wise" in report and ("Crossover" in report or "No crossover" in report)
     assert "teacher cache" not in report  # trained online: no cache warning
     for fig in ("val_ce_vs_compute", "phase_gap", "boundary_rms", "identity"):
