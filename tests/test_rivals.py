@@ -357,27 +357,31 @@ def test_a_late_expansion_grows_once_at_three_quarters_of_its_tokens_on_one_sche
     assert plans[0].tokens == 3 * plans[1].tokens  # the event at 3/4 of training
 
 
-def test_kill_just_after_a_growth_event_of_every_rival_resumes_bitwise(tiny_cache, tmp_path):
-    """Each rival placement in one student (a per-block list), LayerNorm everywhere, grown 2 → 5 by appending:
-    a run killed right after its growth event ends as the uninterrupted run, bit for bit."""
+@pytest.mark.parametrize(
+    "kind", ["layernorm", pytest.param("rmsnorm", marks=pytest.mark.slow), pytest.param("dyt", marks=pytest.mark.slow)]
+)
+def test_kill_just_after_a_growth_event_of_every_placement_resumes_bitwise(tiny_cache, tmp_path, kind):
+    """A block of every placement in one student (a per-block list), in each norm kind, grown 3 → 9 by appending
+    (lnscale's ℓ, keel's α and the others' constants from the full depth): a run killed right after its growth event
+    ends as the uninterrupted run, bit for bit (LayerNorm in the default suite, the other kinds in the slow one)."""
     args = [
         "tiny",
         f"data.cache_dir={tiny_cache}",
-        "model.n_layer=5",
-        "model.norm_kind=layernorm",
-        "model.block_norms=[reordered, hybrid, lnscale, keel, sandwich-ds]",
-        "curriculum.stages=[{n_layer: 2, tokens: 5120}, {n_layer: 5, tokens: 20000}]",
+        "model.n_layer=9",
+        f"model.norm_kind={kind}",
+        f"model.block_norms=[{', '.join(PLACEMENTS)}]",
+        "curriculum.stages=[{n_layer: 3, tokens: 5120}, {n_layer: 9, tokens: 12800}]",
         "train.checkpoint_every_tokens=100000",
         "train.threads=1",
         "--no-progress",
     ]
     full, killed = kill_and_resume(tmp_path, args, stage_started(1))
     growth = [e for e in events(killed) if e["event"] == "growth"]
-    assert growth and growth[0]["grow/new_blocks"] == [2, 3, 4]
+    assert growth and growth[0]["grow/new_blocks"] == list(range(3, 9))
     assert_same_run(full, killed)
 
 
-@pytest.mark.slow  # 2 × ≈ 15 s: middle duplication with copied moments, DyT; and a late expansion (grow-late)
+@pytest.mark.slow  # 2 × ≈ 9 s: middle duplication with copied moments, DyT; and a late expansion (grow-late)
 @pytest.mark.parametrize(
     "extra",
     [

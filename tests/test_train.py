@@ -490,6 +490,7 @@ def test_a_corrupted_compile_cache_is_compiled_again_to_the_same_run(tiny_cache,
     assert again["final"]["val/ce"] == pytest.approx(first["final"]["val/ce"], abs=1e-4)
 
 
+@pytest.mark.slow  # 19 s cold (inductor); compiled = eager across growth stays in the default suite
 def test_compiled_blocks_share_one_graph_across_depth_and_growth(tiny_cache):
     """Regional compile: the blocks of one placement share one training graph, so appending blocks (a growth
     event) compiles nothing new; a second placement adds exactly one."""

@@ -74,8 +74,8 @@ def rate_from(study: StudyConfig, arm: str) -> tuple[str, list[str]]:
 
 def pilot_study(study: StudyConfig) -> StudyConfig:
     """The pilot sub-study: the piloted arms (lr_pilot.arms, or every arm that takes no other's rate), unmatched, each
-    sweeping lr_pilot.lrs; the pilot's seeds and budget; no contrasts, claims, ladder or regime checks (it chooses
-    rates, it does not compare arms)."""
+    sweeping lr_pilot.lrs; the pilot's seeds and budget; no contrasts, claims, rivals, ladder or regime checks (it
+    chooses rates, it does not compare arms)."""
     p = study.lr_pilot
     arms = {
         name: dataclasses.replace(study.arms[name], match=None, lrs=list(p.lrs), lr_from=None, budgets=[])
@@ -98,6 +98,7 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         phase=[],
         diagnostics_pair=[],
         claims={},
+        rivals={},
         lr_pilot=LrPilotConfig(),
     )
 

@@ -177,6 +177,7 @@ def rung_contrast(rows, budget):
     return d, sum(d) / 2, T95_DF1 * abs(d[0] - d[1]) / 2
 
 
+@pytest.mark.slow  # 20 s; the rung ladder also runs in test_regime's micro ladder and the pilot ladder below
 def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",

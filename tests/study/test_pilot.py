@@ -287,6 +287,7 @@ def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp
         assert json.loads((out / "lr_choice.json").read_text()) == choice and results(out) == rows
 
 
+@pytest.mark.slow  # 19 s; the extension rule by hand: test_an_extending_pilot_adds_one_grid_step_beyond_…
 def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rate_it_tried(tiny_cache, tmp_path):
     """lr_pilot.extend=2 on the tiny student: rates 1e-4 and 3e-4 (step ×3), then, for each arm whose best is an edge,
     one more rate per round. Checked against the runs' own summaries: each round ran exactly the arms at an edge after

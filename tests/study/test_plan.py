@@ -181,6 +181,7 @@ def test_the_evaluation_schedule_is_the_one_a_run_logs(tiny_cache, tmp_path):
     assert counted[1]["curve"] >= 2 and counted[0]["diagnoses"] >= 3 and counted[1]["select"] == 1  # all kinds ran
 
 
+@pytest.mark.slow  # 17 s (a measured step probe); plan's arithmetic is tested with --no-measure
 def test_plan_measures_this_machines_step_and_reuses_the_measurement(tmp_path):
     args = ("plan", "tiny", f"data.cache_dir={tmp_path}", "train.threads=1")
     first = cli(*args).stdout
