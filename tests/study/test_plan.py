@@ -6,6 +6,8 @@ import math
 import re
 from pathlib import Path
 
+import pytest
+
 import normgrow
 from conftest import cli
 from normgrow.config import load_config
