@@ -133,7 +133,14 @@ def _grow_sharded(
     moments = sharding.optimizer_state_by_name(model, optimizer) if carried else {}
     grown = typing.cast(Student, sharding.shard(plain))  # sharded in place: still a Student
     new = build_optimizer(grown, cfg, device)
-    sharding.load_state_by_name(grown, new, {n: moments[old] for n, old in carried.items() if old in moments})
+    # each name its own tensors: a copied block and its source must not share one state (AdamW updates it in place,
+    # its step count included, so a shared state would advance twice a step)
+    states = {
+        n: {k: v.clone() if torch.is_tensor(v) else v for k, v in moments[old].items()}
+        for n, old in carried.items()
+        if old in moments
+    }
+    sharding.load_state_by_name(grown, new, states)
     return grown, new, record
 
 

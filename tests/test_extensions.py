@@ -90,7 +90,7 @@ def recording_launcher(jobs, options, out, progress):
 @pytest.fixture
 def extensions():
     normgrow.register_placement("parallel", ParallelBlock)
-    normgrow.register_growth("middle", Middle())
+    normgrow.register_growth("halfway", Middle())
     normgrow.register_diagnostic("toy", embed_rms)
     normgrow.register_launcher("recording", recording_launcher)
     normgrow.register_claim(
@@ -99,7 +99,7 @@ def extensions():
     yield
     for registry, name in (
         (PLACEMENTS, "parallel"),
-        (GROWTH, "middle"),
+        (GROWTH, "halfway"),
         (DIAGNOSTICS, "toy"),
         (LAUNCHERS, "recording"),
         (CLAIMS, "toy_rms"),
@@ -132,7 +132,7 @@ def test_a_registered_growth_operator_decides_positions_boundaries_and_freezing(
         tiny_cache,
         stages,
         "model.norm=parallel",
-        "curriculum.growth=middle",
+        "curriculum.growth=halfway",
         "train.weight_decay=0.5",
         "train.checkpoint_every_tokens=2560",
     )
@@ -140,7 +140,7 @@ def test_a_registered_growth_operator_decides_positions_boundaries_and_freezing(
     assert plans[1].growth.new_blocks == (1,) and plans[1].growth.boundaries == (1,) and plans[1].train_blocks == (1,)
     summary = run(cfg, tmp_path / "run", **QUIET)
     growth = summary["stages"][1]["growth"]
-    assert growth["grow/operator"] == "middle" and growth["grow/new_blocks"] == [1] and growth["grow/boundaries"] == [1]
+    assert growth["grow/operator"] == "halfway" and growth["grow/new_blocks"] == [1] and growth["grow/boundaries"] == [1]
     # zero init: the parallel block's branches output 0, so inserting it mid-stack preserves the function
     assert growth["grow/logit_max_abs_diff"] == 0.0
     (w1, _, _, _), (w2, _, _, _) = (
@@ -161,7 +161,7 @@ def test_a_registered_diagnostic_and_launcher_reach_diagnostics_jsonl_and_the_re
     spec = tmp_path / "s.yaml"
     spec.write_text(f"""name: ext
 base: tiny
-overrides: [data.cache_dir={tiny_cache}, model.n_layer=2, curriculum.growth=middle,
+overrides: [data.cache_dir={tiny_cache}, model.n_layer=2, curriculum.growth=halfway,
             "curriculum.stages=[{{n_layer: 1, tokens: 1280}}, {{n_layer: 2, tokens: 1280}}]"]
 seeds: [0]
 arms:

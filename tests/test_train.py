@@ -218,16 +218,37 @@ def test_loss_and_gradients_are_split_invariant(tiny_cache, tmp_path):
     assert not torch.allclose(init["layers.0.mlp.up_proj.weight"], base[2]["layers.0.mlp.up_proj.weight"])
 
 
-def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_path):
+@pytest.mark.parametrize(
+    "growth,new_blocks,steps",
+    [
+        ([], [2], ({6, 2}, {8, 4})),  # the appended block starts fresh: its step count is 2 behind … 4 behind
+        pytest.param(  # middle duplication, moments copied: the copies carry their sources' step counts
+            [
+                "model.n_layer=4",
+                "curriculum.growth=middle",
+                "curriculum.growth_init=copy",
+                "curriculum.optimizer=copy",
+                "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 4, tokens: 1024}]",
+            ],
+            [2, 3],
+            ({6}, {8}),
+            marks=pytest.mark.slow,
+            id="middle-copied-moments",
+        ),
+    ],
+)
+def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_path, growth, new_blocks, steps):
     """A one-process run's stage-end checkpoint (ordinary full files) resumed under FSDP2 over 2 gloo ranks with
-    2 × 2 micro-batches, the teacher's layers sharded too: the growth event then happens sharded (the appended block starts fresh, the others keep
-    their AdamW moments and step counts) and the run ends with the weights, moments and step counts of the
-    uninterrupted one-process run, writing the same ordinary checkpoints."""
+    2 × 2 micro-batches, the teacher's layers sharded too: the growth event then happens sharded (the appended block
+    starts fresh, the others keep their AdamW moments and step counts; with curriculum.optimizer=copy a copied block
+    takes its source's) and the run ends with the weights, moments and step counts of the uninterrupted one-process
+    run, writing the same ordinary checkpoints."""
     args = [
         "run",
         "tiny",
         f"data.cache_dir={tiny_cache}",
         "curriculum.stages=[{n_layer: 2, tokens: 1024}, {n_layer: 3, tokens: 1024}]",
+        *growth,
         "train.checkpoint_every_tokens=512",
         "data.val_tokens=160",
         "train.dense_eval_steps=2",
@@ -259,7 +280,7 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
             assert s["step"].item() == sb[i]["step"].item(), i
             for k in ("exp_avg", "exp_avg_sq"):
                 torch.testing.assert_close(sb[i][k], s[k], atol=1e-7, rtol=1e-3, msg=f"{i}.{k}")
-        assert {s["step"].item() for s in sa.values()} == ({6, 2} if step.endswith("6") else {8, 4})  # a fresh block
+        assert {s["step"].item() for s in sa.values()} == (steps[0] if step.endswith("6") else steps[1])
     end = [e["val/ce"] for e in events(one, "stage_end")]
     assert [e["val/ce"] for e in events(cut, "stage_end")] == pytest.approx(end, rel=1e-5)
     (dense,), (dense_cut,) = events(one, "dense"), events(cut, "dense")
@@ -267,7 +288,7 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
         dense["curve/ce"], rel=1e-5
     )
     (grew,), (grown,) = events(one, "growth"), events(cut, "growth")
-    assert grown["grow/new_blocks"] == grew["grow/new_blocks"] == [2]
+    assert grown["grow/new_blocks"] == grew["grow/new_blocks"] == new_blocks
     assert grown["grow/logit_rms"] == pytest.approx(grew["grow/logit_rms"], rel=1e-5)
 
 
