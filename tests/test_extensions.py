@@ -140,7 +140,9 @@ def test_a_registered_growth_operator_decides_positions_boundaries_and_freezing(
     assert plans[1].growth.new_blocks == (1,) and plans[1].growth.boundaries == (1,) and plans[1].train_blocks == (1,)
     summary = run(cfg, tmp_path / "run", **QUIET)
     growth = summary["stages"][1]["growth"]
-    assert growth["grow/operator"] == "halfway" and growth["grow/new_blocks"] == [1] and growth["grow/boundaries"] == [1]
+    assert (
+        growth["grow/operator"] == "halfway" and growth["grow/new_blocks"] == [1] and growth["grow/boundaries"] == [1]
+    )
     # zero init: the parallel block's branches output 0, so inserting it mid-stack preserves the function
     assert growth["grow/logit_max_abs_diff"] == 0.0
     (w1, _, _, _), (w2, _, _, _) = (
