@@ -419,16 +419,22 @@ def replay_growth(model: Student, plans: list[StagePlan], stage: int, cfg: RunCo
         grow(model, plan, cfg)
 
 
+def stage_student(cfg: RunConfig, plan: StagePlan) -> Student:
+    """A freshly initialized student holding the blocks of `plan` (its depth, placements and full-depth indices), on
+    the CPU, drawing from the global RNG."""
+    return Student(
+        cfg.model,
+        depth=plan.n_layer,
+        max_seq_len=cfg.data.seq_len,
+        placements=list(plan.placements),
+        indices=list(plan.indices),
+    )
+
+
 def student_at_stage(cfg: RunConfig, stage: int) -> Student:
     """A student with the block structure of `stage` of this run (on the CPU), to load weights into."""
     plans = plan_stages(cfg)
-    model = Student(
-        cfg.model,
-        depth=plans[0].n_layer,
-        max_seq_len=cfg.data.seq_len,
-        placements=list(plans[0].placements),
-        indices=list(plans[0].indices),
-    )
+    model = stage_student(cfg, plans[0])
     replay_growth(model, plans, stage, cfg)
     return model
 

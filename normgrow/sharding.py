@@ -33,7 +33,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan
+from normgrow.curriculum import StagePlan, stage_student
 from normgrow.model import Student
 
 
@@ -79,13 +79,7 @@ def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tens
     """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (from `full_weights`; its
     construction's RNG draws undone)."""
     with torch.random.fork_rng(devices=[]):
-        model = Student(
-            cfg.model,
-            depth=plan.n_layer,
-            max_seq_len=cfg.data.seq_len,
-            placements=list(plan.placements),
-            indices=list(plan.indices),
-        ).to(device)
+        model = stage_student(cfg, plan).to(device)
     model.load_state_dict(weights)
     model.activation_checkpointing = cfg.train.activation_checkpointing
     return model

@@ -51,7 +51,7 @@ from normgrow.branch import seed_branch
 from normgrow.cache import TeacherCache
 from normgrow.cadence import DENSE, INTERVAL, STAGE_END, due, lr_at, schedule_span
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, plan_stages, step_cost, tokens_per_step
+from normgrow.curriculum import StagePlan, plan_stages, stage_student, step_cost, tokens_per_step
 from normgrow.data import BatchIterator, Prepared, n_sequences, train_pool
 from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
@@ -254,13 +254,7 @@ def build_student(inputs: RunInputs, plan: StagePlan) -> Student:
     """The student at the first stage's depth, initialized from the run's seed."""
     cfg = inputs.cfg
     torch.manual_seed(cfg.seed)
-    model = Student(
-        cfg.model,
-        depth=plan.n_layer,
-        max_seq_len=cfg.data.seq_len,
-        placements=list(plan.placements),
-        indices=list(plan.indices),
-    ).to(inputs.info.device)
+    model = stage_student(cfg, plan).to(inputs.info.device)
     model.activation_checkpointing = cfg.train.activation_checkpointing
     if cfg.model.init_embeddings == "teacher":
         assert inputs.teacher is not None  # validate: init_embeddings=teacher needs a teacher
