@@ -103,6 +103,59 @@ class SparseTeacher:
         )
 
 
+@dataclass
+class SampledTeacher:
+    """The teacher's distribution as n draws per token (the cache kind `sampled`): ids drawn from a proposal q (by
+    default the teacher's own p_T^τ) and their importance weights w = p_T^τ(id) / (n · q(id)), so that Σ_i w_i f(id_i)
+    is an unbiased estimate of E_{p_T^τ}[f] for every f (with q = p_T^τ every weight is 1/n); and the teacher's entropy
+    H(p_T^τ) per token, which the value of KL needs (its gradient does not)."""
+
+    ids: torch.Tensor  # (N, n) int64
+    weights: torch.Tensor  # (N, n) float32
+    entropy: torch.Tensor  # (N,) float32
+
+    def rows(self, sl: slice) -> SampledTeacher:
+        return SampledTeacher(self.ids[sl], self.weights[sl], self.entropy[sl])
+
+
+def draw_samples(
+    t_logp: torch.Tensor, n: int, generator: torch.Generator, proposal_logp: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """n ids per row drawn with replacement from the proposal q (log-probs, default t_logp itself) with `generator`,
+    and their importance weights p(id) / (n · q(id)) (computed in log space: exp(log p − log q) / n)."""
+    q_logp = t_logp if proposal_logp is None else proposal_logp
+    ids = torch.multinomial(q_logp.float().exp(), n, replacement=True, generator=generator)
+    weights = (t_logp.float().gather(1, ids) - q_logp.float().gather(1, ids)).exp() / n
+    return ids, weights
+
+
+SAMPLED_LOSSES = ("ce", "kl")
+
+
+def sampled_token_losses(
+    s_logits: torch.Tensor, t: SampledTeacher, targets: torch.Tensor, kind: str, temperature: float, nll_weight: float
+) -> torch.Tensor:
+    """Per-token ce or kl against a sampled teacher, each an unbiased estimate of the full-vocabulary loss, with an
+    unbiased gradient:
+
+        ce ≈ −Σ_i w_i log p_S^τ(id_i)        (E = −Σ_v p_T^τ(v) log p_S^τ(v); gradient (Σ_i w_i) p_S^τ − Σ_i w_i e_{id_i},
+                                              of expectation p_S^τ − p_T^τ)
+        kl ≈ ce − H(p_T^τ)                   (the same gradient; H stored exactly per token)
+
+    both · τ². Reverse KL and JSD weight log p_T by the *student's* distribution; draws from the teacher's say nothing
+    unbiased about that, so they are refused."""
+    if kind not in SAMPLED_LOSSES:
+        raise ValueError(
+            f"distill.loss '{kind}' has no unbiased estimate from draws of the teacher's distribution (its value "
+            "weights log p_T by the student's probabilities); use ce or kl with a sampled teacher cache"
+        )
+    s_logp = F.log_softmax(s_logits / temperature, dim=-1)
+    loss = -(t.weights * s_logp.gather(1, t.ids)).sum(-1)
+    if kind == "kl":
+        loss = loss - t.entropy
+    return _scale_and_add_nll(loss, s_logits, targets, temperature, nll_weight)
+
+
 def tail_logsumexp(logp: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """log Σ_{j ∉ ids} p(j) per row, summed directly over the tail (not as 1 − Σ top-k, which cancels
     catastrophically when the tail is small). An empty tail (k = V) gives log 1e-30: finite, so that its
@@ -217,6 +270,10 @@ class ChunkedDistillLoss(torch.autograd.Function):
                     losses = F.cross_entropy(s_logits, targets[sl], reduction="none")
                 elif isinstance(teacher, SparseTeacher):  # a top-k cache
                     losses = sparse_token_losses(s_logits, teacher.rows(sl), targets[sl], kind, temperature, nll_weight)
+                elif isinstance(teacher, SampledTeacher):  # a sampled cache
+                    losses = sampled_token_losses(
+                        s_logits, teacher.rows(sl), targets[sl], kind, temperature, nll_weight
+                    )
                 else:
                     with torch.no_grad():
                         t_logits = teacher.logits(sl)
@@ -238,7 +295,7 @@ class ChunkedDistillLoss(torch.autograd.Function):
 def distill_loss(
     hidden: torch.Tensor,
     weight: torch.Tensor,
-    teacher: TeacherChunks | SparseTeacher | None,
+    teacher: TeacherChunks | SparseTeacher | SampledTeacher | None,
     targets: torch.Tensor,
     n_tokens: int,
     kind: str = "ce",
