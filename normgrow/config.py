@@ -535,6 +535,12 @@ def _validate_curriculum(cfg: RunConfig) -> None:
             raise ConfigError(f"{key}.train: {e}") from None
         need(len(trained) > 0, f"{key}.train", f"'{s.train}' trains no block (every block frozen)")
         prev = s.n_layer
+    for a, b in zip(stages, stages[1:], strict=False):
+        try:  # the operator's own refusals (middle: a step larger than its prefix) at load time, before any work
+            if operator is not None:
+                operator.event(a.n_layer, b.n_layer)
+        except ValueError as e:
+            raise ConfigError(f"curriculum.growth: {cfg.curriculum.growth}: {e}") from None
 
 
 def _validate_train(r: TrainConfig) -> None:

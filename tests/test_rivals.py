@@ -290,17 +290,26 @@ def test_middle_duplication_copies_the_middle_group_after_itself():
             assert torch.equal(p, q) and p is not q, n
     with pytest.raises(ConfigError, match="curriculum.growth: middle: growing 2 → 5"):
         op.event(2, 5)
-    bad = load_config(
+
+
+def test_a_middle_step_larger_than_its_prefix_is_one_line_before_any_work(tmp_path):
+    """Refused when the config loads: no teacher built, no cache, no run directory."""
+    proc = cli(
+        "run",
         "tiny",
-        [
-            "model.vocab_size=64",
-            "curriculum.growth=middle",
-            "curriculum.growth_init=copy",
-            "curriculum.stages=[{n_layer: 1, tokens: 256}, {n_layer: 3, tokens: 256}]",
-        ],
+        "curriculum.growth=middle",
+        "curriculum.growth_init=copy",
+        "curriculum.stages=[{n_layer: 1, tokens: 256}, {n_layer: 3, tokens: 256}]",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "-o",
+        tmp_path / "run",
+        check=False,
     )
-    with pytest.raises(ConfigError, match="middle group of 2 blocks, but the prefix has only 1"):
-        plan_stages(bad)
+    lines = proc.stderr.strip().splitlines()
+    assert (
+        proc.returncode == 2 and len(lines) == 1 and "middle group of 2 blocks, but the prefix has only 1" in lines[0]
+    )
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("optimizer", ["keep", "copy", "reset"])
