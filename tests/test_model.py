@@ -50,20 +50,34 @@ def rms(x, g, eps):
     return g * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def sublayers_by_hand(block, h, cos, sin):
-    """Attention and MLP sublayers recomputed from the raw weights (no normgrow modules)."""
+def norm_by_hand(kind: str, module, x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """A norm kind's formula from the module's raw parameters (rmsnorm, layernorm, dyt)."""
+    if kind == "rmsnorm":
+        return rms(x, module.weight, eps)
+    if kind == "layernorm":
+        mu = x.mean(-1, keepdim=True)
+        var = (x - mu).pow(2).mean(-1, keepdim=True)
+        return module.weight * (x - mu) / torch.sqrt(var + eps) + module.bias
+    assert kind == "dyt"
+    return module.weight * torch.tanh(module.alpha * x) + module.bias
+
+
+def sublayers_by_hand(block, h, cos, sin, kind: str = "rmsnorm"):
+    """Attention and MLP sublayers recomputed from the raw weights (no normgrow modules): q/k norms of the kind, and
+    v's where the block has one (HybridNorm)."""
     a, m = block.self_attn, block.mlp
-    B, T, C = h.shape
+    B, T, _ = h.shape
     hd = a.head_dim
+    v_norm = getattr(a.v_norm, "weight", None) is not None
 
     def attn(x):
-        q = x @ a.q_proj.weight.T
-        k = x @ a.k_proj.weight.T
-        v = x @ a.v_proj.weight.T
-        q = q.view(B, T, a.n_head, hd).transpose(1, 2)
-        k = k.view(B, T, a.n_kv_head, hd).transpose(1, 2)
-        v = v.view(B, T, a.n_kv_head, hd).transpose(1, 2)
-        q, k = rms(q, a.q_norm.weight, 1e-6), rms(k, a.k_norm.weight, 1e-6)
+        q = (x @ a.q_proj.weight.T).view(B, T, a.n_head, hd)
+        k = (x @ a.k_proj.weight.T).view(B, T, a.n_kv_head, hd)
+        v = (x @ a.v_proj.weight.T).view(B, T, a.n_kv_head, hd)
+        q, k = norm_by_hand(kind, a.q_norm, q), norm_by_hand(kind, a.k_norm, k)
+        if v_norm:
+            v = norm_by_hand(kind, a.v_norm, v)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
 
         def rot(t):
             t1, t2 = t[..., : hd // 2], t[..., hd // 2 :]
@@ -72,10 +86,8 @@ def sublayers_by_hand(block, h, cos, sin):
         q, k = rot(q), rot(k)
         rep = a.n_head // a.n_kv_head
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        s = q @ k.transpose(-1, -2) / math.sqrt(hd)
-        s = s.masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf"))
-        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1)
-        return y @ a.o_proj.weight.T
+        s = (q @ k.transpose(-1, -2) / math.sqrt(hd)).masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf"))
+        return (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1) @ a.o_proj.weight.T
 
     def mlp(x):
         return (F.silu(x @ m.gate_proj.weight.T) * (x @ m.up_proj.weight.T)) @ m.down_proj.weight.T

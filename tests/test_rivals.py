@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
+from test_model import norm_by_hand, sublayers_by_hand
 
 from conftest import assert_same_run, cli, events, kill_and_resume, stage_started
 from normgrow.config import ModelConfig, load_config
@@ -42,53 +42,9 @@ def randomize_norms(model: torch.nn.Module) -> None:
                 )
 
 
-def norm_by_hand(kind: str, module, x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """The norm kind's formula from the module's raw parameters."""
-    if kind == "rmsnorm":
-        return module.weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    if kind == "layernorm":
-        mu = x.mean(-1, keepdim=True)
-        var = (x - mu).pow(2).mean(-1, keepdim=True)
-        return module.weight * (x - mu) / torch.sqrt(var + eps) + module.bias
-    assert kind == "dyt"
-    return module.weight * torch.tanh(module.alpha * x) + module.bias
-
-
-def sublayers_by_hand(block, kind: str, h, cos, sin):
-    """Attention (q/k norms of the kind, and v's where the block has one) and MLP from the raw weights."""
-    a, m = block.self_attn, block.mlp
-    B, T, _ = h.shape
-    hd = a.head_dim
-    v_norm = getattr(a.v_norm, "weight", None) is not None
-
-    def attn(x):
-        q = (x @ a.q_proj.weight.T).view(B, T, a.n_head, hd)
-        k = (x @ a.k_proj.weight.T).view(B, T, a.n_kv_head, hd)
-        v = (x @ a.v_proj.weight.T).view(B, T, a.n_kv_head, hd)
-        q, k = norm_by_hand(kind, a.q_norm, q), norm_by_hand(kind, a.k_norm, k)
-        if v_norm:
-            v = norm_by_hand(kind, a.v_norm, v)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-
-        def rot(t):
-            t1, t2 = t[..., : hd // 2], t[..., hd // 2 :]
-            return t * cos + torch.cat((-t2, t1), -1) * sin
-
-        q, k = rot(q), rot(k)
-        rep = a.n_head // a.n_kv_head
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        s = (q @ k.transpose(-1, -2) / math.sqrt(hd)).masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf"))
-        return (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1) @ a.o_proj.weight.T
-
-    def mlp(x):
-        return (F.silu(x @ m.gate_proj.weight.T) * (x @ m.up_proj.weight.T)) @ m.down_proj.weight.T
-
-    return attn, mlp
-
-
 def block_by_hand(placement: str, block, kind: str, h, cos, sin, depth: int, index: int) -> torch.Tensor:
     """What the placement's equation gives for block `index` of a `depth`-block full student (the docs' table)."""
-    attn, mlp = sublayers_by_hand(block, kind, h, cos, sin)
+    attn, mlp = sublayers_by_hand(block, h, cos, sin, kind)
     b = block
 
     def N(name, x):
