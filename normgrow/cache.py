@@ -15,9 +15,18 @@ pool position r), the index the batch iterator gives each batch row. Two layouts
                when full, and a sha256 of every file
     progress/  per-rank count of finished chunks (only while building)
 
+    sampled (teacher.cache_kind=sampled, n = teacher.cache_samples)
+    ids.bin      (N, n) uint16 or uint32: n ids drawn with replacement from p_T^τ, ascending within a row
+    entropy.bin  (N,)   H(p_T^τ), the teacher's entropy at τ (what the value of kl needs; its gradient does not)
+                 Each draw weighs 1/n: −(1/n) Σ_i log p_S^τ(id_i) is an unbiased estimate of the soft CE, with an
+                 unbiased gradient (losses.sampled_token_losses). The draws of sequence s come from a generator
+                 seeded by (teacher.cache_seed, s): the same whatever the chunks, ranks or resumes; the uniforms
+                 are drawn on the CPU and inverted on the device (losses.inverse_cdf). n, the seed and the proposal
+                 (the teacher itself) are in the key.
+
 N = the sequences × T. Log-probabilities and tail are `teacher.cache_dtype`: float16 (the default) or float32.
 Bytes per token: top-k k·s + 2·k + s with uint16 ids (s = 2 for float16: 258 at k = 64), full V·s (4·V for
-float32: 2,048 at V = 512). A cache covers one pool: a pool of P sequences of 64 tokens at V = 512 in float32 is
+float32: 2,048 at V = 512), sampled 2·n + s with uint16 ids (26 at n = 12). A cache covers one pool: a pool of P sequences of 64 tokens at V = 512 in float32 is
 P · 128 KiB. Files are memory-mapped read-only: many runs read one cache at once. Building writes into
 preallocated files, chunk by chunk, each rank its own contiguous range of sequences; a killed build resumes at its
 last finished chunk (chunks are fixed, so the result is byte-identical to an uninterrupted build).
@@ -47,11 +56,12 @@ from normgrow.checkpoint import sha256_file
 from normgrow.config import RunConfig
 from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
 from normgrow.errors import NormgrowError
-from normgrow.losses import tail_logsumexp
+from normgrow.losses import SampledTeacher, SparseTeacher, inverse_cdf, tail_logsumexp
 from normgrow.progress import progress_bar
 from normgrow.teacher import Teacher
 
 CACHE_VERSION = "topk-v2"  # v2: tail mass summed directly (v1: 1 − Σ top-k)
+SAMPLED_VERSION = "sampled-v1"
 CHUNK_SEQUENCES = 16  # sequences per teacher forward while building (fixed: resume is byte-identical)
 
 
@@ -114,14 +124,16 @@ def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
     T = cfg.data.seq_len
     k = min(cfg.teacher.cache_k, prep.vocab_size)
     n, pool = n_sequences(prep.train, T), cache_pool(cfg, prep)
-    full = k == prep.vocab_size
+    sampled = cfg.teacher.cache_kind == "sampled"
+    full = k == prep.vocab_size and not sampled
+    draws = {"samples": cfg.teacher.cache_samples, "seed": cfg.teacher.cache_seed, "proposal": "teacher"}
     meta = {
-        "version": CACHE_VERSION,
+        "version": SAMPLED_VERSION if sampled else CACHE_VERSION,
         "teacher": teacher_identity(teacher_path, cache_root(cfg.data) / "file-sha256.json"),
         "tokenizer_sha256": tokenizer_hash(prep.tokenizer),
         "vocab_size": prep.vocab_size,
         "seq_len": T,
-        "k": k,
+        **(draws if sampled else {"k": k}),
         "temperature": cfg.distill.temperature,
         "teacher_dtype": cfg.teacher.dtype,
         "shards": prep.dir.name,
@@ -131,7 +143,7 @@ def expected_meta(cfg: RunConfig, teacher_path: str, prep: Prepared) -> dict:
         meta["ids_dtype"] = "uint16" if prep.vocab_size <= 65536 else "uint32"
     added = {
         "pool": None if pool is None else {"sequences": len(pool), "of": n, "rule": POOL_RULE},
-        "layout": "full" if full else "top-k",
+        "layout": "sampled" if sampled else "full" if full else "top-k",
         "values_dtype": cfg.teacher.cache_dtype,
     }
     meta.update({key: v for key, v in added.items() if v != ADDED[key]})
@@ -144,6 +156,7 @@ def cache_dir(cfg: RunConfig, meta: dict) -> Path:
 
 
 FILES = ("logp.bin", "ids.bin", "tail.bin")  # a top-k cache's; a full one has logp.bin alone
+SAMPLED_FILES = ("ids.bin", "entropy.bin")
 
 
 def is_full(meta: dict) -> bool:
@@ -151,9 +164,17 @@ def is_full(meta: dict) -> bool:
     return meta.get("layout", ADDED["layout"]) == "full"
 
 
+def is_sampled(meta: dict) -> bool:
+    """The sampled layout: n drawn ids per token and the teacher's entropy."""
+    return meta.get("layout") == "sampled"
+
+
 def _shapes(meta: dict) -> dict:
-    n, k = meta["n_tokens"], meta["k"]
+    n = meta["n_tokens"]
     values = np.dtype(meta.get("values_dtype", ADDED["values_dtype"]))
+    if is_sampled(meta):
+        return {"ids.bin": ((n, meta["samples"]), np.dtype(meta["ids_dtype"])), "entropy.bin": ((n,), values)}
+    k = meta["k"]
     if is_full(meta):
         return {"logp.bin": ((n, k), values)}
     return {"logp.bin": ((n, k), values), "ids.bin": ((n, k), np.dtype(meta["ids_dtype"])), "tail.bin": ((n,), values)}
@@ -201,7 +222,7 @@ def build(
         s0, s1 = chunks[c]
         seqs = np.arange(s0, s1) if pool is None else pool[s0:s1]  # the split's sequences of rows s0·T … s1·T
         x = torch.from_numpy(np.stack([np.asarray(prep.train[i * T : i * T + T], dtype=np.int64) for i in seqs]))
-        _write_chunk(maps, s0 * T, s1 * T, teacher, x.to(info.device), meta)  # x (b, T)
+        _write_chunk(maps, s0 * T, s1 * T, teacher, x.to(info.device), meta, seqs)  # x (b, T)
         atomic.write_text(prog_file, json.dumps({"chunks": c + 1}))
         bar.update(1)
     bar.close()
@@ -225,18 +246,40 @@ def _preallocate(out: Path, meta: dict, shapes: dict) -> None:
                 f.truncate(size)
 
 
-def _write_chunk(maps: dict, r0: int, r1: int, teacher: Teacher, x: torch.Tensor, meta: dict) -> None:
-    """The teacher's rows r0 … r1 for inputs x (b, T): its log-probs at τ, whole (full layout) or top-k with ids and
-    the tail, written into the memory maps and flushed."""
-    k, tau = meta["k"], meta["temperature"]
+def draw_generator(seed: int, sequence: int) -> torch.Generator:
+    """The CPU generator of a sampled cache's draws for one sequence of the split: seeded by (seed, sequence) through
+    numpy's SeedSequence, so neighbouring sequences and seeds get unrelated streams."""
+    state = np.random.SeedSequence([seed, int(sequence)]).generate_state(1, np.uint64)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
+def sampled_rows(logp: torch.Tensor, meta: dict, seqs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """A sampled cache's rows for the sequences `seqs` (logp (len(seqs)·T, V) at τ): n ids per token drawn from the
+    teacher by inversion of uniforms from each sequence's own generator, ascending within a row; and the entropy."""
+    n, T = meta["samples"], meta["seq_len"]
+    u = torch.cat([torch.rand(T, n, generator=draw_generator(meta["seed"], s), dtype=torch.float64) for s in seqs])
+    ids = inverse_cdf(logp, u).sort(dim=-1).values
+    entropy = torch.special.entr(logp.exp()).sum(-1)
+    return ids, entropy
+
+
+def _write_chunk(maps: dict, r0: int, r1: int, teacher: Teacher, x: torch.Tensor, meta: dict, seqs: np.ndarray) -> None:
+    """The teacher's rows r0 … r1 for inputs x (b, T), the split's sequences `seqs`: its log-probs at τ, whole (full
+    layout) or top-k with ids and the tail, or n draws and the entropy (sampled), written into the memory maps and
+    flushed."""
+    tau = meta["temperature"]
     with torch.no_grad():
         tc = teacher.chunks(x)
         logits = (tc.hidden @ tc.weight.T).float() / tau  # (b·T, V)
         logp = torch.log_softmax(logits, dim=-1)
-        if is_full(meta):
+        if is_sampled(meta):
+            ids, entropy = sampled_rows(logp, meta, seqs)
+            maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
+            maps["entropy.bin"][r0:r1] = entropy.cpu().numpy().astype(maps["entropy.bin"].dtype)
+        elif is_full(meta):
             maps["logp.bin"][r0:r1] = logp.cpu().numpy().astype(maps["logp.bin"].dtype)
         else:
-            top, ids = logp.topk(k, dim=-1)  # descending
+            top, ids = logp.topk(meta["k"], dim=-1)  # descending
             tail = tail_logsumexp(logp, ids)
             maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(maps["logp.bin"].dtype)
             maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
@@ -250,10 +293,20 @@ def _finish(out: Path, meta: dict, log: Callable[[str], None]) -> None:
     names = list(_shapes(meta))
     meta["sha256"] = {name: sha256_file(out / name) for name in names}
     meta["bytes_per_token"] = sum((out / n).stat().st_size for n in names) / meta["n_tokens"]
-    meta["mean_tail_mass"] = 0.0 if is_full(meta) else mean_tail_mass(out / "tail.bin", meta["n_tokens"], meta)
+    if is_sampled(meta):
+        meta["mean_distinct"] = mean_distinct(out / "ids.bin", meta)
+    else:
+        meta["mean_tail_mass"] = 0.0 if is_full(meta) else mean_tail_mass(out / "tail.bin", meta["n_tokens"], meta)
     atomic.write_text(out / "meta.json", json.dumps(meta, indent=1))
     shutil.rmtree(out / "progress", ignore_errors=True)
     (out / "building.json").unlink(missing_ok=True)
+    if is_sampled(meta):
+        log(
+            f"teacher cache: {meta['n_tokens']:,} tokens, {meta['samples']} draws per token from the teacher (seed "
+            f"{meta['seed']}; {meta['mean_distinct']:.2f} distinct on average), {meta['bytes_per_token']:.0f} "
+            f"bytes/token → {out}"
+        )
+        return
     k = meta["k"]
     what = f"the full distribution (k = V = {k}, vocabulary order)" if is_full(meta) else f"top-{k}"
     log(f"teacher cache: {meta['n_tokens']:,} tokens, {what}, {meta['bytes_per_token']:.0f} bytes/token → {out}")
@@ -272,6 +325,16 @@ def mean_tail_mass(path: Path, n_tokens: int, meta: dict | None = None, block: i
     return total / max(n_tokens, 1)
 
 
+def mean_distinct(path: Path, meta: dict, block: int = 1 << 20) -> float:
+    """Mean over tokens of the distinct ids among a sampled cache's n draws (rows are ascending)."""
+    n_tok, n = meta["n_tokens"], meta["samples"]
+    ids = np.memmap(path, dtype=np.dtype(meta["ids_dtype"]), mode="r", shape=(n_tok, n))
+    total = sum(
+        int((np.diff(ids[i : i + block], axis=1) != 0).sum()) + len(ids[i : i + block]) for i in range(0, n_tok, block)
+    )
+    return total / max(n_tok, 1)
+
+
 @dataclass
 class TeacherCache:
     """A verified cache opened read-only; `sequences(seq_idx)` gives the teacher's distribution for rows of the
@@ -279,9 +342,21 @@ class TeacherCache:
 
     dir: Path
     meta: dict
-    logp: np.ndarray
+    logp: np.ndarray | None  # None in the sampled layout
     ids: np.ndarray | None  # None in the full layout (implicit ids)
     tail: np.ndarray | None
+    entropy: np.ndarray | None = None  # the sampled layout's
+
+    def teacher_rows(self, seq_idx: torch.Tensor, device) -> SparseTeacher | SampledTeacher:
+        """What the training loss reads for these sequences: the top-k (or full) distribution, or the draws."""
+        if not is_sampled(self.meta):
+            return SparseTeacher(*self.sequences(seq_idx, device))
+        T, n = self.meta["seq_len"], self.meta["samples"]
+        rows = (seq_idx[:, None] * T + torch.arange(T)[None]).reshape(-1).numpy()
+        assert self.ids is not None and self.entropy is not None
+        ids = torch.from_numpy(self.ids[rows].astype(np.int64)).to(device)
+        weights = torch.full(ids.shape, 1.0 / n, dtype=torch.float32, device=device)
+        return SampledTeacher(ids, weights, torch.from_numpy(self.entropy[rows].astype(np.float32)).to(device))
 
     def sequences(self, seq_idx: torch.Tensor, device) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """(logp (b·T, k) float32, ids (b·T, k) int64, tail (b·T,) float32) for these sequences; ids and tail
@@ -301,6 +376,11 @@ class TeacherCache:
     def describe(self) -> str:
         """What the training loss reads (the run summary's `train_teacher`)."""
         m = self.meta
+        if is_sampled(m):
+            return (
+                f"sampled teacher cache: {m['samples']} draws per token from the teacher (seed {m['seed']}, "
+                f"{m['mean_distinct']:.2f} distinct on average), unbiased ({self.dir})"
+            )
         if is_full(m):
             return (
                 f"full-distribution teacher cache (k = V = {m['k']}, {m.get('values_dtype', 'float16')}, no tail) "
@@ -338,26 +418,28 @@ def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True)
         raise CacheError(f"teacher cache {path}: meta.json is unreadable or cut") from None
     if want is not None:  # the plainest causes first: a different seq_len also means a different default teacher
         order = [
+            "layout",
             "version",
             "seq_len",
             "vocab_size",
             "k",
+            "samples",
+            "seed",
+            "proposal",
             "temperature",
             "tokenizer_sha256",
             "shards",
             "pool",
             "n_tokens",
-            "layout",
             "values_dtype",
             "ids_dtype",
             "teacher_dtype",
             "teacher",
         ]
         for key in order + [k for k in want if k not in order]:  # ADDED fields are in order: absent on either side
-            if meta.get(key) != want.get(key):
-                raise CacheError(
-                    f"teacher cache {path}: {key} is {_short(meta.get(key))}, the run needs {_short(want.get(key))}"
-                )
+            have, need = meta.get(key, ADDED.get(key)), want.get(key, ADDED.get(key))  # absent: the ADDED value
+            if have != need:
+                raise CacheError(f"teacher cache {path}: {key} is {_short(have)}, the run needs {_short(need)}")
     for name, (shape, dtype) in _shapes(meta).items():
         size = int(np.prod(shape)) * np.dtype(dtype).itemsize
         actual = (path / name).stat().st_size if (path / name).is_file() else -1
@@ -369,4 +451,6 @@ def open_cache_dir(path: Path, want: dict | None, verify_checksums: bool = True)
         name: np.memmap(path / name, dtype=dtype, mode="r", shape=shape)
         for name, (shape, dtype) in _shapes(meta).items()
     }
-    return TeacherCache(path, meta, maps["logp.bin"], maps.get("ids.bin"), maps.get("tail.bin"))
+    return TeacherCache(
+        path, meta, maps.get("logp.bin"), maps.get("ids.bin"), maps.get("tail.bin"), maps.get("entropy.bin")
+    )

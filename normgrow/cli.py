@@ -349,7 +349,9 @@ def _add_tool_commands(sub) -> None:
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_teacher_train)
-    p = tsub.add_parser("cache", help="build the top-k teacher-logit cache of a config's training split")
+    p = tsub.add_parser(
+        "cache", help="build the teacher cache (top-k or sampled: teacher.cache_kind) of a config's training split"
+    )
     _add_config_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_teacher_cache)

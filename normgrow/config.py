@@ -147,7 +147,13 @@ class TeacherConfig:
     sharding: Literal["none", "fsdp"] = setting("none", resume=True, before="none")
     """Over several ranks: 'fsdp' shards the teacher's decoder layers (each gathered for its forward) for a teacher too big for one device; 'none' keeps a full copy on every rank."""
     cache: bool = False
-    """Train from a top-k teacher cache (built once, then shared by runs); validation stays online and exact."""
+    """Train from a teacher cache (built once, then shared by runs; its kind: cache_kind); validation stays online and exact."""
+    cache_kind: Literal["topk", "sampled"] = setting("topk", before="topk")
+    """'topk': the cache_k most likely tokens and a tail bucket (biased unless cache_k ≥ the vocabulary); 'sampled': cache_samples ids drawn per token from the teacher's distribution at the distillation temperature (seeded by cache_seed) and its entropy: an unbiased loss and gradient (ce, kl) at 2·n + 2 bytes a token."""
+    cache_samples: int = setting(12, before=12)
+    """Draws per token in a sampled cache (with replacement, from p_T^τ; each weighs 1/n)."""
+    cache_seed: int = setting(0, before=0)
+    """Seed of a sampled cache's draws (per sequence, so the draws do not depend on chunks, ranks or resumes)."""
     cache_k: int = 64
     """Teacher log-probabilities kept per token in the cache (plus one tail bucket); at least the vocabulary: the full distribution, in vocabulary order (no ids, no tail)."""
     cache_path: str | None = None
@@ -447,10 +453,11 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
         "teacher.cache",
         "a cache needs a teacher (teacher.path is 'none')",
     )
+    positive(tc, "teacher", "cache_samples")
     need(
         not (tc.cache or tc.cache_path) or cfg.distill.loss in ("ce", "kl"),
         "distill.loss",
-        f"'{cfg.distill.loss}' is not available on a top-k teacher cache (use ce or kl, or teacher.cache=false)",
+        f"'{cfg.distill.loss}' is not available on a {tc.cache_kind} teacher cache (use ce or kl, or teacher.cache=false)",
     )
 
     d = cfg.data

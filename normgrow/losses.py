@@ -118,13 +118,25 @@ class SampledTeacher:
         return SampledTeacher(self.ids[sl], self.weights[sl], self.entropy[sl])
 
 
+def inverse_cdf(logp: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Draws by inversion: for each row of log-probs (N, V) and uniforms u (N, n) in [0, 1), the ids j with
+    F(j − 1) ≤ u·F(V − 1) < F(j), F the row's cumulative sum in float64. A zero-probability id is never drawn (the
+    strict `<`); the uniforms come from whatever generator the caller seeds, so the draw does not depend on the
+    device's random-number generator."""
+    cdf = logp.double().exp().cumsum(-1)
+    ids = torch.searchsorted(cdf, u.to(cdf.device, torch.float64) * cdf[:, -1:], right=True)
+    return ids.clamp_max(logp.shape[1] - 1)
+
+
 def draw_samples(
     t_logp: torch.Tensor, n: int, generator: torch.Generator, proposal_logp: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """n ids per row drawn with replacement from the proposal q (log-probs, default t_logp itself) with `generator`,
-    and their importance weights p(id) / (n · q(id)) (computed in log space: exp(log p − log q) / n)."""
+    """n ids per row drawn with replacement from the proposal q (log-probs, default t_logp itself) with `generator`
+    (uniforms, then `inverse_cdf`: the cache's own draw), and their importance weights p(id) / (n · q(id)) (in log
+    space: exp(log p − log q) / n)."""
     q_logp = t_logp if proposal_logp is None else proposal_logp
-    ids = torch.multinomial(q_logp.float().exp(), n, replacement=True, generator=generator)
+    u = torch.rand(q_logp.shape[0], n, generator=generator, dtype=torch.float64)
+    ids = inverse_cdf(q_logp, u)
     weights = (t_logp.float().gather(1, ids) - q_logp.float().gather(1, ids)).exp() / n
     return ids, weights
 

@@ -184,7 +184,7 @@ def check_default_teacher_tokenizer(teacher_dir: Path, prep: Prepared) -> None:
 
 
 def teacher_cache(inputs: RunInputs, path: str, log: Log = print, progress: bool = True) -> cache.TeacherCache:
-    """The run's verified top-k cache: an explicit teacher.cache_path, or the keyed one (built if missing)."""
+    """The run's verified teacher cache: an explicit teacher.cache_path, or the keyed one (built if missing)."""
     cfg = inputs.cfg
     if cfg.teacher.cache_path:
         return cache.open_cache_dir(Path(cfg.teacher.cache_path), cache.expected_meta(cfg, path, inputs.prep))

@@ -42,7 +42,7 @@ from normgrow.cadence import evaluation_counts
 from normgrow.config import RunConfig
 from normgrow.data import Batch
 from normgrow.hardware import cpu_info, machine_key
-from normgrow.losses import SparseTeacher, TeacherChunks, tail_logsumexp
+from normgrow.losses import SampledTeacher, SparseTeacher, TeacherChunks, draw_samples, tail_logsumexp
 from normgrow.model import Decoder, PreNormBlock, Student, placement_of
 from normgrow.step import build_optimizer, train_step, wrap_for_training
 from normgrow.teacher import teacher_shape
@@ -84,6 +84,8 @@ def shape_of(cfg: RunConfig, device: torch.device) -> dict:
         "teacher": (
             "none"
             if t.path == "none"
+            else {"cache_samples": t.cache_samples}
+            if t.cache and t.cache_kind == "sampled"
             else {"cache_k": min(t.cache_k, typing.cast(int, m.vocab_size)), "cache_dtype": t.cache_dtype}
             if t.cache
             else {
@@ -110,6 +112,9 @@ def synthetic_teacher(cfg: RunConfig, n: int, device: torch.device):
     V = cfg.model.vocab_size
     assert V is not None  # build_step resolved it (probe_vocab)
     logp = torch.log_softmax(torch.randn(n, V, device=device), dim=-1)
+    if cfg.teacher.cache_kind == "sampled":
+        ids, weights = draw_samples(logp, cfg.teacher.cache_samples, torch.Generator().manual_seed(0))
+        return SampledTeacher(ids.to(device), weights.to(device), torch.special.entr(logp.exp()).sum(-1))
     k = min(cfg.teacher.cache_k, V)
     if k >= V:
         return SparseTeacher(logp, None, None)

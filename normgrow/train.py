@@ -58,7 +58,7 @@ from normgrow.errors import ConfigError, NormgrowError
 from normgrow.evaluate import Evaluator, open_evaluator
 from normgrow.growth import grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
-from normgrow.losses import SparseTeacher, TeacherChunks
+from normgrow.losses import SampledTeacher, SparseTeacher, TeacherChunks
 from normgrow.model import Student
 from normgrow.progress import Bar, progress_bar
 from normgrow.rundir import (
@@ -87,13 +87,15 @@ class RunInputs:
     info: dist.DistInfo
     prep: Prepared
     teacher: Teacher | None  # the online teacher; validation always uses it
-    cache: TeacherCache | None = None  # a top-k cache the training loss reads instead, when configured
+    cache: TeacherCache | None = None  # a teacher cache the training loss reads instead, when configured
     budget_match: dict | None = None
 
-    def train_teacher(self, x: torch.Tensor, index: torch.Tensor) -> TeacherChunks | SparseTeacher | None:
+    def train_teacher(
+        self, x: torch.Tensor, index: torch.Tensor
+    ) -> TeacherChunks | SparseTeacher | SampledTeacher | None:
         """The teacher's distribution for training inputs x (b, T), the sequences `index` of the split."""
         if self.cache is not None:
-            return SparseTeacher(*self.cache.sequences(index, self.info.device))
+            return self.cache.teacher_rows(index, self.info.device)
         return self.teacher.chunks(x) if self.teacher is not None else None
 
 

@@ -12,8 +12,9 @@ each also at the upper end of the sd's own 95% interval, since a pilot of few se
 
 With the teacher cache (`teacher.cache=true`) the teacher runs once over the tokens the runs read (the
 training pool's, `data.train_pool_sequences`; without a pool the largest run's tokens, a lower bound on the
-training split the cache covers), and every run reads its top-k logits instead: k·(s + id bytes) + s bytes per
-token on disk (s = 2 or 4 by teacher.cache_dtype), V·s at k = V (no ids, no tail). A run with a pool is refused
+training split the cache covers), and every run reads the cache instead: top-k k·(s + id bytes) + s bytes per
+token on disk (s = 2 or 4 by teacher.cache_dtype), V·s at k = V (no ids, no tail); sampled n·(id bytes) + s. Both
+kinds are sized, whichever the config uses. A run with a pool is refused
 here when it would start more epochs over it than data.max_pool_repeats allows.
 """
 
@@ -90,11 +91,26 @@ def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False, start: i
     return JobPlan(name, world, int(totals["tokens"]), totals["flops"], teacher, memory, start=start, stop=stop)
 
 
-def cache_bytes_per_token(cfg: RunConfig) -> int:
-    """What cache.py stores per token: top-k log-probs, ids and the tail, or at k = V the V log-probs alone."""
+def cache_bytes_per_token(cfg: RunConfig, kind: str | None = None) -> int:
+    """What cache.py stores per token for `kind` (default: the config's): top-k log-probs, ids and the tail, or at
+    k = V the V log-probs alone; sampled, n ids and the entropy."""
     v = vocab_of(cfg)
-    k, s = min(cfg.teacher.cache_k, v), 4 if cfg.teacher.cache_dtype == "float32" else 2
-    return v * s if k == v else s * k + (2 if v <= 65536 else 4) * k + s
+    k, s, i = min(cfg.teacher.cache_k, v), 4 if cfg.teacher.cache_dtype == "float32" else 2, 2 if v <= 65536 else 4
+    if (kind or cfg.teacher.cache_kind) == "sampled":
+        return i * cfg.teacher.cache_samples + s
+    return v * s if k == v else s * k + i * k + s
+
+
+def cache_size_lines(cfg: RunConfig, tokens: int) -> list[str]:
+    """Both kinds' size on disk for `tokens` cached tokens, the config's kind first."""
+    k, n = min(cfg.teacher.cache_k, vocab_of(cfg)), cfg.teacher.cache_samples
+    what = {"topk": f"top-{k} + tail" if k < vocab_of(cfg) else f"full (k = V = {k})", "sampled": f"sampled (n = {n})"}
+    kinds = sorted(what, key=lambda kind: kind != cfg.teacher.cache_kind)
+    return [
+        f"teacher cache on disk, {what[kind]}{' (this config)' if j == 0 else ''}: "
+        f"{cache_bytes_per_token(cfg, kind) * tokens / GIB:,.1f} GiB ({cache_bytes_per_token(cfg, kind)} bytes per token)"
+        for j, kind in enumerate(kinds)
+    ]
 
 
 def flop_rate(jobs: list[JobPlan], rate: dict) -> float:
@@ -142,11 +158,7 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
             f"device-hours with the teacher cache (one teacher pass over {cache_tokens:,} tokens, then the "
             f"students alone): {with_cache:,.1f}"
         )
-        L.append(
-            f"teacher cache on disk: {cache_bytes_per_token(cfgs[0]) * cache_tokens / GIB:,.1f} GiB "
-            f"(k = {min(cfgs[0].teacher.cache_k, vocab_of(cfgs[0]))}, {cache_bytes_per_token(cfgs[0])} bytes per "
-            "token)"
-        )
+        L += cache_size_lines(cfgs[0], cache_tokens)
     L.append(
         "(device-hours are FLOPs over the rate above"
         + (

@@ -104,6 +104,15 @@ def _header(
             "online runs before quoting them.",
             "",
         ]
+    sampled = sorted({r.summary["train_teacher"] for r in rows if r.ok and _from_sampled(r.summary)})
+    if sampled:
+        L += [
+            "> Trained from a **sampled teacher cache**: "
+            + "; ".join(f"`{c}`" for c in sampled)
+            + ". Its training signal is the full-vocabulary loss in expectation (unbiased), with added gradient "
+            "noise; `val/ce` is exact (online teacher).",
+            "",
+        ]
     failed = [r for r in all_rows if not r.ok]
     if failed:
         L += ["**Runs that did not finish:**", ""]
@@ -527,3 +536,7 @@ def write_report(
     path = study_dir / "report.md"
     atomic.write_text(path, "\n".join(L) + "\n")
     return path
+
+
+def _from_sampled(summary: dict) -> bool:
+    return (summary.get("train_teacher") or "").startswith("sampled teacher cache")

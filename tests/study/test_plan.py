@@ -108,7 +108,13 @@ def test_plan_of_the_paper_study_offline():
     assert "36 run(s)" in out and "8 data-parallel rank(s)" in out
     assert re.search(r"device-hours, teacher online in every run: [\d,.]+", out)
     assert re.search(r"device-hours with the teacher cache .*: [\d,.]+", out)
-    assert "teacher cache on disk" in out
+    # both kinds by hand, vocabulary 151,936 > 65,536 (uint32 ids), float16 values: top-64 2·64 + 4·64 + 2 = 386
+    # bytes a token, sampled n = 12: 4·12 + 2 = 50, over the tokens of the teacher's one pass
+    cached = int(re.search(r"one teacher pass over ([\d,]+) tokens", out).group(1).replace(",", ""))
+    for what, per in ((r"top-64 \+ tail \(this config\)", 386), (r"sampled \(n = 12\)", 50)):
+        assert re.search(rf"teacher cache on disk, {what}: {per * cached / 2**30:,.1f} GiB \({per} bytes", out), out
+    sampled = cli("plan", "paper", "teacher.cache_kind=sampled", "teacher.cache_samples=32").stdout
+    assert "teacher cache on disk, sampled (n = 32) (this config)" in sampled and "(130 bytes per token)" in sampled
     assert "wall time: not measured (jobs of several ranks" in out  # nothing timed for a cluster's jobs here
 
 
