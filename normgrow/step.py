@@ -26,11 +26,11 @@ from normgrow.compiling import compile_blocks, use_compile_cache
 from normgrow.config import RunConfig
 from normgrow.data import Batch, cache_root
 from normgrow.errors import ConfigError
-from normgrow.losses import SparseTeacher, TeacherChunks, distill_loss
+from normgrow.losses import SampledTeacher, SparseTeacher, TeacherChunks, distill_loss
 from normgrow.model import Student
 
 # the teacher's distribution for training inputs x (b, T), the sequences `index` of the split (None: no teacher)
-TeacherFn = Callable[[torch.Tensor, torch.Tensor], TeacherChunks | SparseTeacher | None]
+TeacherFn = Callable[[torch.Tensor, torch.Tensor], TeacherChunks | SparseTeacher | SampledTeacher | None]
 
 
 def autocast(cfg: RunConfig, device: torch.device):
