@@ -1,5 +1,5 @@
-"""The top-k teacher cache: bytes per token, read throughput against the student's consumption rate,
-and the wall time of a study with the online teacher vs with the cache.
+"""The teacher cache (top-k, or sampled: teacher.cache_kind=sampled): bytes per token, read throughput against
+the student's consumption rate, and the wall time of a study with the online teacher vs with the cache.
 
     python benchmarks/bench_cache.py [CONFIG] [key=value …]        (default: the `default` preset)
     python benchmarks/bench_cache.py default --study default budget_scale=0.25   (adds the study comparison)
@@ -51,7 +51,7 @@ def main() -> None:
     )
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < 3.0:
-        c.sequences(next(it).index, "cpu")
+        c.teacher_rows(next(it).index, "cpu")
         n += B * T
     read_tps = n / (time.perf_counter() - t0)
     plan = plan_stages(cfg)[-1]  # the full-depth stage: the training loop's own step, reading the cache
@@ -67,7 +67,8 @@ def main() -> None:
         if i >= 2:
             times.append(time.perf_counter() - t1)
     student_tps = B * T / float(np.median(times))
-    print(f"{preset}: cache {out} (k={c.meta['k']}, {c.meta['n_tokens']:,} tokens), built in {build_s:.0f} s")
+    what = f"n={c.meta['samples']} sampled" if cache.is_sampled(c.meta) else f"k={c.meta['k']}"
+    print(f"{preset}: cache {out} ({what}, {c.meta['n_tokens']:,} tokens), built in {build_s:.0f} s")
     print(f"bytes per token: {c.meta['bytes_per_token']:.0f}")
     print(
         f"cache read: {read_tps:,.0f} tokens/s; student step on the cache: {student_tps:,.0f} tokens/s; "
