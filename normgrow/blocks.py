@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import typing
+from contextvars import ContextVar
 
 import torch
 import torch.nn as nn
@@ -19,6 +20,11 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 
 from .norms import BUILTIN_NORM_KINDS, NORM_KINDS, DyT, LayerNorm, RMSNorm, is_norm, make_norm  # noqa: F401
+
+
+# The keys a padded batch holds, (B, T) bool, while Decoder.hidden runs one (None: every position is a token). A
+# context rather than an argument, so every placement's block — built in or registered — passes nothing new.
+KEY_MASK: ContextVar[torch.Tensor | None] = ContextVar("normgrow_key_mask", default=None)
 
 
 def head_dim_of(cfg) -> int:
@@ -67,14 +73,18 @@ class Attention(nn.Module):
         k = self.k_norm(self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
         v = self.v_norm(self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, hd)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        weights = None
+        weights, keys = None, KEY_MASK.get()
+        allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # causal
+        if keys is not None:  # padding: real keys only; a pad query also sees itself (finite, never read)
+            allowed = (allowed & keys[:, None, None, :]) | torch.eye(T, dtype=torch.bool, device=x.device)
         if return_weights:  # explicit attention matrix, only for diagnostics
             rep = self.n_head // self.n_kv_head
             k_, v_ = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
             scores = (q @ k_.transpose(-2, -1)) / math.sqrt(self.head_dim)  # (B, H, T, T)
-            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            weights = scores.float().masked_fill(~causal, float("-inf")).softmax(-1).to(q.dtype)
+            weights = scores.float().masked_fill(~allowed, float("-inf")).softmax(-1).to(q.dtype)
             y = weights @ v_
+        elif keys is not None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=self.n_kv_head != self.n_head)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)
         y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H·hd)
@@ -505,14 +515,30 @@ class Decoder(nn.Module):
             self._rotary[device] = cached
         return cached[0][:T], cached[1][:T]
 
-    def hidden(self, idx: torch.Tensor, residuals: list | None = None) -> torch.Tensor:
+    def hidden(
+        self, idx: torch.Tensor, residuals: list | None = None, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Final hidden states (B, T, C): every block, then the final norm.
 
         If `residuals` is a list, the residual stream entering each block and leaving the last is
         appended to it (depth + 1 tensors of shape (B, T, C)); the plain path builds no list.
+        `attention_mask` (B, T), 1 for tokens and 0 for padding (left or right): each token attends to the real
+        tokens before it and sits at its position among them, so its hidden state is the unpadded sequence's.
         """
+        if attention_mask is not None and not bool(attention_mask.all()):
+            keys = attention_mask.bool()
+            token = KEY_MASK.set(keys)
+            try:
+                return self._hidden(idx, residuals, (keys.long().cumsum(-1) - 1).clamp_min(0))
+            finally:
+                KEY_MASK.reset(token)
+        return self._hidden(idx, residuals, None)
+
+    def _hidden(self, idx: torch.Tensor, residuals: list | None, positions: torch.Tensor | None) -> torch.Tensor:
         B, T = idx.shape
         cos, sin = self.rotary(T, idx.device)  # (T, hd)
+        if positions is not None:  # per row (B, 1, T, hd): each token at its position among the row's tokens
+            cos, sin = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
         h = self.embed_tokens(idx)  # (B, T, C)
         if residuals is not None:
             residuals.append(h)
@@ -526,9 +552,11 @@ class Decoder(nn.Module):
                 residuals.append(h)
         return self.norm(h)
 
-    def forward(self, idx: torch.Tensor, hidden_only: bool = False) -> torch.Tensor:
+    def forward(
+        self, idx: torch.Tensor, hidden_only: bool = False, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits (B, T, V), or with `hidden_only` the final hidden states (B, T, C): losses over large
         vocabularies apply `lm_head` chunk by chunk (losses.py), and going through forward keeps
-        DistributedDataParallel's hooks in the loop."""
-        h = self.hidden(idx)
+        DistributedDataParallel's hooks in the loop. `attention_mask`: a padded batch (see hidden)."""
+        h = self.hidden(idx, attention_mask=attention_mask)
         return h if hidden_only else self.lm_head(h)

@@ -2,8 +2,9 @@
 `NormgrowForCausalLM` (logits, loss, `generate()`, `pipeline("text-generation")`, save and reload).
 
 The students keep no KV cache: `generate(use_cache=True)` is accepted and gives the same tokens as
-`use_cache=False`, each step running the whole sequence (`prepare_inputs_for_generation`). A student attends
-to every position, so a padded batch (an attention mask with zeros) is refused; generate one prompt at a time.
+`use_cache=False`, each step running the whole sequence (`prepare_inputs_for_generation`). Padded batches (an
+attention mask with zeros, left or right padding) give each row the logits of its unpadded sequence, so batched
+evaluation and `generate` over prompts of different lengths (left padding) work.
 
 This file imports only torch, transformers and `.blocks` (the architecture), never normgrow itself:
 `normgrow export` copies it and blocks.py into every export that is not a stock Qwen3, and writes
@@ -97,12 +98,7 @@ class NormgrowForCausalLM(PreTrainedModel, GenerationMixin):
         attention_mask: torch.Tensor | None = None,
         **kwargs,
     ):
-        if attention_mask is not None and not bool(attention_mask.all()):
-            raise ValueError(
-                "a normgrow student attends to every position: padded batches (an attention_mask with "
-                "zeros) are not supported; pass the prompts one at a time"
-            )
-        logits = self.student(input_ids)
+        logits = self.student(input_ids, attention_mask=attention_mask)
         loss = None
         if labels is not None:
             loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten())
@@ -116,5 +112,5 @@ class _DecoderView(torch.nn.Module):
         super().__init__()
         self.student = student
 
-    def forward(self, input_ids, **kwargs):
-        return BaseModelOutput(last_hidden_state=self.student.hidden(input_ids))
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        return BaseModelOutput(last_hidden_state=self.student.hidden(input_ids, attention_mask=attention_mask))

@@ -48,6 +48,13 @@ with torch.no_grad():
     torch.save(m(input_ids=idx).logits, {str(tmp_path / "logits.pt")!r})
 prompt = tok("def main(", return_tensors="pt")
 out = m.generate(**prompt, max_new_tokens=12, do_sample=False)
+tok.pad_token = tok.pad_token or tok.eos_token
+texts, tok.padding_side = ["def main(", "import os", "x"], "left"
+batch = tok(texts, return_tensors="pt", padding=True)
+rows, width = m.generate(**batch, max_new_tokens=6, do_sample=False), batch["input_ids"].shape[1]
+for i, t in enumerate(texts):
+    one = m.generate(**tok(t, return_tensors="pt"), max_new_tokens=6, do_sample=False)[0].tolist()
+    assert rows[i, width - int(batch["attention_mask"][i].sum()):].tolist()[: len(one)] == one, t
 print(type(m).__name__, repr(tok.decode(out[0])))
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -165,6 +172,25 @@ for name in {names!r}:
     tok.save_pretrained({root!r} + '/saved-' + name)
     again = AutoModelForCausalLM.from_pretrained({root!r} + '/saved-' + name, {kwargs}).eval()
     r["reloaded"] = again.generate(**prompt, max_new_tokens=10, do_sample=False)[0].tolist()
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    texts = ["def main(", "import os\\nclass Reader(object):", "x"]
+    r["single"] = [m.generate(**tok(t, return_tensors="pt"), max_new_tokens=6, do_sample=False)[0].tolist()
+                   for t in texts]
+    diff = 0.0
+    for side in ("right", "left"):  # left last: generate below reads the left-padded batch
+        tok.padding_side = side
+        batch = tok(texts, return_tensors="pt", padding=True)
+        assert not bool(batch["attention_mask"].all())
+        with torch.no_grad():
+            padded = m(**batch).logits
+            for i, t in enumerate(texts):
+                alone = m(**tok(t, return_tensors="pt")).logits[0]
+                diff = max(diff, (padded[i][batch["attention_mask"][i].bool()] - alone).abs().max().item())
+    r["padded_max_diff"] = diff
+    rows = m.generate(**batch, max_new_tokens=6, do_sample=False)  # left padding, as generate wants it
+    width = batch["input_ids"].shape[1]
+    r["batched"] = [rows[i, width - int(batch["attention_mask"][i].sum()):].tolist() for i in range(len(texts))]
     out[name] = r
 print(json.dumps(out))
 """
@@ -200,6 +226,10 @@ def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str, bef
         ours = greedy(trained_student(tmp_path / f"run-{name}"), r["prompt"], 10)
         assert r["cache=True"] == r["cache=False"] == r["reloaded"] == ours, name
         assert r["pipeline"] == r["decoded"] and r["pipeline"].startswith("def main("), name
+        # a padded batch: each row's logits are its own sequence's, left or right; batched generate = one by one
+        assert r["padded_max_diff"] <= 2e-5, (name, r["padded_max_diff"])
+        for one, batched in zip(r["single"], r["batched"], strict=True):
+            assert batched[: len(one)] == one, name
     return "\n".join(proc.stdout.strip().splitlines()[:-1])
 
 
