@@ -21,7 +21,6 @@ import torch.utils.checkpoint
 
 from .norms import BUILTIN_NORM_KINDS, NORM_KINDS, DyT, LayerNorm, RMSNorm, is_norm, make_norm  # noqa: F401
 
-
 # The keys a padded batch holds, (B, T) bool, while Decoder.hidden runs one (None: every position is a token). A
 # context rather than an argument, so every placement's block — built in or registered — passes nothing new.
 KEY_MASK: ContextVar[torch.Tensor | None] = ContextVar("normgrow_key_mask", default=None)

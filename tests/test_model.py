@@ -249,7 +249,7 @@ def test_a_padded_batch_gives_every_row_its_unpadded_logits(placement):
                 ids[i, sl], mask[i, sl] = s, 1
             logits = model(ids, attention_mask=mask)
             assert torch.isfinite(logits).all()
-            for i, s in enumerate(seqs):
+            for i in range(len(seqs)):
                 torch.testing.assert_close(logits[i][mask[i].bool()], alone[i], atol=2e-5, rtol=1e-5, msg=side)
             # a mask of ones is the plain forward, bit for bit
             assert torch.equal(model(ids, attention_mask=torch.ones_like(mask)), model(ids))
