@@ -41,6 +41,7 @@ from normgrow.schema import describe_fields
 from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study, study_fields
+from normgrow.study.downstream import evaluate_study, settings
 from normgrow.study.launch import die_with_parent, threads_per_job
 from normgrow.study.plan import (
     describe,
@@ -165,6 +166,14 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_export(args: argparse.Namespace) -> None:
     out = export_student(args.run_dir, args.output, force=args.force)
     print(f"exported {args.run_dir} → {out}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    study_dir = Path(args.study_dir)
+    study = load_study(str(study_dir / "study.yaml"))
+    include = [Path(p) for p in args.include_path]
+    evaluate_study(study_dir, **settings(study.evaluate, args.tasks, include, args.batch_size, args.limit, args.device))
+    print(f"report: {rebuild_report(study_dir)}")
 
 
 def cmd_diagnose(args: argparse.Namespace) -> None:
@@ -319,6 +328,21 @@ def _add_directory_commands(sub) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace a non-empty output directory normgrow did not write")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("evaluate", help="lm-evaluation-harness on every finished run of a study, into its report")
+    p.add_argument("study_dir", type=folder(("study.yaml", "results.csv"), "a finished study directory"))
+    p.add_argument(
+        "--tasks",
+        default=None,
+        help="comma-separated lm_eval task names (default: the study's evaluate.tasks, else normgrow_continuation)",
+    )
+    p.add_argument(
+        "--include-path", type=folder(), action="append", default=[], help="a folder of task YAMLs (repeatable)"
+    )
+    p.add_argument("--batch-size", type=count(1), default=None, help="lm_eval batch size (default 8)")
+    p.add_argument("--limit", type=count(1), default=None, help="at most this many items per task")
+    p.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda when available)")
+    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("diagnose", help="recompute a run's diagnostics from its checkpoints")
     p.add_argument("run_dir", type=RUN_DIR)

@@ -114,6 +114,20 @@ class LrPilotConfig:
 
 
 @dataclass
+class EvaluateConfig:
+    tasks: list[str] = field(default_factory=list)
+    """lm-evaluation-harness tasks run on every finished run's export once the study has trained, into its report
+    (`normgrow evaluate`, study/downstream.py); `normgrow_continuation` is the local one; [] = none."""
+    include_path: list[str] = field(default_factory=list)
+    """Folders of task YAMLs (lm_eval's --include_path) besides the harness's own tasks."""
+    batch_size: int = 8
+    limit: int | None = None
+    """At most this many items per task (null: all)."""
+    device: str = "auto"
+    """cpu, cuda, …; auto = cuda when available."""
+
+
+@dataclass
 class StudyConfig:
     name: str = "study"
     """Study name (default output: studies/<name>)."""
@@ -177,6 +191,9 @@ class StudyConfig:
     regime: RegimeConfig = field(default_factory=RegimeConfig)
     """Pre-registered regime checks (regime.py): health, distance from the teacher, the mechanism's precondition;
     printed when the study starts and judged in its report above the claims. All null: none registered."""
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    """Downstream evaluation after training (lm-evaluation-harness); it changes no run, so it may change between
+    invocations of one study."""
 
 
 # ----------------------------------------------------------------------------- loading
@@ -296,7 +313,7 @@ def validate_study(s: StudyConfig) -> None:
             f"rivals.{rname}.reference",
             "not given, and the study's claims name no pre_joint and pre_grow arms to read it against",
         )
-    need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
+    validate_evaluate(s)
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
     validate_sweep(s.sweep, RUN_SECTIONS)
     validate_ladder(s)
@@ -309,6 +326,18 @@ def validate_study(s: StudyConfig) -> None:
             f"need distinct positive learning rates, got {arm.lrs}",
         )
     validate_pilot(s)
+
+
+def validate_evaluate(s: StudyConfig) -> None:
+    need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
+    e = s.evaluate
+    need(e.batch_size > 0, "evaluate.batch_size", f"must be positive, got {e.batch_size}")
+    need(e.limit is None or e.limit > 0, "evaluate.limit", f"must be positive, got {e.limit}")
+    need(
+        not (e.tasks and (s.sweep.axes or s.budgets)),
+        "evaluate.tasks",
+        "a sweep or budget ladder is evaluated one point at a time: `normgrow evaluate` on a point's study directory",
+    )
 
 
 def validate_pilot(s: StudyConfig) -> None:

@@ -273,7 +273,7 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
         differ = [
             f.name
             for f in dataclasses.fields(StudyConfig)
-            if getattr(old, f.name) != getattr(study, f.name) and f.name != "launcher"
+            if getattr(old, f.name) != getattr(study, f.name) and f.name not in ("launcher", "evaluate")
         ]
         if differ and not extends_ladder(old, study, differ):
             raise ConfigError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, Phase
+from normgrow.study.downstream import downstream_section
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, header_line
@@ -517,6 +518,7 @@ def write_report(
     L += choice_lines(lr_choice)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
+    L += downstream_section(study, study_dir)
     L += _phase_section(agg.phase, list(claims), measures)
     L += _growth_section(study, measures)
     L += _compute_section(agg, rows)

@@ -37,6 +37,7 @@ from normgrow.locks import DirLock
 from normgrow.pipeline import build_cache, prepare_data
 from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
 from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.downstream import evaluate_study, settings
 from normgrow.study.jobs import (
     Job,
     check_runs_unchanged,
@@ -285,8 +286,14 @@ def run_study(study: StudyConfig, out: Path, log: Log = print, progress: bool = 
         if study.lr_pilot.lrs:
             plan_jobs(pilot_study(study), out / PILOT_DIR)
     check_pools(study, jobs)
+    if study.evaluate.tasks:  # before any run: a missing harness is one line now, not after hours of training
+        chosen = settings(study.evaluate, None, [], None, None, None)
     with DirLock(out, "study"):  # one study process per directory (each run locks its own directory too)
-        return walk(study, out, Train(log, progress))
+        report = walk(study, out, Train(log, progress))
+        if not study.evaluate.tasks:
+            return report
+        evaluate_study(out, **chosen, log=log)
+        return walk(study, out, Rebuild(log))
 
 
 def rebuild_report(study_dir: Path, log: Log = print) -> Path:

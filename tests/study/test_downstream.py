@@ -1,0 +1,101 @@
+"""`normgrow evaluate`: lm-evaluation-harness on a micro study's exports — per-arm scores, a contrast table in the
+report, per-item results kept, numbers equal to a direct `lm_eval` call on one export, the local task by hand."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from test_runner import write_study
+
+from conftest import cli
+from normgrow.study.downstream import CHOICES, CONTEXT, CONTINUATION, ITEMS, LOCAL_TASK
+
+pytest.importorskip("lm_eval")  # installed by `make setup` (the `eval` extra)
+
+LIMIT = 60  # items of the local task per export (of 200): enough for a contrast table, a few seconds each
+
+
+@pytest.fixture(scope="module")
+def evaluated(tiny_cache, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("downstream")
+    spec = write_study(
+        tmp / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        extra=f"contrasts: {{gap: [pre, post]}}\nevaluate: {{tasks: [{LOCAL_TASK}], limit: {LIMIT}}}\n",
+    )
+    out = tmp / "study"
+    proc = cli("study", spec, "-o", out)  # the study field: evaluated after training, into the report
+    return out, proc
+
+
+def test_a_study_with_evaluate_scores_every_run_and_reports_the_contrast(evaluated):
+    out, proc = evaluated
+    with open(out / "evaluate" / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["arm"], r["seed"]) for r in rows) == [("post", "0"), ("post", "1"), ("pre", "0"), ("pre", "1")]
+    assert all(r["task"] == LOCAL_TASK and r["metric"] == "acc" for r in rows)
+    acc = {(r["arm"], int(r["seed"])): float(r["value"]) for r in rows}
+    # each score is the mean of its per-item records, kept beside it
+    for (arm, seed), value in acc.items():
+        items = (out / "evaluate" / "runs" / f"{arm}-s{seed}" / f"{LOCAL_TASK}.samples.jsonl").read_text().splitlines()
+        assert len(items) == LIMIT
+        assert value == pytest.approx(sum(json.loads(i)["acc"] for i in items) / LIMIT, abs=1e-12)
+    # the report's contrast: post − pre paired over seeds 0 and 1, by hand: sd = |d0 − d1| / √2, half-width
+    # t(1, .975) · sd / √2 = 12.706 · |d0 − d1| / 2
+    diffs = [acc[("post", s)] - acc[("pre", s)] for s in (0, 1)]
+    mean, half = sum(diffs) / 2, 12.7062047 * abs(diffs[0] - diffs[1]) / 2
+    report = (out / "report.md").read_text()
+    assert "## Downstream tasks (lm-evaluation-harness)" in report
+    line = next(x for x in report.splitlines() if x.startswith("| gap (post − pre) |"))
+    assert f"{mean:+.4f}" in line
+    if half > 0:
+        assert f"[{mean - half:+.4f}, {mean + half:+.4f}]" in line
+
+
+def test_evaluate_equals_a_direct_lm_eval_call_on_one_export(evaluated, tmp_path):
+    out, _ = evaluated
+    export, tasks = out / "evaluate" / "exports" / "post-s1", out / "evaluate" / "tasks"
+    assert json.loads((export / "config.json").read_text())["model_type"] == "normgrow"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "lm_eval", "--model", "hf",
+            "--model_args", f"pretrained={export},dtype=float32,trust_remote_code=True",
+            "--tasks", LOCAL_TASK, "--include_path", str(tasks), "--device", "cpu", "--batch_size", "8",
+            "--limit", str(LIMIT), "--output_path", str(tmp_path / "direct"), "--log_samples",
+        ],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(next((tmp_path / "direct").rglob("results_*.json")).read_text())
+    ours = json.loads((out / "evaluate" / "runs" / "post-s1" / f"{LOCAL_TASK}.json").read_text())["metrics"]
+    assert result["results"][LOCAL_TASK]["acc,none"] == ours["acc,none"]
+    direct = [json.loads(x) for x in next((tmp_path / "direct").rglob("samples_*.jsonl")).read_text().splitlines()]
+    kept = [json.loads(x) for x in (out / "evaluate" / "runs" / "post-s1" / f"{LOCAL_TASK}.samples.jsonl").open()]
+    by_doc = {s["doc_id"]: s for s in kept}
+    assert len(direct) == LIMIT
+    for s in direct:  # the harness writes its log-likelihoods as strings: the same floats, printed
+        ours_item = [float(ll) for ll, _ in by_doc[s["doc_id"]]["filtered_resps"]]
+        assert ours_item == [float(ll) for ll, _ in s["filtered_resps"]]
+
+
+def test_the_local_task_by_hand_and_a_rerun_reads_back(evaluated):
+    out, _ = evaluated
+    items = [json.loads(x) for x in (out / "evaluate" / "tasks" / f"{LOCAL_TASK}.jsonl").read_text().splitlines()]
+    assert len(items) == ITEMS and all(len(i["choices"]) == CHOICES for i in items)
+    # item i's true continuation is its own; the others are items i+1 … i+3's, in order around its label
+    for i, item in enumerate(items):
+        own = item["choices"][item["label"]]
+        others = [c for j, c in enumerate(item["choices"]) if j != item["label"]]
+        nxt = [items[(i + j) % ITEMS] for j in range(1, CHOICES)]
+        assert others == [n["choices"][n["label"]] for n in nxt]
+        assert own and item["context"]
+    assert len({i["label"] for i in items}) == CHOICES  # labels spread over the positions
+    before = (out / "evaluate" / "summary.csv").read_bytes()
+    again = cli("evaluate", out)  # every key matches: read back, nothing evaluated again
+    assert "evaluate: " in again.stdout and "post-s0 (" not in again.stdout
+    assert (out / "evaluate" / "summary.csv").read_bytes() == before
+    assert CONTEXT + CONTINUATION == 40
