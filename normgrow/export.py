@@ -30,7 +30,7 @@ from transformers.utils import logging as hf_logging
 from normgrow import atomic, checkpoint
 from normgrow import modeling_normgrow as modeling
 from normgrow.blocks import BUILTIN_NORM_KINDS, BUILTIN_PLACEMENTS, Block
-from normgrow.config import ModelConfig, RunConfig, load_config
+from normgrow.config import ModelConfig, RunConfig, load_config, to_yaml
 from normgrow.curriculum import plan_stages
 from normgrow.errors import NormgrowError
 from normgrow.model import PLACEMENTS, Student, hf_config, placement_of, to_hf_state_dict
@@ -199,6 +199,67 @@ def _write_export(
         "loads_with": loads_with,
     }
     (tmp / "normgrow_export.json").write_text(json.dumps(record, indent=1))
+    summary = run_dir / "summary.json"
+    metrics = json.loads(summary.read_text()).get("final", {}) if summary.is_file() else {}
+    (tmp / "README.md").write_text(model_card(load_config(str(run_dir / "config.yaml")), record, metrics))
+
+
+def hub_id(name: str) -> str | None:
+    """`name` as a Hub repository id (owner/name) when it is one and not a local path; else None."""
+    name = name.removeprefix("hf:")
+    parts = name.split("/")
+    local = name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
+    return name if len(parts) == 2 and all(parts) and not local else None
+
+
+def model_card(cfg: RunConfig, record: dict, metrics: dict) -> str:
+    """The export's README.md: the Hub's YAML header (base model = the teacher where it has a Hub id, datasets = the
+    corpus where it has one, tags, library and pipeline, normgrow's own fields) and a body with how to load it, its
+    metrics, and the run's config."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    teacher, corpus = hub_id(cfg.teacher.path), hub_id(cfg.data.corpus) if cfg.data.corpus != "stdlib" else None
+    curriculum = "grow" if len(cfg.curriculum.stages) > 1 else "joint"
+    placements = sorted(set(record["placements"]))
+    data = ModelCardData(
+        base_model=teacher,
+        datasets=[corpus] if corpus else None,
+        library_name="transformers",
+        pipeline_tag="text-generation",
+        tags=["normgrow", "knowledge-distillation", *(f"placement-{p}" for p in placements), f"curriculum-{curriculum}",
+              f"norm-kind-{record['norm_kind']}"],
+        normgrow={"format": record["format"], "loads_with": record["loads_with"], "step": record["step"],
+                  "tokens": record["tokens"], "n_layer": record["n_layer"], "placements": record["placements"],
+                  "metrics": {k: v for k, v in metrics.items() if isinstance(v, int | float)}},
+    )  # fmt: skip
+    remote = ", trust_remote_code=True" if record["format"] != "Qwen3ForCausalLM" else ""
+    rows = [f"| `{k}` | {v:.6g} |" for k, v in metrics.items() if isinstance(v, int | float)]
+    body = [
+        f"# A {record['n_layer']}-block student distilled by normgrow",
+        "",
+        f"Distilled from {_teacher_words(cfg.teacher.path)} on {_corpus_words(cfg.data.corpus)} with {', '.join(placements)} normalization "
+        f"({record['norm_kind']}) under {curriculum} training ({len(cfg.curriculum.stages)} stage(s)), "
+        f"{record['tokens']:,} tokens in {record['step']:,} steps.",
+        "",
+        f"Loads with: {record['loads_with']}.",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        f'model = AutoModelForCausalLM.from_pretrained("PATH"{remote})',
+        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
+        "```",
+        "",
+        "## Metrics at the end of training (nats per token; `val/ce` against the teacher, full vocabulary)",
+        "",
+        *(["| metric | value |", "|---|---|", *rows] if rows else ["(the run has no summary yet)"]),
+        "",
+        "## The run's config",
+        "",
+        "```yaml",
+        to_yaml(cfg).rstrip(),
+        "```",
+    ]
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body) + "\n"))
 
 
 def _replace_export(tmp: Path, out_dir: Path) -> None:
@@ -234,3 +295,11 @@ def _bos(tok) -> int | None:
 
 def _eos(tok) -> int | None:
     return None if tok is None else tok.eos_token_id
+
+
+def _teacher_words(path: str) -> str:
+    return "normgrow's embedded default teacher (trained on the same corpus)" if path == "default" else f"`{path}`"
+
+
+def _corpus_words(corpus: str) -> str:
+    return "the Python standard library's source (the embedded corpus)" if corpus == "stdlib" else f"`{corpus}`"

@@ -432,3 +432,35 @@ def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_
     wa = checkpoint.load(checkpoint.latest(tmp_path / "a" / "checkpoints"))[0]
     wb = checkpoint.load(checkpoint.latest(tmp_path / "b" / "checkpoints"))[0]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_every_export_has_a_model_card_the_hub_parses(tiny_cache, tmp_path):
+    import yaml
+    from huggingface_hub import ModelCard
+
+    from normgrow.export import model_card
+
+    run(
+        tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", "model.norm=post"),
+        tmp_path / "r",
+        **QUIET,
+    )
+    cli("export", tmp_path / "r", "-o", tmp_path / "hf")
+    card = ModelCard.load(tmp_path / "hf" / "README.md")
+    data = card.data.to_dict()
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert data["library_name"] == "transformers" and data["pipeline_tag"] == "text-generation"
+    assert {"normgrow", "placement-post", "curriculum-joint", "norm-kind-rmsnorm"} <= set(data["tags"])
+    assert "base_model" not in data and "datasets" not in data  # the embedded teacher and corpus have no Hub id
+    assert data["normgrow"]["metrics"]["val/ce"] == summary["final"]["val/ce"]
+    assert data["normgrow"]["loads_with"] == "import normgrow, or trust_remote_code=True"
+    assert "trust_remote_code=True" in card.text
+    config = card.text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(config)["model"]["norm"] == "post"  # the run's config, whole
+    # a Hub teacher and corpus: base model and dataset in the header; a local teacher directory is not an id
+    record = json.loads((tmp_path / "hf" / "normgrow_export.json").read_text())
+    cfg = tiny_cfg(tiny_cache, "teacher.path=Qwen/Qwen3-8B", "data.corpus=hf:HuggingFaceFW/fineweb-edu")
+    hub = ModelCard(model_card(cfg, record, {"val/ce": 1.5})).data.to_dict()
+    assert hub["base_model"] == "Qwen/Qwen3-8B" and hub["datasets"] == ["HuggingFaceFW/fineweb-edu"]
+    local = ModelCard(model_card(tiny_cfg(tiny_cache, f"teacher.path={tmp_path / 'hf'}"), record, {})).data.to_dict()
+    assert "base_model" not in local
