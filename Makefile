@@ -14,7 +14,7 @@ STAMP := $(VENV)/.normgrow-installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
-	$(BIN)/python -m pip install --quiet -e '.[dev,eval]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,eval,loggers]'
 	touch $(STAMP)
 
 setup: $(STAMP)

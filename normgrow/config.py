@@ -271,7 +271,13 @@ class TrainConfig:
     init_from: str | None = setting(None, key=False, resume=True, before=None)
     """Start from this checkpoint of another run (…/checkpoints/step_N), not step 0: a decay branch (branch.py)."""
     loggers: list[str] = setting(factory=list, key=False)
-    """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise)."""
+    """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise), 'trackio' (local)."""
+    track_group: str = setting("", key=False, resume=True, before="")
+    """The trackers' run group ('' = none); a study sets <study>/<arm>."""
+    track_job_type: str = setting("", key=False, resume=True, before="")
+    """W&B's job type ('' = none); a study sets the run's role: its arm's part in the claims, pilot, trunk or branch."""
+    track_tags: list[str] = setting(factory=list, key=False, resume=True, before=[])
+    """The trackers' tags; a study sets seed, budget, placement and curriculum."""
 
 
 @section(key=False, resume=False)
@@ -381,6 +387,8 @@ def save_config(cfg: RunConfig, path: str | Path) -> None:
 
 # ----------------------------------------------------------------------------- validation
 
+LOGGERS = ("tensorboard", "wandb", "trackio")
+
 
 def resolved_head_dim(m: ModelConfig) -> int:
     return m.head_dim if m.head_dim is not None else m.d_model // m.n_head
@@ -447,13 +455,12 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
 
 def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     tc = cfg.teacher
-    positive(tc, "teacher", "cache_k")
+    positive(tc, "teacher", "cache_k", "cache_samples")
     need(
         not (tc.cache or tc.cache_path) or tc.path != "none",
         "teacher.cache",
         "a cache needs a teacher (teacher.path is 'none')",
     )
-    positive(tc, "teacher", "cache_samples")
     need(
         not (tc.cache or tc.cache_path) or cfg.distill.loss in ("ce", "kl"),
         "distill.loss",
@@ -480,10 +487,9 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     _validate_pool(d, cfg.train.batch_size)
 
     t = cfg.distill
-    positive(t, "distill", "temperature")
+    positive(t, "distill", "temperature", "chunk_tokens")
     need(0 < t.jsd_beta < 1, "distill.jsd_beta", f"must be in (0, 1), got {t.jsd_beta}")
     non_negative(t, "distill", "nll_weight")
-    positive(t, "distill", "chunk_tokens")
 
     g = cfg.diagnostics
     non_negative(g, "diagnostics", "every_tokens")
@@ -494,22 +500,18 @@ def _validate_data_teacher_distill(cfg: RunConfig) -> None:
 
 def _validate_pool(d: DataConfig, batch_size: int) -> None:
     """The pool's size against what the config alone decides (the split's size is checked once it is read)."""
-    non_negative(d, "data", "train_pool_sequences")
+    non_negative(d, "data", "train_pool_sequences", "max_pool_repeats")
     need(
         d.train_pool_sequences == 0 or d.train_pool_sequences >= batch_size,
         "data.train_pool_sequences",
         f"{d.train_pool_sequences} is fewer than the train.batch_size={batch_size} sequences of one step",
     )
-    non_negative(d, "data", "max_pool_repeats")
 
 
 def _validate_curriculum(cfg: RunConfig) -> None:
     registry.check("curriculum.growth", cfg.curriculum.growth)
-    operator = (
-        registry.BY_FIELD["curriculum.growth"][cfg.curriculum.growth]
-        if "curriculum.growth" in registry.BY_FIELD
-        else None
-    )
+    growth = registry.BY_FIELD.get("curriculum.growth")
+    operator = growth[cfg.curriculum.growth] if growth is not None else None
     inits = getattr(operator, "inits", None)
     stages = cfg.curriculum.stages
     need(
@@ -558,13 +560,12 @@ def _validate_train(r: TrainConfig) -> None:
         "train.micro_batch_size",
         f"{r.micro_batch_size} does not divide train.batch_size={r.batch_size}",
     )
-    non_negative(r, "train", "warmup_tokens")
+    non_negative(r, "train", "warmup_tokens", "dense_eval_steps")
     need(
         not (r.compile and r.sharding == "fsdp"),
         "train.compile",
         "not supported with train.sharding=fsdp (compile the blocks of a replicated student: train.sharding=ddp)",
     )
-    non_negative(r, "train", "dense_eval_steps")
     need(r.dense_eval_every >= 1, "train.dense_eval_every", f"must be at least 1, got {r.dense_eval_every}")
     need(0 <= r.min_lr_ratio <= 1, "train.min_lr_ratio", f"must be in [0, 1], got {r.min_lr_ratio}")
     need(0 < r.decay_fraction <= 1, "train.decay_fraction", f"must be in (0, 1], got {r.decay_fraction}")
@@ -574,7 +575,7 @@ def _validate_train(r: TrainConfig) -> None:
     non_negative(r, "train", "grad_clip")
     positive(r, "train", "threads")
     for logger in r.loggers:
-        need(logger in ("tensorboard", "wandb"), "train.loggers", f"unknown logger '{logger}' (tensorboard, wandb)")
+        need(logger in LOGGERS, "train.loggers", f"unknown logger '{logger}' ({', '.join(LOGGERS)})")
     need(
         r.device == "auto" or r.device == "cpu" or r.device.startswith("cuda"),
         "train.device",

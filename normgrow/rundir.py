@@ -98,7 +98,7 @@ def append_jsonl(path: Path, record: dict) -> None:
         raise
 
 
-LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
+LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
 
 
 def check_loggers(cfg: RunConfig) -> None:
@@ -132,7 +132,7 @@ class MetricsWriter:
     def __init__(self, out: Path, cfg: RunConfig, enabled: bool):
         self.path, self.enabled = out / "metrics.jsonl", enabled
         self.lines = len(self.path.read_text().splitlines()) if enabled and self.path.is_file() else 0
-        self.tb = self.wandb = None
+        self.tb = self.wandb = self.trackio = None
         if not enabled:
             return
         if "tensorboard" in cfg.train.loggers:
@@ -149,6 +149,7 @@ class MetricsWriter:
             import wandb
 
             os.environ.setdefault("WANDB_MODE", "offline")  # offline-safe unless the user opts in
+            t = cfg.train
             self.wandb = wandb.init(
                 project="normgrow",
                 name=cfg.name or out.name,
@@ -156,7 +157,12 @@ class MetricsWriter:
                 config=to_dict(cfg),
                 resume="allow",
                 id=wandb_run_id(out),
+                group=t.track_group or None,
+                job_type=t.track_job_type or None,
+                tags=t.track_tags or None,
             )
+        if "trackio" in cfg.train.loggers:
+            self.trackio = _trackio_run(out, cfg)
 
     def write(self, record: dict) -> None:
         if not self.enabled:
@@ -167,6 +173,8 @@ class MetricsWriter:
             self._to_tensorboard(record)
         if self.wandb is not None:
             self.wandb.log({**_numeric(record), "tokens": record["tokens"]}, step=record["step"])
+        if self.trackio is not None:
+            self.trackio.log({**_numeric(record), "tokens": record["tokens"]}, step=record["step"])
 
     def _to_tensorboard(self, record: dict) -> None:
         assert self.tb is not None  # write calls this only with a writer
@@ -178,6 +186,48 @@ class MetricsWriter:
             self.tb.close()
         if self.wandb is not None:
             self.wandb.finish()
+        if self.trackio is not None:
+            self.trackio.finish()
+
+
+def _trackio_run(out: Path, cfg: RunConfig):
+    """A local Trackio run in Trackio's own database (TRACKIO_DIR, default under HF_HOME: one dashboard for every
+    run), named as the W&B run and grouped as it is; a resumed run directory continues the run of its name."""
+    import trackio
+
+    return trackio.init(
+        project="normgrow",
+        name=wandb_run_id(out),
+        config={**to_dict(cfg), "job_type": cfg.train.track_job_type, "tags": cfg.train.track_tags},
+        group=cfg.train.track_group or None,
+        resume="allow",
+    )
+
+
+def log_once(out: Path, loggers: list[str], group: str, values: dict, config: dict) -> None:
+    """One tracker run for a directory (a study's summary): `values` (numbers) logged at step 0 and set as the W&B
+    run's summary, `config` beside them; job type `study-summary`, in `group`. Its id is the directory's
+    (wandb_run_id), so a second call updates that run instead of adding one."""
+    if "wandb" in loggers:
+        import wandb
+
+        os.environ.setdefault("WANDB_MODE", "offline")
+        run = wandb.init(
+            project="normgrow", name=f"{group} summary", dir=str(out), config=config, resume="allow",
+            id=wandb_run_id(out), group=group, job_type="study-summary", tags=["study-summary"],
+        )  # fmt: skip
+        run.log(values, step=0)
+        run.summary.update(values)
+        run.finish()
+    if "trackio" in loggers:
+        import trackio
+
+        local = trackio.init(
+            project="normgrow", name=wandb_run_id(out), group=group, resume="allow",
+            config={**config, "job_type": "study-summary"},
+        )  # fmt: skip
+        local.log(values, step=0)
+        local.finish()
 
 
 def read_summary(run_dir: Path) -> dict | None:

@@ -166,6 +166,7 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
                     cfg = dataclasses.replace(
                         cfg, curriculum=dataclasses.replace(cfg.curriculum, match_budget=str(ref), match_stages=stages)
                     )
+                cfg = tracked(cfg, study, arm, seed)
                 name = job_name(arm, seed, lr)
                 jobs.append(
                     Job(
@@ -180,6 +181,22 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
                     )
                 )
     return jobs
+
+
+def tracked(cfg: RunConfig, study: StudyConfig, arm: str, seed: int) -> RunConfig:
+    """The job's tracker identity: group <study>/<arm>, job type = the arm's part in the claims (else `arm`; a
+    pilot's runs `pilot`), tags seed, budget, placement and curriculum (the user's own tags kept after them)."""
+    role = "pilot" if study.name.endswith("-pilot") else next((k for k, v in study.claims.items() if v == arm), "arm")
+    curriculum = "grow" if len(cfg.curriculum.stages) > 1 else "joint"
+    tags = [f"seed-{seed}", f"budget-{study.budget_scale:g}", f"placement-{cfg.model.norm}", f"curriculum-{curriculum}"]
+    t = cfg.train
+    train = dataclasses.replace(
+        t,
+        track_group=f"{study.name}/{arm}",
+        track_job_type=role,
+        track_tags=tags + [x for x in t.track_tags if x not in tags],
+    )
+    return dataclasses.replace(cfg, train=train)
 
 
 def sweep_plan(study: StudyConfig, out: Path) -> list[tuple[StudyConfig, Path, list[Job]]]:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from normgrow import atomic
+from normgrow.rundir import log_once
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import aggregate, contrast
+from normgrow.study.contrasts import Aggregate, aggregate, contrast
 from normgrow.study.figures import dose_response
 from normgrow.study.fits import MIN_BUDGETS
 from normgrow.study.jobs import Job
@@ -93,7 +94,24 @@ def summarize(
     heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
     if rivals:
         heads.append(verdict_counts("rivals' claims", rivals))
+    loggers = sorted({n for r in kept if r.config is not None for n in r.config.train.loggers} & {"wandb", "trackio"})
+    if loggers:
+        log_once(out, loggers, study.name, *tracker_summary(agg, claims))
     return Summary(path, heads, claims, records, kept, measures)
+
+
+def tracker_summary(agg: Aggregate, claims: list[Claim]) -> tuple[dict, dict]:
+    """What a study logs once to its runs' trackers: each arm's mean val/ce and each contrast's mean and 95% interval
+    (numbers), and each claim's verdict after Holm's adjustment (text, in the run's config)."""
+    values: dict[str, float] = {}
+    for arm, st in agg.arms.items():
+        if st.val_ce.mean is not None:
+            values[f"arm/{arm}/val_ce"] = st.val_ce.mean
+    for name, c in agg.contrasts.items():
+        for key, v in (("", c.est.mean), ("/lo", c.est.lo), ("/hi", c.est.hi)):
+            if v is not None:
+                values[f"contrast/{name}{key}"] = v
+    return values, {f"claim/{c.key}": c.holm for c in claims if c.key}
 
 
 Sub = tuple[Point, StudyConfig, list[Job], Summary]  # one point of a sweep (budget of a ladder), summarized
