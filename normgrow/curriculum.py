@@ -49,10 +49,11 @@ from pathlib import Path
 
 import torch
 
-from normgrow.config import ModelConfig, RunConfig, load_config, parse_train_blocks, resolved_head_dim
+from normgrow.config import ModelConfig, RunConfig, load_config, resolved_head_dim
 from normgrow.errors import ConfigError
 from normgrow.model import PLACEMENTS, Block, Student, block_parameters, init_block, placement_of
 from normgrow.registry import Registry
+from normgrow.schema import parse_train_blocks
 
 # ----------------------------------------------------------------------------- growth operators
 
