@@ -91,6 +91,8 @@ class DataConfig:
     """Configuration name for a hub `datasets` corpus."""
     dataset_split: str = setting("train", key=True)
     """Split of a `datasets` corpus to read."""
+    streaming: bool = setting(True, key=False, before=True)
+    """Stream an `hf:` corpus (`datasets` streaming: only the documents read — data.max_documents of them — are fetched, nothing is copied to Arrow); false downloads and converts the whole split first. Both give the same documents, ids and shards."""
     max_documents: int | None = setting(None, key=True)
     """Use only the first N documents of the corpus (null = all)."""
     max_document_bytes: int = setting(2**28, key=False, before=2**28)

@@ -173,3 +173,43 @@ def test_two_local_hf_directories_of_the_same_name_are_read_each_as_itself(tmp_p
     shutil.rmtree(a)
     write_dataset(a, ["alpha, rewritten"], shards=1)
     assert texts(a) == ["alpha, rewritten"]
+
+
+def test_a_streamed_hf_corpus_gives_the_downloaded_documents_and_shards_and_reads_only_what_it_needs(tmp_path):
+    """A local directory in a hub dataset's layout (three Parquet shards) read with `datasets` streaming and by the
+    download path: the same (id, text) pairs, the same split and byte-identical token shards. With data.max_documents
+    inside the first shard, a streamed read never opens the others — here the last shard is not Parquet at all, which
+    the download path (it converts the whole split first) cannot read."""
+    import itertools
+    import shutil
+
+    from normgrow.config import load_config
+    from normgrow.data import prepare
+    from normgrow.standin import SHARD_DIR, write_dataset
+
+    texts = [text for _, text in itertools.islice(iter_documents(load_config("tiny").data), 90)]
+    root = tmp_path / "dataset"
+    write_dataset(root, texts, shards=3)
+    common = [f"data.corpus=hf:{root}", "data.dataset_config=sample-10BT", "data.vocab_size=300", "teacher.path=none"]
+
+    def read(streaming: bool, cache: str, *more):
+        cfg = load_config(
+            "tiny", [*common, f"data.streaming={str(streaming).lower()}", f"data.cache_dir={cache}", *more]
+        )
+        return list(iter_documents(cfg.data)), prepare(cfg, log=lambda *_: None)
+
+    (docs_s, prep_s), (docs_d, prep_d) = read(True, tmp_path / "c1"), read(False, tmp_path / "c2")
+    assert docs_s == docs_d == [(str(i), t) for i, t in enumerate(texts)]
+    import numpy as np
+
+    assert np.array_equal(prep_s.train_docs, prep_d.train_docs) and np.array_equal(prep_s.val_docs, prep_d.val_docs)
+    assert len(prep_s.val_docs) > 0 and prep_s.dir.name == prep_d.dir.name  # the same split, the same shard key
+    for name in sorted(p.name for p in prep_d.dir.iterdir() if p.suffix == ".bin"):
+        assert (prep_s.dir / name).read_bytes() == (prep_d.dir / name).read_bytes(), name
+    (shard,) = [p for p in (root / SHARD_DIR).iterdir() if p.name.startswith("002_")]
+    shard.write_bytes(b"not parquet")
+    shutil.rmtree(tmp_path / "c1")
+    streamed, _ = read(True, tmp_path / "c1", "data.max_documents=20")
+    assert streamed == [(str(i), t) for i, t in enumerate(texts[:20])]
+    with pytest.raises(Exception):  # noqa: B017  (whatever `datasets` raises for a broken file: the point is that it reads it)
+        read(False, tmp_path / "c3", "data.max_documents=20")

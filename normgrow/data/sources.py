@@ -201,6 +201,19 @@ class HubDataset(CorpusSource):
         import datasets
 
         name = d.corpus.removeprefix("hf:")
+        if d.streaming:  # only the rows read are fetched; row numbers are the same as the download's
+            try:
+                ds = datasets.load_dataset(name, d.dataset_config, split=d.dataset_split, streaming=True)
+                rows = _dataset_rows(ds, d, streamed=True)
+                first = next(rows, None)
+            except DataError:
+                raise
+            except Exception as e:  # unknown name, config or split, no network: all the user's to fix
+                raise DataError(f"data.corpus: {d.corpus}: cannot load the dataset ({_first_line(e)})") from None
+            if first is not None:
+                yield first
+                yield from rows
+            return
         # A local directory in a hub dataset's layout: `datasets` caches its Arrow copy under the directory's
         # *base name* and configuration only, so a second directory of the same name (or this one, changed)
         # would silently read the first one's cached copy. Each version of a local directory gets its own cache.
@@ -209,9 +222,7 @@ class HubDataset(CorpusSource):
         try:
             ds = datasets.load_dataset(name, d.dataset_config, split=d.dataset_split, cache_dir=cache_dir)
         except Exception as e:  # unknown name, config or split, no network: all the user's to fix
-            raise DataError(
-                f"data.corpus: {d.corpus}: cannot load the dataset ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-            ) from None
+            raise DataError(f"data.corpus: {d.corpus}: cannot load the dataset ({_first_line(e)})") from None
         yield from _dataset_rows(ds, d)
 
     def fingerprint(self, d: DataConfig) -> list | None:
@@ -395,14 +406,21 @@ def _parquet_documents(path: Path, field: str, prefix: str) -> Iterator[tuple[st
             row += 1
 
 
-def _dataset_rows(ds, d: DataConfig) -> Iterator[tuple[str, str]]:
-    """(row number, text) of a `datasets` Dataset's non-empty data.text_field values."""
-    if d.text_field not in ds.column_names:
-        raise DataError(
-            f"data.text_field: {d.corpus} has no column '{d.text_field}' (columns: {', '.join(ds.column_names)})"
-        )
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _dataset_rows(ds, d: DataConfig, streamed: bool = False) -> Iterator[tuple[str, str]]:
+    """(row number, text) of a `datasets` Dataset's (or a streamed IterableDataset's) non-empty data.text_field
+    values, read in batches of 1,024 rows."""
+    columns = ds.column_names if ds.column_names is not None else list(ds.features or {})
+    if d.text_field not in columns:
+        raise DataError(f"data.text_field: {d.corpus} has no column '{d.text_field}' (columns: {', '.join(columns)})")
     row = 0
-    for batch in ds.select_columns([d.text_field]).iter(batch_size=1024):
+    selected = ds.select_columns([d.text_field])
+    # streamed: row by row (a batch would fetch rows past the last one read); downloaded: in batches
+    batches = ({d.text_field: [r[d.text_field]]} for r in selected) if streamed else selected.iter(batch_size=1024)
+    for batch in batches:
         for value in batch[d.text_field]:
             text = _row_text(value, f"{d.corpus}: row {row}", d.text_field)
             if text:
