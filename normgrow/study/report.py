@@ -23,7 +23,7 @@ from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
 from normgrow.study.rivals import RIVALS_TITLE, rivals_intro
 from normgrow.study.stats import Estimate
-from normgrow.study.verdicts import Claim, study_roles
+from normgrow.study.verdicts import NOT_TESTED, Claim, describe, study_roles
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
     "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "
@@ -479,6 +479,9 @@ def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed:
             continue
         ci = f" ± {e.half:.4f} (95% CI, {e.n} seeds)" if e.half is not None else " (1 seed, no interval)"
         L.append(f"{name} ({c.b} − {c.a}, val/ce): {e.mean:+.4f}{ci}")
+    inter = next((c for c in claims if c.key == "interaction" and c.verdict != NOT_TESTED), None)
+    if inter is not None and inter.est.mean is not None:
+        L.append(f"interaction ((grow gap) − (joint gap), val/ce): {describe(inter.est)} — {inter.verdict}")
     if claims:
         L.append(verdict_counts("paper's claims", claims))
     if collapsed:

@@ -452,7 +452,8 @@ def test_descriptive_claims_stay_out_of_holm_and_the_headline():
     scale = next(x for x in c if x.key == "boundary_scale")
     assert scale.kind == "descriptive" and scale.holm == DESCRIPTIVE and scale.est.mean is not None
     counted = sum(x.key != "boundary_scale" for x in c)  # every claim's Holm verdict but the descriptive one
-    (line,) = headline(None, Aggregate({}, {}, None, None), c, [])
+    inter, line = headline(None, Aggregate({}, {}, None, None), c, [])  # the interaction first, then the counts
+    assert inter.startswith("interaction ((grow gap) − (joint gap), val/ce): ")
     assert sum(int(part.split()[0]) for part in line.split(": ")[1].split(" (")[0].split(", ")) == counted
     assert "descriptive" not in line
     row = next(x for x in _claims_section(c) if x.startswith("| boundary_scale |"))
@@ -654,3 +655,56 @@ def test_boundary_renorm_needs_its_six_arms():
     validate_roles(RENORM, set(m))
     with pytest.raises(ConfigError, match=r"^claims\.pre_grow_renorm: no arm named 'nope'$"):
         validate_roles(ClaimsConfig(pre_grow_renorm="nope"), set(m))
+
+
+def test_the_interaction_claim_both_ways_by_hand():
+    """interaction = (qg − pg) − (qj − pj) per seed. study() gives qj − pj = joint_gap + 2j and qg − pg = grow_gap + 2j
+    at the last stage (j = −0.001, 0, +0.001), so the interaction is grow_gap − joint_gap at every seed."""
+    paper = verdicts(study(joint_gap=0.0004, grow_gap=-0.0328))["interaction"]
+    assert paper.verdict == SUPPORTED and paper.est.mean == pytest.approx(-0.0332, abs=1e-12)
+    # the gap regime's sign: post leads jointly by more than under growth — an interaction the other way round
+    gap_regime = verdicts(study(joint_gap=-0.17, grow_gap=-0.12))["interaction"]
+    assert gap_regime.verdict == CONTRADICTED and gap_regime.est.mean == pytest.approx(0.05, abs=1e-12)
+    assert "reversed beyond the margin" in gap_regime.sentence
+    # within the margin either way: post gains 0.004 more under growth — practically none, contradicted too
+    small = verdicts(study(joint_gap=-0.1, grow_gap=-0.104))["interaction"]
+    assert small.verdict == CONTRADICTED and "smaller than the margin" in small.sentence
+    assert verdicts(study(0.0, -0.03), ClaimsConfig(pre_grow="pg", post_grow="qg"))["interaction"].verdict == NOT_TESTED
+
+
+def test_controls_are_read_against_their_baseline_so_a_regime_favouring_post_everywhere_cannot_support_them():
+    m = study(joint_gap=-0.17, grow_gap=-0.17)
+    for s in m["pp"]:  # post leads by 0.17 everywhere: on the prefix alone, single-block, frozen, jointly
+        m["qp"][s] = run(m["pp"][s].val_ce - 0.17)
+        m["qs"][s] = run(m["ps"][s].val_ce - 0.17)
+        m["qf"][s] = run(m["pf"][s].val_ce - 0.17)
+    c = verdicts(m)
+    for key in ("single_block", "freeze"):
+        assert c[key].verdict != SUPPORTED and c[key].est.mean == pytest.approx(0.0, abs=1e-12), key
+        assert "against the shallow gap" in c[key].measure and "own gap, qs − ps" in c["single_block"].sentence
+    # without shallow arms the baseline is the joint gap (stated); post gaining 0.03 more from single-block growth
+    # than jointly (qs − ps = −0.2 against qj − pj = −0.17 ± 2j) is supported
+    no_shallow = {k: v for k, v in ROLES.items() if k not in ("pre_shallow", "post_shallow")}
+    for s in m["ps"]:
+        m["qs"][s] = run(m["ps"][s].val_ce - 0.2)
+    single = verdicts(m, no_shallow)["single_block"]
+    assert single.verdict == SUPPORTED and "against the joint gap" in single.measure
+    assert single.est.mean == pytest.approx(-0.03, abs=1e-9)
+
+
+def test_the_interaction_is_in_the_headline_and_in_a_ladders_table_at_every_budget():
+    from normgrow.study.config import StudyConfig
+    from normgrow.study.ladder import Rung, interaction_section
+    from normgrow.study.sweep import Point
+
+    claims = evaluate_claims(ROLES, study(joint_gap=0.0004, grow_gap=-0.0328))
+    agg = Aggregate({}, {}, None, None)
+    lines = headline(StudyConfig(), agg, claims, [])
+    (line,) = [x for x in lines if x.startswith("interaction")]
+    assert line.startswith("interaction ((grow gap) − (joint gap), val/ce): -0.0332 [") and line.endswith("supported")
+    other = evaluate_claims(ROLES, study(joint_gap=-0.17, grow_gap=-0.12))
+    rungs = [Rung(Point("b0.5", (0.5,), ()), claims=claims), Rung(Point("b1", (1.0,), ()), claims=other)]
+    table = interaction_section(rungs)
+    rows = [x for x in table if x.startswith("| 0.5 |") or x.startswith("| 1 |")]
+    assert rows[0].startswith("| 0.5 | -0.0332 [") and "| 3 | supported |" in rows[0]
+    assert rows[1].startswith("| 1 | +0.0500 [") and "| 3 | contradicted |" in rows[1]

@@ -88,9 +88,11 @@ def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
     tiny_yaml = Path(normgrow.__file__).parent.parent / "configs" / "tiny.yaml"
     pool = ["model.vocab_size=512", "data.train_pool_sequences=24", "teacher.cache=true"]
     out = cli("plan", "--no-measure", tiny_yaml, *pool, "teacher.cache_k=512", "teacher.cache_dtype=float32").stdout
-    assert "one teacher pass over 768 tokens" in out and "(k = 512, 2048 bytes per token)" in out
+    assert "one teacher pass over 768 tokens" in out
+    assert "full (k = V = 512) (this config): 0.0 GiB (2048 bytes per token)" in out
     top = cli("plan", "--no-measure", tiny_yaml, *pool).stdout  # top-64, float16, uint16 ids: 64·2 + 64·2 + 2 bytes
-    assert "(k = 64, 258 bytes per token)" in top
+    assert "top-64 + tail (this config): 0.0 GiB (258 bytes per token)" in top
+    assert "sampled (n = 12): 0.0 GiB (26 bytes per token)" in top  # 12 uint16 ids and a float16 entropy
     cli("plan", "--no-measure", tiny_yaml, *pool, "data.max_pool_repeats=26")  # at the bound
     refused = cli("plan", "--no-measure", tiny_yaml, *pool, "data.max_pool_repeats=25", check=False)
     line = refused.stderr.strip().splitlines()[-1]
