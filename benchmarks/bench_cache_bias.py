@@ -106,6 +106,13 @@ def measure_run(run: Path, n_batches: int, draws: int) -> dict:
     return {"run": str(run), "tokens": n_batches * cfg.train.batch_size * T, "vocab": V, "kinds": out}
 
 
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def bytes_per_token(name: str, vocab: int) -> int | None:
     ids = 2 if vocab <= 65536 else 4
     if name.startswith("top-"):
