@@ -173,6 +173,14 @@ def _joint_rms_drift(ev: BoundaryEvent, at: dict, end: dict) -> float | None:
     return _drift(_pick(at, "residual_rms", ev.boundary, "all"), _pick(end, "residual_rms", ev.boundary, "all"))
 
 
+def drift_excess(m: Measures, pre_grow: str | None, pre_joint: str | None) -> dict[int, float]:
+    """{seed: pre_grow's boundary RMS drift over the stage after each growth event minus pre_joint's at the same tokens
+    and residual index, mean over events} (regime check 4); seeds lacking an event's joint snapshot are left out."""
+    if not pre_grow or not pre_joint:
+        return {}
+    return _event_mean(event_values(m, pre_grow, pre_joint, _rms_drift, _joint_rms_drift), lambda g, j: g - j)
+
+
 def boundary_scale(r: Roles, m: Measures) -> Claim:
     pre = event_values(m, r.pre_grow, r.pre_joint, _rms_drift, _joint_rms_drift)
     post = event_values(m, r.post_grow, r.post_joint, _rms_drift, _joint_rms_drift)

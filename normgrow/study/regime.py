@@ -5,8 +5,10 @@ its report above the claims.
     regime:
       max_collapse: 0.5     # check 1, health: every arm's collapse share, mean over seeds, at most this
       min_kl: 0.05          # check 2, distance from the teacher: the arms' mean val/kl at least this (nats/token)
-      scale_factor: 2.0     # check 3, the mechanism's precondition: pre- and post-norm boundary streams at growth
-                            # differ in RMS by at least this factor, all tokens and structural tokens
+      scale_factor: 2.0     # check 3, descriptive: pre- and post-norm boundary streams at growth differ in RMS by
+                            # at least this factor, all tokens and structural tokens
+      drift_excess: 0.1     # check 4, the mechanism's precondition: pre-grow's boundary RMS drifts more than
+                            # pre-joint's at the same tokens, by more than this (log units)
 
 A null field registers no check. Each check reads this study's numbers and is one of
 
@@ -26,8 +28,14 @@ A null field registers no check. Each check reads this study's numbers and is on
    side, *absent* when it lies inside (−log f, +log f), *undetermined* otherwise; the check passes when both are
    present and fails when one is absent. A ladder judges it at every budget.
 
-A failed check 3 makes the mechanism's tests (MECHANISM_TESTS) not informative: the report says so above the
-claims and regime.json lists them (`not_informative`), as the rule registered with the check says.
+4. the placement-independent precondition (drift_excess): per seed, pre_grow's boundary RMS drift |log(RMS at the
+   end of the next stage / RMS at growth)| minus pre_joint's at the same tokens and residual index, mean over the
+   growth events (mechanism.drift_excess); pass when the 95% interval lies above the threshold, fail below it.
+
+A failed check 4 makes the mechanism's tests (MECHANISM_TESTS) not informative: the report says so above the
+claims and regime.json lists them (`not_informative`), as the rule registered with the check says. Check 3 gated
+them until session 20; it compares a post-norm stream's RMS — its norm's gains by construction — and is now
+descriptive.
 
 Several readings combine (check 3's two classes, a ladder's budgets) as: fail if any fails, else undetermined if
 any is, else not measured if any is, else pass; a budget where the arms are not run takes no part. Nothing here
@@ -45,6 +53,7 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
 from normgrow.study.measures import Measures, scale_ratios
+from normgrow.study.mechanism import drift_excess
 from normgrow.study.sections import CHECKS, MECHANISM_TESTS, registered
 from normgrow.study.stats import Estimate, estimate
 
@@ -65,6 +74,12 @@ def _what(study: StudyConfig, key: str, ladder: bool) -> str:
         where = f", judged at the largest budget ({study.budgets[-1]:g})" if ladder else ""
         return f"the mean over the arms of their mean final val/kl ≥ {r.min_kl:g} nats/token{where}"
     where = ", at every budget" if ladder else ""
+    if key == "drift_excess":
+        return (
+            f"over the stage after each growth event, {c.get('pre_grow')}'s boundary RMS drift exceeds "
+            f"{c.get('pre_joint')}'s at the same tokens by more than {r.drift_excess:g} (log units; the 95% interval "
+            f"above it){where}; if not, the mechanism's tests are not informative"
+        )
     return (
         f"at the growth events the boundary stream's RMS differs between {c.get('pre_grow')} and {c.get('post_grow')} by at "
         f"least ×{r.scale_factor:g} (the 95% interval of the log ratio beyond ±{math.log(r.scale_factor):.3f}), "  # type: ignore[arg-type]  # described only when set
@@ -228,6 +243,25 @@ def scale_check(measures: Measures, pre: str | None, post: str | None, factor: f
     )
 
 
+def drift_check(measures: Measures, pre_grow: str | None, pre_joint: str | None, edge: float) -> Check:
+    """Check 4 from the runs' measures: per seed, pre_grow's boundary RMS drift over the stage after each growth event
+    minus pre_joint's at the same tokens and residual index (mean over events); pass when the 95% interval lies above
+    `edge`, fail when it lies below, undetermined otherwise or with one seed."""
+    excess = drift_excess(measures, pre_grow, pre_joint)
+    s = estimate(list(excess.values()))
+    threshold = f"above {edge:g} (log units)"
+    if s.mean is None:
+        why = "no seed has the growth events and the joint snapshots at their tokens"
+        return Check("drift_excess", NOT_MEASURED, "—", threshold, why)
+    if s.lo is None or s.hi is None:
+        outcome = UNDETERMINED
+    else:
+        outcome = PASS if s.lo > edge else FAIL if s.hi < edge else UNDETERMINED
+    measured = f"{s.mean:+.3f}" + ("" if s.lo is None else f" [{s.lo:+.3f}, {s.hi:+.3f}]") + f" over {s.n} seed(s)"
+    detail = f"{pre_grow} − {pre_joint} boundary RMS drift: {measured}"
+    return Check("drift_excess", outcome, measured, threshold, detail, values={"excess": s.as_dict()})
+
+
 def study_checks(study: StudyConfig, kls: dict[str, dict[int, float]], measures: Measures) -> list[Check]:
     """The study's registered checks from its arms' final val/kl by seed and their runs' measures (each arm's
     selected rate)."""
@@ -238,6 +272,8 @@ def study_checks(study: StudyConfig, kls: dict[str, dict[int, float]], measures:
         out.append(kl_check(arms, kls, r.min_kl))
     if r.scale_factor is not None:
         out.append(scale_check(measures, study.claims.get("pre_grow"), study.claims.get("post_grow"), r.scale_factor))
+    if r.drift_excess is not None:
+        out.append(drift_check(measures, study.claims.get("pre_grow"), study.claims.get("pre_joint"), r.drift_excess))
     return out
 
 
@@ -264,6 +300,13 @@ def ladder_checks(
                 out.append(dataclasses.replace(scale_check(measures, pre, post, r.scale_factor), budget=budget))
             else:
                 out.append(_not_run("scale_factor", budget, f"beyond ±log {r.scale_factor:g}"))
+    if r.drift_excess is not None:
+        joint = study.claims.get("pre_joint")
+        for budget, arms, _, measures in rungs:
+            if pre in arms and joint in arms:
+                out.append(dataclasses.replace(drift_check(measures, pre, joint, r.drift_excess), budget=budget))
+            else:
+                out.append(_not_run("drift_excess", budget, f"above {r.drift_excess:g}"))
     return out
 
 
@@ -315,12 +358,12 @@ def warning_lines(checks: list[Check]) -> list[str]:
             f"are about a regime that does not meet {'them' if len(bad) > 1 else 'it'}.",
             "",
         ]
-    if out.get("scale_factor") == FAIL:
+    if out.get("drift_excess") == FAIL:
         L += [
-            f"> **Check 3 failed: by the rule registered with it, the mechanism's tests ({', '.join(MECHANISM_TESTS)})"
+            f"> **Check 4 failed: by the rule registered with it, the mechanism's tests ({', '.join(MECHANISM_TESTS)})"
             " are not informative in this regime.** Their verdicts below describe these runs; they are not "
-            "evidence for or against the mechanism, whose precondition (boundary streams of different scale) "
-            "is absent here.",
+            "evidence for or against the mechanism, whose precondition (a pre-norm boundary stream that drifts "
+            "more under growth than under joint training) is absent here.",
             "",
         ]
     if unmeasured:
@@ -378,7 +421,7 @@ def regime_record(study: StudyConfig, checks: list[Check]) -> dict:
     return {
         "registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
         "outcomes": outcomes(checks),
-        "not_informative": list(MECHANISM_TESTS) if outcomes(checks).get("scale_factor") == FAIL else [],
+        "not_informative": list(MECHANISM_TESTS) if outcomes(checks).get("drift_excess") == FAIL else [],
         "readings": [{"check": c.number, "name": CHECKS[c.key][1], **dataclasses.asdict(c)} for c in checks],
     }
 

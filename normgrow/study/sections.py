@@ -26,17 +26,25 @@ class RegimeConfig:
     """Check 3, the mechanism's precondition: at the growth events the stream the appended blocks receive must differ
     in RMS between claims.pre_grow and claims.post_grow by at least this factor (> 1), the 95% interval of the log
     ratio beyond ±log(factor), for all tokens and for the structural tokens; a ladder judges it at every budget.
-    null: not registered."""
+    Descriptive since session 20: a post-norm stream's RMS is its norm's gains by construction, so this gates
+    nothing (check 4 does). null: not registered."""
+    drift_excess: float | None = None
+    """Check 4, the placement-independent precondition and the gate of the mechanism's tests: over the stage after
+    each growth event, claims.pre_grow's boundary RMS drift |log(RMS end / RMS at growth)| minus claims.pre_joint's
+    at the same tokens and residual index (mean over events) must exceed this (log units), the 95% interval over
+    seeds above it; below it, the mechanism's tests are not informative. null: not registered."""
 
 
 # number, name, what is measured (the report's table and the start-of-study block)
 CHECKS = {
     "max_collapse": (1, "health"),
     "min_kl": (2, "distance from the teacher"),
-    "scale_factor": (3, "mechanism precondition"),
+    "scale_factor": (3, "placements' boundary scales (descriptive)"),
+    "drift_excess": (4, "mechanism precondition"),
 }
-# What a failed check 3 takes away, as registered with it (docs/LOG.md, session 9): the mechanism's tests read the
-# boundary scale the precondition says is not there, so their verdicts are not evidence for or against it.
+# What a failed check 4 takes away, as registered with it (docs/LOG.md, session 20; check 3 until then, session 9):
+# the mechanism's tests read a boundary drift the precondition says is not there, so their verdicts are not evidence
+# for or against the mechanism.
 MECHANISM_TESTS = ("boundary_update", "boundary_renorm", "the dose–response")
 
 
@@ -54,6 +62,11 @@ def validate_regime(r: RegimeConfig, claims) -> None:
         r.scale_factor is None or r.scale_factor > 1,
         "regime.scale_factor",
         f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}",
+    )
+    need(
+        r.drift_excess is None or (claims.get("pre_grow") and claims.get("pre_joint")),
+        "regime.drift_excess",
+        "compares the claims roles pre_grow and pre_joint: name both arms (claims.pre_grow, claims.pre_joint)",
     )
     need(
         r.scale_factor is None or (claims.get("pre_grow") and claims.get("post_grow")),

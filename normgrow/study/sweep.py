@@ -290,7 +290,7 @@ def point_study(study: StudyConfig, p: Point, factor: float):
 
 def rung_study(study: StudyConfig, p: Point):
     """The study one budget of a ladder runs: the ladder's arms that run there and its seeds at that absolute budget
-    scale, without the contrasts, pairs, claims roles and regime check 3 that need an arm not run there."""
+    scale, without the contrasts, pairs, claims roles and regime checks 3 and 4 that need an arm not run there."""
     arms = arms_at(study, p.coords[0])
 
     def both(pair) -> bool:
@@ -300,6 +300,8 @@ def rung_study(study: StudyConfig, p: Point):
     c = study.claims
     grow = [c.get("pre_grow"), c.get("post_grow")]
     regime = study.regime if both(grow) else dataclasses.replace(study.regime, scale_factor=None)
+    if not both([c.get("pre_grow"), c.get("pre_joint")]):
+        regime = dataclasses.replace(regime, drift_excess=None)
     return dataclasses.replace(
         study,
         name=f"{study.name}@{p.label}",

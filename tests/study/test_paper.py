@@ -708,3 +708,25 @@ def test_the_interaction_is_in_the_headline_and_in_a_ladders_table_at_every_budg
     rows = [x for x in table if x.startswith("| 0.5 |") or x.startswith("| 1 |")]
     assert rows[0].startswith("| 0.5 | -0.0332 [") and "| 3 | supported |" in rows[0]
     assert rows[1].startswith("| 1 | +0.0500 [") and "| 3 | contradicted |" in rows[1]
+
+
+def test_check_4_reads_pre_grow_drift_beyond_pre_joint_at_the_same_tokens_by_hand():
+    """study(): pre-grow's boundary RMS goes from 1 to e^(0.30 + j) over each next stage (drift 0.30 + j, j = −0.001,
+    0, +0.001); the joint runs' snapshots hold a constant RMS (drift 0). Excess 0.30 ± 4.303·0.001/√3 per the t
+    interval: above 0.1 → pass. A joint run drifting as much (grow_rms = e^0.30 per snapshot) leaves an excess of
+    j − 0 → an interval around 0, below 0.1 → fail, and the mechanism's tests are then not informative."""
+    from normgrow.study.config import StudyConfig
+    from normgrow.study.regime import FAIL, PASS, drift_check, regime_record
+    from normgrow.study.sections import MECHANISM_TESTS, RegimeConfig
+
+    m = study(joint_gap=0.0, grow_gap=-0.03)
+    check = drift_check(m, "pg", "pj", 0.1)
+    assert check.outcome == PASS and check.values["excess"]["mean"] == pytest.approx(0.30, abs=1e-9)
+    assert check.values["excess"]["ci95"] == pytest.approx(HALF, rel=1e-6)
+    for s in m["pj"]:
+        m["pj"][s] = run(m["pj"][s].val_ce, snapshots=joint_snapshots(grow_rms=math.exp(0.30)))
+    failed = drift_check(m, "pg", "pj", 0.1)
+    assert failed.outcome == FAIL and failed.values["excess"]["mean"] == pytest.approx(0.0, abs=1e-9)
+    s = StudyConfig(regime=RegimeConfig(drift_excess=0.1))
+    assert regime_record(s, [failed])["not_informative"] == list(MECHANISM_TESTS)
+    assert regime_record(s, [check])["not_informative"] == []
