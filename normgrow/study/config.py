@@ -102,6 +102,11 @@ class LrPilotConfig:
     """Rounds the pilot may add to its grid (0 = none): after each round, every piloted arm whose chosen rate is the
     highest (lowest) rate it tried gets one more rate beyond it, a grid step further (the ratio of the grid's two
     rates at that edge), in a round of its own (pilot/extend-<k>/); it stops when every choice is interior."""
+    confirm_seeds: list[int] = field(default_factory=list)
+    """Confirm the rates where the claims are read (pilot.py): once the study has trained, each core arm (the claims'
+    pre_joint, post_joint, pre_grow, post_grow) also runs at half and twice its chosen rate on these seeds, at the
+    study's budget (pilot/confirm/); a claim reading an arm whose chosen rate sits at an edge of its pilot's grid or is
+    beaten by a neighbour by more than δ/2 (select/ce) reads "undetermined (learning rate)". Empty: no confirmation."""
     check: bool = True
     """In a budget ladder: a second pilot point at the ladder's middle fitted budget (pilot/check/, the pilot's first
     seed, the ladder's own recipe at that budget), where every piloted arm runs its chosen rate and the rate next to
@@ -328,6 +333,27 @@ def validate_study(s: StudyConfig) -> None:
     validate_pilot(s)
 
 
+def validate_confirm(s: StudyConfig) -> None:
+    c = s.lr_pilot.confirm_seeds
+    if not c:
+        return
+    need(
+        len(set(c)) == len(c) and set(c) <= set(s.seeds),
+        "lr_pilot.confirm_seeds",
+        f"need distinct seeds of the study's own seeds {s.seeds}, got {c}",
+    )
+    need(
+        bool(s.lr_pilot.lrs),
+        "lr_pilot.confirm_seeds",
+        "confirms a pilot's rates, but the study runs no pilot (lr_pilot.lrs is empty)",
+    )
+    need(
+        not (s.budgets or s.sweep.axes),
+        "lr_pilot.confirm_seeds",
+        "not yet for a budget ladder or sweep: confirm the rates in the study of its largest budget",
+    )
+
+
 def validate_evaluate(s: StudyConfig) -> None:
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     e = s.evaluate
@@ -342,6 +368,7 @@ def validate_evaluate(s: StudyConfig) -> None:
 
 def validate_pilot(s: StudyConfig) -> None:
     p = s.lr_pilot
+    validate_confirm(s)
     need(
         all(lr > 0 for lr in p.lrs) and len(set(p.lrs)) == len(p.lrs),
         "lr_pilot.lrs",

@@ -52,6 +52,7 @@ from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord, select_lrs
 from normgrow.study.sections import RegimeConfig
+from normgrow.study.verdicts import NOT_TESTED, claim_arms
 
 PILOT_DIR = "pilot"
 CHOICE_FILE = "lr_choice.json"
@@ -428,3 +429,105 @@ def check_lines(choice: dict | None, budgets: list[float]) -> list[str]:
                 f"- `{arm}`: its best rate at budget {m:g} is an edge of the three: a better one may lie beyond."
             )
     return L + [""] + (notes + [""] if notes else [])
+
+
+# ----------------------------------------------------------------------------- confirming the rates at the budget
+
+CONFIRM_DIR = f"{PILOT_DIR}/confirm"
+CORE_ROLES = ("pre_joint", "post_joint", "pre_grow", "post_grow")
+RATE_UNDETERMINED = "undetermined (learning rate)"
+
+
+def core_arms(study: StudyConfig) -> list[str]:
+    """The arms the claims' four core roles name (each once, in role order)."""
+    arms = [study.claims.get(role) for role in CORE_ROLES]
+    return list(dict.fromkeys(a for a in arms if isinstance(a, str) and a in study.arms))
+
+
+def confirm_study(study: StudyConfig, choice: dict) -> StudyConfig:
+    """The confirmation runs: each core arm with a chosen rate at half and twice it, on lr_pilot.confirm_seeds, at the
+    study's own budget and recipe (the pilot's overrides, which change no training, added); nothing compared."""
+    base = pilot_study(study)
+    arms = {}
+    for arm in core_arms(study):
+        lr = choice["arms"][arm]["chosen"]
+        if lr is not None:
+            rates = [float(f"{lr / 2:.6g}"), float(f"{lr * 2:.6g}")]
+            arms[arm] = dataclasses.replace(study.arms[arm], match=None, lr_from=None, budgets=[], lrs=rates)
+    return dataclasses.replace(
+        base, name=f"{study.name}-confirm", budget_scale=study.budget_scale, seeds=list(study.lr_pilot.confirm_seeds),
+        arms=arms,
+    )  # fmt: skip
+
+
+def with_confirm(study: StudyConfig, choice: dict, main: list[RunRecord], sub: list[RunRecord]) -> dict:
+    """The choice with the confirmation's outcome: per core arm its mean select/ce over the confirmation seeds at half,
+    one and twice its chosen rate (the chosen rate's from the study's own runs), and whether the rate holds: interior
+    to its pilot's grid and within δ/2 of the best of the three (None: a run missing)."""
+    margin = float(study.claims.get("margin", 0.01))
+    out = json.loads(json.dumps(choice))
+    out["confirm"] = {"dir": CONFIRM_DIR, "seeds": list(study.lr_pilot.confirm_seeds), "margin": margin, "arms": {}}
+    seeds = set(study.lr_pilot.confirm_seeds)
+    for arm in core_arms(study):
+        lr = choice["arms"][arm]["chosen"]
+        if lr is None:
+            continue
+        at = {lr: [r for r in main if r.arm == arm and r.ok and r.seed in seeds]}
+        for x in (float(f"{lr / 2:.6g}"), float(f"{lr * 2:.6g}")):
+            at[x] = [r for r in sub if r.arm == arm and r.ok and r.seed in seeds and math.isclose(r.lr, x)]
+        means: dict[float, float | None] = {}
+        for x, rs in at.items():
+            v = [y for y in (r.value("select_ce") for r in rs) if y is not None]
+            means[x] = sum(v) / len(v) if len(v) == len(seeds) else None
+        edge = choice["arms"][arm].get("edge")
+        complete = all(v is not None for v in means.values())
+        values = [v for v in means.values() if v is not None]
+        best = min(values) if complete else None
+        holds = None if best is None else bool(not edge and (means[lr] or 0.0) <= best + margin / 2)
+        out["confirm"]["arms"][arm] = {
+            "rates": [{"lr": x, "select_ce": means[x]} for x in sorted(means)],
+            "chosen": lr,
+            "edge": edge,
+            "holds": holds,
+        }
+    return out
+
+
+def rate_gate(claims: list, section: dict, choice: dict | None) -> list:
+    """The claims with every verdict that reads an arm whose rate did not hold (or could not be confirmed) replaced by
+    "undetermined (learning rate)", raw and Holm-adjusted (descriptive lines and untested claims stay)."""
+    confirm = (choice or {}).get("confirm")
+    if not confirm:
+        return claims
+    failing = {arm for arm, c in confirm["arms"].items() if c["holds"] is not True}
+    out = []
+    for c in claims:
+        if c.key and c.kind == "verdict" and c.verdict != NOT_TESTED and claim_arms(section, c.key) & failing:
+            c = dataclasses.replace(c, verdict=RATE_UNDETERMINED, holm=RATE_UNDETERMINED)
+            c.sentence += f" Read as {RATE_UNDETERMINED}: the rate of {', '.join(sorted(claim_arms(section, c.key) & failing))} did not hold at this budget."
+        out.append(c)
+    return out
+
+
+def confirm_lines(choice: dict | None) -> list[str]:
+    """The report's table of the confirmation: per core arm its three rates' select/ce and whether the rate holds."""
+    confirm = (choice or {}).get("confirm")
+    if not confirm:
+        return []
+    L = [
+        "## Do the rates hold at this budget?",
+        "",
+        f"Each core arm also ran at half and twice its chosen rate on seed(s) {', '.join(map(str, confirm['seeds']))} "
+        f"(`{confirm['dir']}/`; select/ce, nats/token, mean over those seeds). A rate holds when the pilot's choice is "
+        f"interior to its grid and within δ/2 = {confirm['margin'] / 2:g} of the best of the three; a claim reading an "
+        f"arm whose rate does not hold reads *{RATE_UNDETERMINED}*.",
+        "",
+        "| arm | rates | select/ce | edge of the pilot's grid | holds |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, c in confirm["arms"].items():
+        rates = ", ".join(f"{r['lr']:g}" for r in c["rates"])
+        ces = ", ".join("—" if r["select_ce"] is None else f"{r['select_ce']:.4f}" for r in c["rates"])
+        holds = {True: "yes", False: "**no**", None: "not confirmed (a run missing)"}[c["holds"]]
+        L.append(f"| {arm} | {rates} | {ces} | {'yes' if c['edge'] else 'no'} | {holds} |")
+    return L + [""]

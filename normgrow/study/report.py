@@ -18,7 +18,7 @@ from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.downstream import downstream_section
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
-from normgrow.study.pilot import choice_lines, header_line
+from normgrow.study.pilot import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
 from normgrow.study.rivals import RIVALS_TITLE, rivals_intro
@@ -519,6 +519,7 @@ def write_report(
     piloted = (lr_choice or {}).get("arms", {})
     L += _arms_section(rows, agg, selection, piloted)
     L += choice_lines(lr_choice)
+    L += confirm_lines(lr_choice)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
     L += downstream_section(study, study_dir)

@@ -53,18 +53,21 @@ from normgrow.study.launch import launch, threads_per_job
 from normgrow.study.limits import curves_of, write_prediction
 from normgrow.study.pilot import (
     CHECK_DIR,
+    CONFIRM_DIR,
     NOT_LAUNCHED,
     PILOT_DIR,
     beyond_edges,
     check_study,
     choice_at,
     choose_rates,
+    confirm_study,
     extension_study,
     moved,
     pilot_study,
     piloted_jobs,
     round_dir,
     with_check,
+    with_confirm,
     with_rates,
     write_choice,
 )
@@ -188,11 +191,19 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
         rated = rated_study(study, choice) if choice is not None else study
         plan = sweep_plan(rated, out)
         if choice is not None and moved(choice):  # per budget, the rates of the nearest pilot point
-            plan = ladder_plan(study, out, lambda b: rated_study(study, choice_at(choice, b)))
+            pilot = choice
+            plan = ladder_plan(study, out, lambda b: rated_study(study, choice_at(pilot, b)))
         status = mode.sweep(rated, plan, out, write_own=choice is None)
         return summarize_sweep(rated, plan, status, out, mode.log, lr_choice=choice)
     jobs, blocked = piloted_jobs(study, out, choice) if choice is not None else (plan_jobs(study, out), {})
-    done = summarize(study, jobs, mode.plain(study, jobs, out, blocked), out, choice)
+    status = mode.plain(study, jobs, out, blocked)
+    if choice is not None and study.lr_pilot.confirm_seeds and mode.has_round(out / CONFIRM_DIR):
+        sub = confirm_study(study, choice)
+        mode.log(f"rate confirmation at budget {study.budget_scale:g}: each core arm at half and twice its rate")
+        _sub(sub, out / CONFIRM_DIR, mode, "rate confirmation")
+        choice = with_confirm(study, choice, read_runs(study, jobs, status), _records(out / CONFIRM_DIR))
+        write_choice(out, choice)
+    done = summarize(study, jobs, status, out, choice)
     for line in done.headline:
         mode.log(line)
     return done.path

@@ -29,7 +29,7 @@ from normgrow.study.limits import (
     limits_lines,
 )
 from normgrow.study.measures import Measures
-from normgrow.study.pilot import check_lines, choice_at
+from normgrow.study.pilot import check_lines, choice_at, rate_gate
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
 from normgrow.study.report import (
@@ -74,7 +74,7 @@ def summarize(
     kept = [r for r in records if r.kept]  # an arm's chosen learning rate only
     agg = aggregate(study, kept)
     measures = study_measures(kept)
-    claims = evaluate_claims(study.claims, measures)
+    claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice)
     rivals = rival_claims(study.rivals, study.claims, measures)
     checks = study_checks(study, kls(study, kept), measures)
     write_regime(study, checks, out)

@@ -452,3 +452,61 @@ def test_a_pilot_killed_midway_resumes_and_chooses_as_from_its_runs(tiny_cache, 
         ce = {float(r["lr"]): float(r["select_ce"]) for r in results(out / "pilot") if r["arm"] == arm}
         assert len(ce) == 2 and choice[arm]["chosen"] == min(ce, key=ce.get)
     assert all(r["status"] == "ok" and float(r["lr"]) == choice[r["arm"]]["chosen"] for r in results(out))
+
+
+def _rec(arm, seed, lr, select_ce):
+    from normgrow.study.record import from_row
+
+    return from_row(
+        {"arm": arm, "seed": str(seed), "lr": str(lr), "status": "ok", "select_ce": str(select_ce)}, runs=False
+    )
+
+
+def test_a_neighbouring_rate_that_beats_the_chosen_one_by_2_delta_leaves_its_claims_undetermined_by_rate():
+    """Hand-made results: four core arms, chosen rates 4e-3 (pre) and 8e-3 (post), confirmed on seeds 0 and 1. For
+    pre-grow the rate 2e-3 beats the chosen one by 2δ = 0.02 in select/ce; every other arm's chosen rate is the best
+    of its three. Every claim reading pre-grow reads "undetermined (learning rate)"; joint_gap, which does not, keeps
+    its verdict; post-joint's pilot choice at an edge of its grid fails it too."""
+    from test_paper import ROLES, study
+
+    from normgrow.study.pilot import RATE_UNDETERMINED, confirm_lines, rate_gate, with_confirm
+    from normgrow.study.verdicts import evaluate_claims
+
+    roles = dict(ROLES)
+    s = StudyConfig(
+        arms={a: ArmConfig() for a in ("pj", "qj", "pg", "qg")},
+        seeds=[0, 1, 2],
+        claims=roles,
+        lr_pilot=LrPilotConfig(lrs=[2e-3, 4e-3, 8e-3], confirm_seeds=[0, 1]),
+    )
+    chosen = {"pj": 4e-3, "qj": 8e-3, "pg": 4e-3, "qg": 8e-3}
+    choice = {"arms": {a: {"chosen": lr, "edge": None} for a, lr in chosen.items()}}
+    main, sub = [], []
+    for arm, lr in chosen.items():
+        for seed in (0, 1):
+            main.append(_rec(arm, seed, lr, 3.50))
+            sub.append(_rec(arm, seed, lr / 2, 3.48 if arm == "pg" else 3.55))  # pre-grow: half the rate, 2δ better
+            sub.append(_rec(arm, seed, lr * 2, 3.60))
+    out = with_confirm(s, choice, main, sub)
+    holds = {arm: c["holds"] for arm, c in out["confirm"]["arms"].items()}
+    assert holds == {"pj": True, "qj": True, "pg": False, "qg": True}
+    assert out["confirm"]["arms"]["pg"]["rates"] == [
+        {"lr": 2e-3, "select_ce": 3.48},
+        {"lr": 4e-3, "select_ce": 3.50},
+        {"lr": 8e-3, "select_ce": pytest.approx(3.60)},
+    ]
+    claims = {c.key: c for c in rate_gate(evaluate_claims(roles, study(0.0004, -0.0328)), roles, out)}
+    for key in ("grow_gap", "grow_vs_joint", "interaction", "crossover"):
+        assert claims[key].verdict == claims[key].holm == RATE_UNDETERMINED, key
+        assert "the rate of pg did not hold" in claims[key].sentence
+    assert claims["joint_gap"].verdict == "supported"  # reads pj and qj only
+    assert any(
+        "| pg | 0.002, 0.004, 0.008 | 3.4800, 3.5000, 3.6000 | no | **no** |" == line for line in confirm_lines(out)
+    )
+    # within δ/2 the chosen rate holds; a pilot choice at its grid's edge does not, whatever the neighbours
+    close = [_rec(a, sd, r.lr, 3.496) if a == "pg" and r.lr == 2e-3 else r for r in sub for a, sd in [(r.arm, r.seed)]]
+    edge = {"arms": {**choice["arms"], "qj": {"chosen": 8e-3, "edge": "top"}}}
+    again = with_confirm(s, edge, main, close)["confirm"]["arms"]
+    assert again["pg"]["holds"] is True and again["qj"]["holds"] is False
+    # a missing run: the rate is not confirmed, and its claims read undetermined (learning rate) too
+    assert with_confirm(s, choice, main[:-1], sub)["confirm"]["arms"][main[-1].arm]["holds"] is None
