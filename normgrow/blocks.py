@@ -116,6 +116,7 @@ class Block(nn.Module):
     """
 
     qwen3_compatible = False
+    renormalizes = False  # its output is a norm's output: a dose the stream carried in does not come out (the dose)
     qkv_norm = False  # HybridNorm's attention (q, k and v normalized per head)
 
     def __init__(self, cfg):
@@ -199,6 +200,8 @@ class PostNormBlock(Block):
        └─ F ──────┘
     """
 
+    renormalizes = True
+
     def forward(self, h, cos, sin):
         h = self.input_layernorm(h + self.self_attn(h, cos, sin)[0])
         return self.post_attention_layernorm(h + self.mlp(h))
@@ -247,6 +250,8 @@ class DeepNormBlock(Block):
     where the block's input is already normalized (any block after the first), which is always the case
     for blocks appended on top of a DeepNorm prefix.
     """
+
+    renormalizes = True
 
     BETA_SCALED = (
         "self_attn.v_proj.weight",
@@ -320,6 +325,8 @@ class HybridNormBlock(Block):
     up to a per-token rescale, which a final RMSNorm or LayerNorm undoes (as for post-norm).
     """
 
+    renormalizes = True
+
     qkv_norm = True
 
     def __init__(self, cfg):
@@ -380,6 +387,8 @@ class KeelBlock(Block):
     for DeepNorm: no constant changes at a growth event. A zero-initialized block computes N_out(α·h) = N(h), as
     post-norm does.
     """
+
+    renormalizes = True
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -539,17 +548,61 @@ class Decoder(nn.Module):
         if positions is not None:  # per row (B, 1, T, hd): each token at its position among the row's tokens
             cos, sin = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
         h = self.embed_tokens(idx)  # (B, T, C)
-        if residuals is not None:
-            residuals.append(h)
         recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
-        for block in self.layers:
+        scale, scaled = self.boundary_dose()
+        carried = 1.0
+        for i, block in enumerate(self.layers):
+            if i in scaled:  # the dose: the stream a growth event's first appended block receives, × c
+                h, carried = h * scale, carried * scale
+            if residuals is not None:
+                residuals.append(h)  # the stream entering block i
             if recompute:  # keep only the block's input; its activations are recomputed in the backward pass
                 h = torch.utils.checkpoint.checkpoint(block, h, cos, sin, use_reentrant=False)
             else:
                 h = block(h, cos, sin)
-            if residuals is not None:
-                residuals.append(h)
-        return self.norm(h)
+            if block.renormalizes:
+                carried = 1.0
+        if residuals is not None:
+            residuals.append(h)
+        return self.final(h, carried)
+
+    def final(self, h: torch.Tensor, carried: float = 1.0) -> torch.Tensor:
+        """The final norm of the last residual h, which carries the dose factor `carried` (the boundaries' c since the
+        last block whose output is a norm's). The norm reads h / carried, so its ε cannot tell a dosed stream from the
+        plain one and the function is unchanged at every event to float rounding (a pre-norm appended block's own norm
+        reads the dosed stream: that is what the dose changes)."""
+        return self.norm(h / carried if carried != 1.0 else h)
+
+    def carried_at(self, b: int) -> float:
+        """The dose factor the stream entering block b carries (its own boundary's c included); b = depth: leaving
+        the last block."""
+        scale, scaled = self.boundary_dose()
+        carried = 1.0
+        for i in range(min(b + 1, len(self.layers) + 1)):
+            if i > 0 and self.layers[i - 1].renormalizes:
+                carried = 1.0
+            if i in scaled and i < len(self.layers):
+                carried *= scale
+        return carried
+
+    def boundary_dose(self) -> tuple[float, frozenset[int]]:
+        """model.boundary_scale and the block indices it applies at (absent from an older export's config: none)."""
+        scale = float(getattr(self.cfg, "boundary_scale", 1.0))
+        return scale, frozenset(getattr(self.cfg, "scaled_boundaries", ()) if scale != 1.0 else ())
+
+    def run_blocks(
+        self, h: torch.Tensor, start: int, cos: torch.Tensor, sin: torch.Tensor, carried: float = 1.0
+    ) -> tuple[torch.Tensor, float]:
+        """The blocks from index `start` on, applied to the stream h (which carries the dose factor `carried`) as
+        `hidden` applies them; returns the last residual and the factor it carries (for `final`)."""
+        scale, scaled = self.boundary_dose()
+        for i in range(start, len(self.layers)):
+            if i in scaled:
+                h, carried = h * scale, carried * scale
+            h = self.layers[i](h, cos, sin)
+            if self.layers[i].renormalizes:
+                carried = 1.0
+        return h, carried
 
     def forward(
         self, idx: torch.Tensor, hidden_only: bool = False, attention_mask: torch.Tensor | None = None

@@ -32,7 +32,7 @@ from normgrow.curriculum import match_budget
 from normgrow.data import cache_root
 from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line, restore_signals
 from normgrow.export import export_student
-from normgrow.flags import Parser, count, folder, fraction, new_folder, output, positive
+from normgrow.flags import Parser, count, device, folder, fraction, names, new_folder, output, positive
 from normgrow.model import Student, count_parameters
 from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
 from normgrow.plots import plot_runs
@@ -333,6 +333,7 @@ def _add_directory_commands(sub) -> None:
     p.add_argument("study_dir", type=folder(("study.yaml", "results.csv"), "a finished study directory"))
     p.add_argument(
         "--tasks",
+        type=names(),
         default=None,
         help="comma-separated lm_eval task names (default: the study's evaluate.tasks, else normgrow_continuation)",
     )
@@ -341,7 +342,7 @@ def _add_directory_commands(sub) -> None:
     )
     p.add_argument("--batch-size", type=count(1), default=None, help="lm_eval batch size (default 8)")
     p.add_argument("--limit", type=count(1), default=None, help="at most this many items per task")
-    p.add_argument("--device", default=None, help="cpu, cuda, … (default: cuda when available)")
+    p.add_argument("--device", type=device(), default=None, help="cpu, cuda, … (default: cuda when available)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("diagnose", help="recompute a run's diagnostics from its checkpoints")

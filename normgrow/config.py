@@ -74,6 +74,10 @@ class ModelConfig:
     """Mix-LN (model.norm=mixln): the first floor(mixln_ratio · n_layer) blocks of the full-depth student are post-norm, the rest pre-norm (0 = every block pre-norm)."""
     norm_kind: str = setting("rmsnorm", key=True, before="rmsnorm")
     """What every norm of the student is, wherever the placement puts it (block norms, per-head q/k norms, the final norm): rmsnorm g·x/rms(x) | layernorm g·(x−mean)/sd + b | dyt g·tanh(a·x) + b (no statistics) | a registered one."""
+    boundary_scale: float = setting(1.0, key=False, before=1.0)
+    """The causal dose: from each growth event on, the stream entering the event's first appended block is multiplied by this absolute factor (not one relative to a measured ratio), every block left as it is; with zero-initialized appended blocks and a scale-invariant final norm the function is unchanged at the event. 1 = none."""
+    scaled_boundaries: list[int] = setting(factory=list, key=False, before=[])
+    """Block indices where boundary_scale applies; filled from the curriculum's stage depths (all but the last) when left empty."""
     dyt_alpha: float = setting(0.5, key=True, before=0.5)
     """Initial value of DyT's learned scalar a (model.norm_kind=dyt; the DyT paper's default for non-LLM models, not tuned here)."""
 
@@ -356,6 +360,9 @@ def load_config(preset: str | None = None, overrides: tuple[str, ...] | list[str
             f"{tps} is not a positive multiple of data.seq_len={cfg.data.seq_len}",
         )
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=tps // cfg.data.seq_len))
+    if cfg.model.boundary_scale != 1.0 and not cfg.model.scaled_boundaries:  # the growth events' boundaries
+        at = [s.n_layer for s in cfg.curriculum.stages[:-1]]
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, scaled_boundaries=at))
     validate(cfg)
     return cfg
 

@@ -159,10 +159,10 @@ def sinks(obs: Observation) -> dict:
     return {"sink_score": scores, "sink_share": share}
 
 
-def _probe_ce(obs: Observation, h: torch.Tensor) -> float:
-    """Mean probe CE (vs the teacher) or NLL (no teacher) from the last residual h."""
+def _probe_ce(obs: Observation, h: torch.Tensor, carried: float) -> float:
+    """Mean probe CE (vs the teacher) or NLL (no teacher) from the last residual h (carrying the dose `carried`)."""
     model, probe = obs.model, obs.probe
-    out = model.norm(h)
+    out = model.final(h, carried)
     s = eval_sums(
         out.reshape(-1, out.shape[-1]), model.lm_head.weight, probe.teacher, probe.y.reshape(-1), obs.chunk_tokens
     )
@@ -172,13 +172,12 @@ def _probe_ce(obs: Observation, h: torch.Tensor) -> float:
 def skip_ce(obs: Observation) -> dict:
     if not obs.settings.skip_ce:
         return {}
-    full = _probe_ce(obs, obs.residuals[-1])
+    model = obs.model
+    full = _probe_ce(obs, obs.residuals[-1], model.carried_at(model.depth))
     deltas = []
-    for b in range(obs.model.depth):
-        h = obs.residuals[b]  # skip block b: feed its input to block b+1
-        for block in obs.model.layers[b + 1 :]:
-            h = block(h, obs.cos, obs.sin)
-        deltas.append(_probe_ce(obs, h) - full)
+    for b in range(model.depth):  # skip block b: its input (carrying its dose) to block b+1
+        h, carried = model.run_blocks(obs.residuals[b], b + 1, obs.cos, obs.sin, model.carried_at(b))
+        deltas.append(_probe_ce(obs, h, carried) - full)
     return {"probe_ce": full, "skip_ce_delta": deltas}
 
 

@@ -66,6 +66,7 @@ def is_qwen3(student: Student) -> bool:
         and m.norm_kind == "rmsnorm"
         and m.final_norm
         and m.qk_norm
+        and m.boundary_scale == 1.0  # a dosed stream is not Qwen3's
     )
 
 

@@ -68,6 +68,30 @@ def fraction() -> Check:
     return _checked(check, "number in (0, 1]")
 
 
+def names() -> Check:
+    """A comma-separated list of names (letters, digits, _ . - /), none empty: task names."""
+
+    def check(text: str) -> str:
+        parts = [p.strip() for p in text.split(",")]
+        if not all(p and all(ch.isalnum() or ch in "_.-/" for ch in p) for p in parts):
+            raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+        return ",".join(parts)
+
+    return _checked(check, "names")
+
+
+def device() -> Check:
+    """A torch device name: auto, cpu, cuda, cuda:N or mps."""
+
+    def check(text: str) -> str:
+        ok = text in ("auto", "cpu", "cuda", "mps") or (text.startswith("cuda:") and text[5:].isdigit())
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda, cuda:N or mps, got {text!r}")
+        return text
+
+    return _checked(check, "device")
+
+
 def folder(needs: tuple[str, ...] = (), what: str = "a directory") -> Check:
     """An existing directory holding each file of `needs` (a run's config.yaml, a study's study.yaml)."""
 

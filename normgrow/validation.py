@@ -34,6 +34,9 @@ UPPER = {
     "model.init_std": 10.0,
     "model.embed_init_std": 10.0,
     "model.dyt_alpha": 100.0,
+    "model.boundary_scale": 1e3,
+    "teacher.cache_seed": 2**32 - 1,
+    "teacher.cache_samples": 2**16,
     "train.lr": 1e6,
     "distill.temperature": 100.0,
 }
@@ -44,6 +47,7 @@ def validate(cfg: RunConfig) -> None:
     check_numbers(cfg, UPPER)
     need(cfg.seed >= 0, "seed", f"must be non-negative, got {cfg.seed}")
     _validate_model(cfg.model, cfg.teacher)
+    _validate_dose(cfg)
     _validate_data_teacher_distill(cfg)
     _validate_curriculum(cfg)
     _validate_train(cfg.train)
@@ -83,9 +87,30 @@ def _validate_model(m: ModelConfig, teacher: TeacherConfig) -> None:
     )
 
 
+def _validate_dose(cfg: RunConfig) -> None:
+    """model.boundary_scale preserves the function at each growth event only on its preconditions: appended blocks
+    that add nothing at first, a final norm that ignores the stream's scale, and boundaries where blocks are appended."""
+    m, c = cfg.model, cfg.curriculum
+    positive(m, "model", "boundary_scale")
+    depths = [s.n_layer for s in c.stages]
+    need(
+        all(0 < b < m.n_layer for b in m.scaled_boundaries),
+        "model.scaled_boundaries",
+        f"block indices between 1 and model.n_layer − 1, got {m.scaled_boundaries}",
+    )
+    if m.boundary_scale == 1.0:
+        return
+    need(m.final_norm and m.norm_kind in ("rmsnorm", "layernorm"), "model.boundary_scale",
+         f"needs a scale-invariant final norm (model.final_norm with rmsnorm or layernorm), got norm_kind '{m.norm_kind}'")  # fmt: skip
+    need(len(depths) > 1 and c.growth == "append" and c.growth_init == "zero", "model.boundary_scale",
+         "scales the stream at growth events: needs curriculum stages that append zero-initialized blocks "
+         "(curriculum.growth=append, curriculum.growth_init=zero)")  # fmt: skip
+
+
 def _validate_data_teacher_distill(cfg: RunConfig) -> None:
     tc = cfg.teacher
     positive(tc, "teacher", "cache_k", "cache_samples")
+    non_negative(tc, "teacher", "cache_seed")
     need(
         not (tc.cache or tc.cache_path) or tc.path != "none",
         "teacher.cache",

@@ -67,8 +67,14 @@ def test_every_numeric_flag_refuses_zero_negative_nan_inf(tmp_path, monkeypatch,
     """0, −1, nan and inf are out of range for every numeric flag (a count ≥ 1, a rate > 0, a share in (0, 1]):
     one line naming the flag, exit 2, no traceback, nothing written."""
     monkeypatch.chdir(tmp_path)
+    study = tmp_path.parent / f"{tmp_path.name}-study"  # what `evaluate` takes: a finished study's files
+    study.mkdir(exist_ok=True)
+    for name in ("study.yaml", "results.csv"):
+        (study / name).write_text("")
     for words, flag in numeric_flags():
-        positional = [str(tmp_path / "new")] if words == ("standin",) else ["tiny"]
+        positional = (
+            [str(tmp_path / "new")] if words == ("standin",) else [str(study)] if words == ("evaluate",) else ["tiny"]
+        )
         proc = cli(*words, *positional, f"{flag}={value}", check=False)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, (words, flag, value, proc.stderr)

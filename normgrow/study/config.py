@@ -119,6 +119,14 @@ class LrPilotConfig:
 
 
 @dataclass
+class DoseConfig:
+    pre: list[str] = field(default_factory=list)
+    """Pre-norm grow arms that differ only in model.boundary_scale (at least two values): the dose claim's arms."""
+    post: list[str] = field(default_factory=list)
+    """The same for post-norm (its slope is reported beside, descriptive)."""
+
+
+@dataclass
 class EvaluateConfig:
     tasks: list[str] = field(default_factory=list)
     """lm-evaluation-harness tasks run on every finished run's export once the study has trained, into its report
@@ -196,6 +204,9 @@ class StudyConfig:
     regime: RegimeConfig = field(default_factory=RegimeConfig)
     """Pre-registered regime checks (regime.py): health, distance from the teacher, the mechanism's precondition;
     printed when the study starts and judged in its report above the claims. All null: none registered."""
+    dose: DoseConfig = field(default_factory=DoseConfig)
+    """The causal dose (mechanism.dose_claims): arms run at several model.boundary_scale values; the claim is the
+    per-seed slope of val/ce on log c. Empty: none."""
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     """Downstream evaluation after training (lm-evaluation-harness); it changes no run, so it may change between
     invocations of one study."""
@@ -354,7 +365,15 @@ def validate_confirm(s: StudyConfig) -> None:
     )
 
 
+def validate_dose(s: StudyConfig) -> None:
+    for key in ("pre", "post"):
+        arms = getattr(s.dose, key)
+        need(all(a in s.arms for a in arms), f"dose.{key}", f"names arms the study does not have: {arms}")
+        need(not arms or len(arms) >= 2, f"dose.{key}", "needs at least two arms (two doses) to fit a slope")
+
+
 def validate_evaluate(s: StudyConfig) -> None:
+    validate_dose(s)
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     e = s.evaluate
     need(e.batch_size > 0, "evaluate.batch_size", f"must be positive, got {e.batch_size}")

@@ -491,6 +491,9 @@ def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed:
     return L
 
 
+CAUSAL_DOSE_TITLE = "## The causal dose: the boundary stream scaled by c from each growth event on"
+
+
 def write_report(
     study: StudyConfig,
     rows: list[RunRecord],
@@ -503,6 +506,7 @@ def write_report(
     lr_choice: dict | None = None,
     regime: list[Check] | tuple[Check, ...] = (),
     rivals: list[Claim] | tuple[Claim, ...] = (),
+    dose: list[Claim] | tuple[Claim, ...] = (),
 ) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
@@ -516,6 +520,8 @@ def write_report(
     if rivals:
         section = claims_section(study, rows, list(rivals), measures, title=RIVALS_TITLE)
         L += section[:2] + rivals_intro(study.rivals, study.claims) + section[2:]
+    if dose:
+        L += claims_section(study, rows, list(dose), measures, title=CAUSAL_DOSE_TITLE)
     piloted = (lr_choice or {}).get("arms", {})
     L += _arms_section(rows, agg, selection, piloted)
     L += choice_lines(lr_choice)

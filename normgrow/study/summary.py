@@ -29,6 +29,7 @@ from normgrow.study.limits import (
     limits_lines,
 )
 from normgrow.study.measures import Measures
+from normgrow.study.mechanism import dose_claims
 from normgrow.study.pilot import check_lines, choice_at, rate_gate
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
@@ -76,6 +77,13 @@ def summarize(
     measures = study_measures(kept)
     claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice)
     rivals = rival_claims(study.rivals, study.claims, measures)
+    doses = {j.arm: j.cfg.model.boundary_scale for j in jobs}
+    dose = (
+        dose_claims({a: doses[a] for a in study.dose.pre if a in doses}, {a: doses[a] for a in study.dose.post if a in doses},
+                    float(study.claims.get("margin", 0.01)), measures)
+        if study.dose.pre
+        else []
+    )  # fmt: skip
     checks = study_checks(study, kls(study, kept), measures)
     write_regime(study, checks, out)
     path = write_report(
@@ -90,10 +98,12 @@ def summarize(
         lr_choice=lr_choice,
         regime=checks,
         rivals=rivals,
+        dose=dose,
     )
     heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
     if rivals:
         heads.append(verdict_counts("rivals' claims", rivals))
+    heads += [f"dose ({c.measure}): {c.sentence.split(': ', 1)[-1]}" for c in dose if c.key == "dose" and c.n]
     loggers = sorted({n for r in kept if r.config is not None for n in r.config.train.loggers} & {"wandb", "trackio"})
     if loggers:
         log_once(out, loggers, study.name, *tracker_summary(agg, claims))
