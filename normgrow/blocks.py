@@ -21,8 +21,7 @@ import torch.utils.checkpoint
 
 from .norms import BUILTIN_NORM_KINDS, NORM_KINDS, DyT, LayerNorm, RMSNorm, is_norm, make_norm  # noqa: F401
 
-# The keys a padded batch holds, (B, T) bool, while Decoder.hidden runs one (None: every position is a token). A
-# context rather than an argument, so every placement's block — built in or registered — passes nothing new.
+# The keys of a padded batch (B, T) while Decoder.hidden runs one: a context, so no block's signature changes.
 KEY_MASK: ContextVar[torch.Tensor | None] = ContextVar("normgrow_key_mask", default=None)
 
 
@@ -485,10 +484,9 @@ def placement_of(cfg, index: int) -> str:
 
 
 class Decoder(nn.Module):
-    """Token embedding, the blocks, the final norm (if model.final_norm) and the LM head, with torch's
-    default init: `block_classes` are the blocks' classes, bottom to top (modules are built in this
-    order, which fixes the random draws). model.Student adds normgrow's initialization and records,
-    and ties the head itself (`tie=False`) after initializing both matrices."""
+    """Token embedding, the blocks (`block_classes`, bottom to top: built in this order, which fixes the random
+    draws), the final norm (if model.final_norm) and the LM head, with torch's default init. model.Student adds
+    normgrow's initialization and records, and ties the head itself (`tie=False`) after initializing both."""
 
     def __init__(self, cfg, block_classes: list[type[Block]], max_seq_len: int = 2048, tie: bool = True):
         super().__init__()
@@ -501,9 +499,7 @@ class Decoder(nn.Module):
             block.place(i)  # its index in the full-depth student when this is it (model.Student passes its own)
         self.norm = make_norm(cfg, cfg.d_model) if cfg.final_norm else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        # Rotary tables are computed on first use per (length, device) and kept out of the state dict:
-        # a model materialized from meta tensors (transformers' from_pretrained) gets correct ones.
-        self._rotary: dict = {}
+        self._rotary: dict = {}  # per device, on first use, out of the state dict: from_pretrained's meta init is safe
         self.max_seq_len = max_seq_len
         self.activation_checkpointing = False  # set by the trainer (train.activation_checkpointing)
         if cfg.tie_embeddings and tie:
@@ -526,21 +522,16 @@ class Decoder(nn.Module):
     def hidden(
         self, idx: torch.Tensor, residuals: list | None = None, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Final hidden states (B, T, C): every block, then the final norm.
-
-        If `residuals` is a list, the residual stream entering each block and leaving the last is
-        appended to it (depth + 1 tensors of shape (B, T, C)); the plain path builds no list.
-        `attention_mask` (B, T), 1 for tokens and 0 for padding (left or right): each token attends to the real
-        tokens before it and sits at its position among them, so its hidden state is the unpadded sequence's.
-        """
-        if attention_mask is not None and not bool(attention_mask.all()):
-            keys = attention_mask.bool()
-            token = KEY_MASK.set(keys)
-            try:
-                return self._hidden(idx, residuals, (keys.long().cumsum(-1) - 1).clamp_min(0))
-            finally:
-                KEY_MASK.reset(token)
-        return self._hidden(idx, residuals, None)
+        """Final hidden states (B, T, C): every block, then the final norm. `residuals` (a list) gets the stream entering
+        each block and leaving the last (depth + 1 tensors). `attention_mask` (B, T; 0 = padding, left or right): each
+        token attends to the real tokens before it at its position among them, as in its unpadded sequence."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return self._hidden(idx, residuals, None)
+        token = KEY_MASK.set(keys := attention_mask.bool())
+        try:
+            return self._hidden(idx, residuals, (keys.long().cumsum(-1) - 1).clamp_min(0))
+        finally:
+            KEY_MASK.reset(token)
 
     def _hidden(self, idx: torch.Tensor, residuals: list | None, positions: torch.Tensor | None) -> torch.Tensor:
         B, T = idx.shape
@@ -567,34 +558,29 @@ class Decoder(nn.Module):
         return self.final(h, carried)
 
     def final(self, h: torch.Tensor, carried: float = 1.0) -> torch.Tensor:
-        """The final norm of the last residual h, which carries the dose factor `carried` (the boundaries' c since the
-        last block whose output is a norm's). The norm reads h / carried, so its ε cannot tell a dosed stream from the
-        plain one and the function is unchanged at every event to float rounding (a pre-norm appended block's own norm
-        reads the dosed stream: that is what the dose changes)."""
+        """The final norm of the last residual h, read as h / carried (the dose it carries: the boundaries' c since the
+        last block whose output is a norm's), so the norm's ε cannot tell it from the plain stream."""
         return self.norm(h / carried if carried != 1.0 else h)
 
     def carried_at(self, b: int) -> float:
-        """The dose factor the stream entering block b carries (its own boundary's c included); b = depth: leaving
-        the last block."""
+        """The dose factor the stream entering block b carries (b = depth: leaving the last block)."""
         scale, scaled = self.boundary_dose()
         carried = 1.0
-        for i in range(min(b + 1, len(self.layers) + 1)):
-            if i > 0 and self.layers[i - 1].renormalizes:
-                carried = 1.0
-            if i in scaled and i < len(self.layers):
-                carried *= scale
+        for i in range(min(b, len(self.layers)) + 1):
+            carried = 1.0 if i and self.layers[i - 1].renormalizes else carried
+            carried *= scale if i in scaled and i < len(self.layers) else 1.0
         return carried
 
     def boundary_dose(self) -> tuple[float, frozenset[int]]:
-        """model.boundary_scale and the block indices it applies at (absent from an older export's config: none)."""
+        """model.boundary_scale and the block indices it applies at (none in an older export's config)."""
         scale = float(getattr(self.cfg, "boundary_scale", 1.0))
         return scale, frozenset(getattr(self.cfg, "scaled_boundaries", ()) if scale != 1.0 else ())
 
     def run_blocks(
         self, h: torch.Tensor, start: int, cos: torch.Tensor, sin: torch.Tensor, carried: float = 1.0
     ) -> tuple[torch.Tensor, float]:
-        """The blocks from index `start` on, applied to the stream h (which carries the dose factor `carried`) as
-        `hidden` applies them; returns the last residual and the factor it carries (for `final`)."""
+        """The blocks from `start` on applied to h (carrying the dose `carried`) as `hidden` applies them; the last
+        residual and the dose it carries."""
         scale, scaled = self.boundary_dose()
         for i in range(start, len(self.layers)):
             if i in scaled:

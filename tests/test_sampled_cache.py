@@ -151,6 +151,7 @@ def test_a_run_trains_from_a_sampled_cache_and_says_so(tiny_cache, tmp_path):
     assert np.isfinite(summary["final"]["val/ce"])
 
 
+@pytest.mark.slow  # 19 s; the top-k cache's own kill test is slow too, the run-level resume tests stay default
 def test_a_killed_sampled_build_resumes_to_the_same_bytes(tiny_cache, tmp_path):
     over = [*SMALL, "data.max_documents=40", *SAMPLED]
     _, _, _, _, ref = setup_cache(tiny_cache, *over)

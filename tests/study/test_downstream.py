@@ -56,6 +56,7 @@ def test_a_study_with_evaluate_scores_every_run_and_reports_the_contrast(evaluat
         assert f"[{mean - half:+.4f}, {mean + half:+.4f}]" in line
 
 
+@pytest.mark.slow  # 15 s (lm_eval's own command line in a fresh interpreter): `make test-slow`
 def test_evaluate_equals_a_direct_lm_eval_call_on_one_export(evaluated, tmp_path):
     out, _ = evaluated
     export, tasks = out / "evaluate" / "exports" / "post-s1", out / "evaluate" / "tasks"

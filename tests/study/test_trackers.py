@@ -59,6 +59,7 @@ print(json.dumps({r: {"config": S.get_run_config("normgrow", r), "logs": S.get_l
 """
 
 
+@pytest.mark.slow  # 68 s (a micro study with both trackers in fresh processes): `make test-slow`
 def test_a_studys_runs_are_grouped_typed_and_tagged_and_its_summary_is_logged_once(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",
