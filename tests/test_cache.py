@@ -282,41 +282,36 @@ def test_truncated_or_flipped_bytes_are_detected(tiny_cache, tmp_path):
 @pytest.mark.slow  # 36 s; the run-level kill-and-resume tests stay in the default suite
 def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     over = [*SMALL, "data.max_documents=40", "teacher.cache_k=16"]
-    ref_cfg, path, prep, teacher, ref = setup_cache(tiny_cache, *over)
-    other = tmp_path / "cache"  # a second cache root: the same shards and teacher are rebuilt there by reference
-    shutil.copytree(tiny_cache / "shards", other / "shards")
-    shutil.copytree(tiny_cache / "teachers", other / "teachers")
-    shutil.copytree(tiny_cache / "tokenizers", other / "tokenizers")
-    cmd = [
-        sys.executable,
-        "-m",
-        "normgrow.cli",
-        "teacher",
-        "cache",
-        "tiny",
-        f"data.cache_dir={other}",
-        *over,
-        "--no-progress",
-        "train.threads=1",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    progress = other / "teacher-cache"
-    deadline = time.time() + 120
-    killed = False
+    _, _, _, _, ref = setup_cache(tiny_cache, *over)
+    kill_and_resume_build(tiny_cache, tmp_path / "cache", over, ref, cache.FILES, after_chunks=3)
+
+
+def kill_and_resume_build(tiny_cache, other, over, ref, files, after_chunks: int) -> None:
+    """`normgrow teacher cache` in a second cache root (the same shards and teacher, so the cache is built there
+    anew), SIGKILLed once `after_chunks` chunks are done, then run again: it resumes at that chunk and ends with the
+    reference cache's bytes (`files`) and hashes."""
+    for name in ("shards", "teachers", "tokenizers"):
+        shutil.copytree(tiny_cache / name, other / name)
+    cmd = [sys.executable, "-m", "normgrow.cli", "teacher", "cache", "tiny", f"data.cache_dir={other}", *over]
+    proc = subprocess.Popen(
+        [*cmd, "--no-progress", "train.threads=1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    building = other / "teacher-cache"
+    deadline, killed = time.time() + 120, False
     while time.time() < deadline and proc.poll() is None:
-        files = list(progress.glob("*/progress/rank0-of-1.json")) if progress.is_dir() else []
-        if files and json.loads(files[0].read_text())["chunks"] >= 3:
+        done = list(building.glob("*/progress/rank0-of-1.json")) if building.is_dir() else []
+        if done and json.loads(done[0].read_text())["chunks"] >= after_chunks:
             os.kill(proc.pid, signal.SIGKILL)
             killed = True
             break
         time.sleep(0.01)
     proc.wait()
     assert killed, "the build finished before it could be killed"
-    partial = next(progress.iterdir())
+    partial = next(building.iterdir())
     assert not (partial / "meta.json").exists()
-    done = cli("teacher", "cache", "tiny", f"data.cache_dir={other}", *over, "--no-progress")
-    assert "resuming at chunk" in done.stdout + done.stderr
-    for name in cache.FILES:
+    again = cli("teacher", "cache", "tiny", f"data.cache_dir={other}", *over, "--no-progress")
+    assert f"resuming at chunk {after_chunks}" in again.stdout + again.stderr
+    for name in files:
         assert (partial / name).read_bytes() == (ref / name).read_bytes(), name
     assert (
         json.loads((partial / "meta.json").read_text())["sha256"]

@@ -3,18 +3,13 @@ teacher's distribution at τ (the loss read from it is unbiased over real tokens
 chunks, pools and resumes give the same bytes), and a damaged or mismatched cache is refused in one line."""
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_cache import SMALL, setup_cache
+from test_cache import SMALL, kill_and_resume_build, setup_cache
 
 from conftest import cli
 from normgrow import cache
@@ -155,29 +150,4 @@ def test_a_run_trains_from_a_sampled_cache_and_says_so(tiny_cache, tmp_path):
 def test_a_killed_sampled_build_resumes_to_the_same_bytes(tiny_cache, tmp_path):
     over = [*SMALL, "data.max_documents=40", *SAMPLED]
     _, _, _, _, ref = setup_cache(tiny_cache, *over)
-    other = copy_root(tiny_cache, tmp_path / "cache")
-    cmd = [sys.executable, "-m", "normgrow.cli", "teacher", "cache", "tiny", f"data.cache_dir={other}", *over]
-    proc = subprocess.Popen(
-        [*cmd, "--no-progress", "train.threads=1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    building = other / "teacher-cache"
-    deadline, killed = time.time() + 120, False
-    while time.time() < deadline and proc.poll() is None:
-        files = list(building.glob("*/progress/rank0-of-1.json")) if building.is_dir() else []
-        if files and json.loads(files[0].read_text())["chunks"] >= 2:
-            os.kill(proc.pid, signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert killed, "the build finished before it could be killed"
-    partial = next(building.iterdir())
-    assert not (partial / "meta.json").exists()
-    done = cli("teacher", "cache", "tiny", f"data.cache_dir={other}", *over, "--no-progress")
-    assert "resuming at chunk 2" in done.stdout + done.stderr
-    for name in cache.SAMPLED_FILES:
-        assert (partial / name).read_bytes() == (ref / name).read_bytes(), name
-    assert (
-        json.loads((partial / "meta.json").read_text())["sha256"]
-        == json.loads((ref / "meta.json").read_text())["sha256"]
-    )
+    kill_and_resume_build(tiny_cache, tmp_path / "cache", over, ref, cache.SAMPLED_FILES, after_chunks=2)
