@@ -44,8 +44,8 @@ from normgrow.study.contrasts import contrast
 from normgrow.study.record import RunRecord
 from normgrow.study.sections import budget_label
 from normgrow.study.stats import Contrast, fieller_ratio
-from normgrow.study.sweep import Point, non_embedding_params
-from normgrow.study.verdicts import NOT_TESTED, Claim, claim_arms, claims_reading
+from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, Point, non_embedding_params
+from normgrow.study.verdicts import MARGIN, NOT_TESTED, Claim, claim_arms, claims_reading
 
 REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
 
@@ -239,6 +239,58 @@ def interaction_section(rungs: list[Rung]) -> list[str]:
     return L + [""]
 
 
+def _claim(rung: Rung, key: str) -> Claim | None:
+    return next((c for c in rung.claims if c.key == key and c.verdict != NOT_TESTED), None)
+
+
+def _interval(c: Claim) -> str:
+    e = c.est
+    if e.mean is None:
+        return "no paired seeds"
+    return f"{e.mean:+.4f}" + ("" if e.lo is None or e.hi is None else f" [{e.lo:+.4f}, {e.hi:+.4f}]")
+
+
+def coordinate_section(rungs: list[Rung], margin: float) -> list[str]:
+    """The paper's coordinate: the grow gap read at the first budget where the joint gap enters ±δ — the joint_gap
+    claim (an equivalence claim: its 95% interval within ±δ) supported —, the paper's own situation (a joint gap of
+    about zero beside a grow gap in post's favour); and each budget's tokens per non-embedding parameter against the
+    paper's. A ladder whose joint gap never enters ±δ says so, with the budget where its mean alone first does."""
+    rows = [(r, j, g) for r in rungs if (j := _claim(r, "joint_gap")) and (g := _claim(r, "grow_gap"))]
+    if not rows:
+        return []
+    L = [
+        "## The paper's coordinate",
+        "",
+        "The paper reads its grow gap where the joint gap is about zero, at "
+        f"{PAPER_TOKENS_PER_PARAM:.2f} training tokens per non-embedding parameter of its student. Here: the grow gap "
+        "at the first budget whose joint gap enters ±δ (the joint_gap claim supported: its 95% interval within ±δ).",
+        "",
+        "| budget | tokens / parameter (joint arm) | joint gap (95% CI) | within ±δ | grow gap (95% CI) | grow_gap |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r, j, g in rows:
+        tpp = r.tokens_per_param.get("joint_gap") or r.tokens_per_param.get("grow_gap")
+        inside = "yes" if j.verdict == "supported" else "mean only" if _mean_inside(j, margin) else "no"
+        t = "—" if tpp is None else f"{tpp:.2f}"
+        L.append(f"| {r.budget:g} | {t} | {_interval(j)} | {inside} | {_interval(g)} | {g.verdict} |")
+    at = next(((r, g) for r, j, g in rows if j.verdict == "supported"), None)
+    if at is not None:
+        r, g = at
+        L += ["", f"At budget {r.budget:g}, the first where the joint gap enters ±δ, the grow gap is {_interval(g)}: "
+              f"**{g.verdict}** (Holm-adjusted: {g.holm})."]  # fmt: skip
+    else:
+        mean_at = next((r for r, j, _ in rows if _mean_inside(j, margin)), None)
+        L += ["", "The joint gap's interval enters ±δ at no budget of this ladder: the paper's coordinate is not "
+              "reached, and no grow gap is read there" + ("" if mean_at is None else
+              f" (its mean alone first lies within ±δ at budget {mean_at.budget:g})") + "."]  # fmt: skip
+    return L + [""]
+
+
+def _mean_inside(c: Claim, margin: float) -> bool:
+    """Is a joint_gap claim's mean within ±δ?"""
+    return c.est.mean is not None and abs(c.est.mean) < margin
+
+
 def _verdicts(claims: list[Claim], keys: list[str]) -> str:
     by_key = {c.key: c for c in claims}
     out = [f"{k} **{by_key[k].verdict}**" for k in keys if k in by_key and by_key[k].verdict != NOT_TESTED]
@@ -382,6 +434,7 @@ def ladder_report_lines(
     L += ["## Headline", ""]
     L += [f"- {line}" for line in ladder_headline(study, rungs)] + [""]
     L += interaction_section(rungs)
+    L += coordinate_section(rungs, float(study.claims.get("margin", MARGIN.default)))
     for name in study.contrasts:
         L += contrast_section(study, name, rungs)
     L += claims_by_budget(rungs, study)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from normgrow.study.pilot import CHECK_DIR, PILOT_DIR, check_study, pilot_study
 from normgrow.study.record import read_results
 from normgrow.study.sections import budget_label
 from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
+from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
 from normgrow.study.verdicts import study_roles
 
 GIB = 2**30
@@ -152,6 +154,7 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     with_cache = student_only + teacher_once / per_hour
     tokens = sum(j.tokens for j in jobs)
     L.append(f"{len(jobs)} run(s), {tokens:,} training tokens in all")
+    L += tokens_per_param_lines(jobs, cfgs)
     L.append(f"device-hours, teacher online in every run: {online:,.1f}")
     if teacher_once:
         L.append(
@@ -169,6 +172,32 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
         + "; the teacher's forward counts 2 FLOPs per weight)"
     )
     return L
+
+
+def arm_of(job: str) -> str:
+    """'b2/pre-joint-s0' → 'b2/pre-joint': a job's name without its seed (and a pilot's rate)."""
+    return re.sub(r"(-lr[0-9.e+-]+)?-s\d+$", "", job)
+
+
+def tokens_per_param_lines(jobs: list[JobPlan], cfgs: list[RunConfig]) -> list[str]:
+    """Each arm's training tokens per non-embedding parameter of its full-depth student (the pilot's runs left out;
+    an arm's largest over its seeds), arms of equal ratio on one line, beside the paper's setting: how far a study
+    trains its students, in the coordinate that compares a CPU study with the paper."""
+    ratio: dict[str, float] = {}
+    for j, cfg in zip(jobs, cfgs, strict=True):
+        if j.phase != "pilot":
+            arm = arm_of(j.name)
+            ratio[arm] = max(ratio.get(arm, 0.0), j.tokens / non_embedding_params(cfg.model))
+    if not ratio:
+        return []
+    groups: dict[str, list[str]] = {}
+    for arm, r in sorted(ratio.items(), key=lambda kv: -kv[1]):
+        groups.setdefault(f"{r:.2f}", []).append(arm)
+    L = [
+        f"training tokens per non-embedding parameter of the full-depth student (the paper's setting: "
+        f"{PAPER_TOKENS_PER_PARAM:.2f}):"
+    ]
+    return L + [f"  {r}: {', '.join(arms)}" for r, arms in groups.items()]
 
 
 def fit_micro_batch(cfg: RunConfig, world: int, fsdp: bool, limit_bytes: float) -> int | None:

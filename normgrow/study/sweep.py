@@ -96,6 +96,9 @@ def axis_keys(study: StudyConfig) -> list[str]:
     return ["budget_scale"] if study.budgets else [ax.key for ax in study.sweep.axes]
 
 
+PAPER_TOKENS_PER_PARAM = 1_000_341_504 / 141_578_496  # the paper preset's joint run over its student's blocks: 7.07
+
+
 def non_embedding_params(m: ModelConfig) -> int:
     """Parameters of the full-depth student's blocks (what the budget rule scales by)."""
     return sum(block_parameters(m, i) for i in range(m.n_layer))

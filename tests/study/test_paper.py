@@ -710,6 +710,32 @@ def test_the_interaction_is_in_the_headline_and_in_a_ladders_table_at_every_budg
     assert rows[1].startswith("| 1 | +0.0500 [") and "| 3 | contradicted |" in rows[1]
 
 
+def test_the_grow_gap_is_read_where_the_joint_gap_first_enters_the_margin():
+    """study(): qj − pj = joint_gap + j (j = −0.001, 0, +0.001: a 95% half-width of 4.303 · 0.001 / √3 = 0.0025).
+    Joint gap −0.17: outside ±δ = 0.01; −0.008: its mean inside, its interval [−0.0105, −0.0055] not; +0.0004: the
+    interval [−0.0021, +0.0029] inside → the coordinate, where the grow gap −0.0328 is read (supported)."""
+    from normgrow.study.ladder import Rung, coordinate_section
+    from normgrow.study.sweep import Point
+
+    def rung(budget, joint, grow, tpp):
+        r = Rung(Point(f"b{budget:g}", (budget,), ()), claims=evaluate_claims(ROLES, study(joint, grow)))
+        r.tokens_per_param["joint_gap"] = tpp
+        return r
+
+    far, near, at = rung(0.5, -0.17, -0.12, 1.77), rung(1.0, -0.008, -0.05, 3.53), rung(2.0, 0.0004, -0.0328, 7.07)
+    lines = coordinate_section([far, near, at], 0.01)
+    rows = [x for x in lines if x.startswith("| 0.5 |") or x.startswith("| 1 |") or x.startswith("| 2 |")]
+    assert rows[0].startswith("| 0.5 | 1.77 | -0.1700 [") and "| no | -0.1200 [" in rows[0]
+    assert rows[1].startswith("| 1 | 3.53 | -0.0080 [-0.0105, -0.0055] | mean only |")
+    assert rows[2].startswith("| 2 | 7.07 | +0.0004 [-0.0021, +0.0029] | yes | -0.0328 [") and rows[2].endswith("supported |")
+    assert "At budget 2, the first where the joint gap enters ±δ, the grow gap is -0.0328 [" in "\n".join(lines)
+    assert "**supported**" in lines[-2]
+    short = "\n".join(coordinate_section([far, near], 0.01))
+    assert "enters ±δ at no budget of this ladder: the paper's coordinate is not reached" in short
+    assert "(its mean alone first lies within ±δ at budget 1)" in short
+    assert coordinate_section([far, near], 0.001)[-2].endswith("no grow gap is read there.")  # a tighter δ: no mean
+
+
 def test_check_4_reads_pre_grow_drift_beyond_pre_joint_at_the_same_tokens_by_hand():
     """study(): pre-grow's boundary RMS goes from 1 to e^(0.30 + j) over each next stage (drift 0.30 + j, j = −0.001,
     0, +0.001); the joint runs' snapshots hold a constant RMS (drift 0). Excess 0.30 ± 4.303·0.001/√3 per the t

@@ -118,6 +118,12 @@ def test_plan_of_the_paper_study_offline():
     sampled = cli("plan", "paper", "teacher.cache_kind=sampled", "teacher.cache_samples=32").stdout
     assert "teacher cache on disk, sampled (n = 32) (this config)" in sampled and "(130 bytes per token)" in sampled
     assert "wall time: not measured (jobs of several ranks" in out  # nothing timed for a cluster's jobs here
+    # tokens per non-embedding parameter by hand: the student's nine blocks of q, o 1,024 × 2,048, k, v 1,024 × 1,024,
+    # SwiGLU 3 × 1,024 × 3,072, two norms of 1,024 and q/k norms of 128; a joint run trains 1,000,341,504 tokens
+    student = 9 * (2 * 1024 * 2048 + 2 * 1024 * 1024 + 3 * 1024 * 3072 + 2 * 1024 + 2 * 128)
+    assert student == 141_578_496
+    assert f"  {1_000_341_504 / student:.2f}: pre-joint, post-joint, pre-grow, post-grow," in out  # 7.07
+    assert "(the paper's setting: 7.07)" in out
 
 
 def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
