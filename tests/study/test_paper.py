@@ -727,7 +727,9 @@ def test_the_grow_gap_is_read_where_the_joint_gap_first_enters_the_margin():
     rows = [x for x in lines if x.startswith("| 0.5 |") or x.startswith("| 1 |") or x.startswith("| 2 |")]
     assert rows[0].startswith("| 0.5 | 1.77 | -0.1700 [") and "| no | -0.1200 [" in rows[0]
     assert rows[1].startswith("| 1 | 3.53 | -0.0080 [-0.0105, -0.0055] | mean only |")
-    assert rows[2].startswith("| 2 | 7.07 | +0.0004 [-0.0021, +0.0029] | yes | -0.0328 [") and rows[2].endswith("supported |")
+    assert rows[2].startswith("| 2 | 7.07 | +0.0004 [-0.0021, +0.0029] | yes | -0.0328 [") and rows[2].endswith(
+        "supported |"
+    )
     assert "At budget 2, the first where the joint gap enters ±δ, the grow gap is -0.0328 [" in "\n".join(lines)
     assert "**supported**" in lines[-2]
     short = "\n".join(coordinate_section([far, near], 0.01))
