@@ -105,7 +105,7 @@ class LrPilotConfig:
     confirm_seeds: list[int] = field(default_factory=list)
     """Confirm the rates where the claims are read (pilot.py): once the study has trained, each core arm (the claims'
     pre_joint, post_joint, pre_grow, post_grow) also runs at half and twice its chosen rate on these seeds, at the
-    study's budget (pilot/confirm/); a claim reading an arm whose chosen rate sits at an edge of its pilot's grid or is
+    study's budget — a budget ladder's largest — (pilot/confirm/); a claim reading an arm whose chosen rate sits at an edge of its pilot's grid or is
     beaten by a neighbour by more than δ/2 (select/ce) reads "undetermined (learning rate)". Empty: no confirmation."""
     check: bool = True
     """In a budget ladder: a second pilot point at the ladder's middle fitted budget (pilot/check/, the pilot's first
@@ -352,16 +352,6 @@ def validate_confirm(s: StudyConfig) -> None:
         len(set(c)) == len(c) and set(c) <= set(s.seeds),
         "lr_pilot.confirm_seeds",
         f"need distinct seeds of the study's own seeds {s.seeds}, got {c}",
-    )
-    need(
-        bool(s.lr_pilot.lrs),
-        "lr_pilot.confirm_seeds",
-        "confirms a pilot's rates, but the study runs no pilot (lr_pilot.lrs is empty)",
-    )
-    need(
-        not (s.budgets or s.sweep.axes),
-        "lr_pilot.confirm_seeds",
-        "not yet for a budget ladder or sweep: confirm the rates in the study of its largest budget",
     )
 
 

@@ -212,12 +212,17 @@ def read_choice(out: Path) -> dict:
 
 def with_rates(study: StudyConfig, choice: dict) -> StudyConfig:
     """`study` with every arm that has a chosen rate training at it (`train.lr=<rate>` after its overrides) and no
-    pilot of its own: the study a pilot feeds (the main study, or each rung of a budget ladder)."""
+    pilot of its own: the study a pilot feeds (the main study, or each rung of a budget ladder). A study that confirms
+    its rates also scores its runs on the model-selection set (data.select_tokens, which changes no training), the
+    measure the confirmation compares at half and twice the rate."""
     arms = {}
+    select = [f"data.select_tokens={study.select_tokens}"] if study.lr_pilot.confirm_seeds else []
     for name, a in study.arms.items():
         rate = choice["arms"][name]["chosen"]
         a = dataclasses.replace(a, lr_from=None)  # the rate is now its own
-        arms[name] = a if rate is None else dataclasses.replace(a, overrides=[*a.overrides, f"train.lr={rate!r}"])
+        arms[name] = (
+            a if rate is None else dataclasses.replace(a, overrides=[*a.overrides, f"train.lr={rate!r}", *select])
+        )
     return dataclasses.replace(study, arms=arms, lr_pilot=LrPilotConfig())
 
 
@@ -377,10 +382,12 @@ def with_check(study: StudyConfig, choice: dict, sub: StudyConfig, records: list
 def choice_at(choice: dict, budget: float) -> dict:
     """The rates a ladder's budget trains at: per arm the choice of the pilot point nearest in log budget — the pilot's
     own, or, for an arm whose choice moved at the check, the check's where the check's budget is nearer."""
-    check = choice.get("check")
-    if not check:
-        return choice
+    check, confirm = choice.get("check"), choice.get("confirm")
     out = json.loads(json.dumps(choice))
+    if confirm and not math.isclose(budget, confirm.get("budget_scale", budget)):
+        del out["confirm"]  # a ladder confirms its rates at its largest budget only
+    if not check:
+        return out
     near_check = abs(math.log(budget / check["budget_scale"])) < abs(math.log(budget / choice["pilot"]["budget_scale"]))
     for c in out["arms"].values():
         moved = c.get("check") and c["check"]["held"] is False
@@ -444,9 +451,15 @@ def core_arms(study: StudyConfig) -> list[str]:
     return list(dict.fromkeys(a for a in arms if isinstance(a, str) and a in study.arms))
 
 
+def confirm_budget(study: StudyConfig) -> float:
+    """Where the rates are confirmed: a plain study's budget, a ladder's largest (its held-out one, if any)."""
+    return study.budgets[-1] if study.budgets else study.budget_scale
+
+
 def confirm_study(study: StudyConfig, choice: dict) -> StudyConfig:
     """The confirmation runs: each core arm with a chosen rate at half and twice it, on lr_pilot.confirm_seeds, at the
-    study's own budget and recipe (the pilot's overrides, which change no training, added); nothing compared."""
+    confirmation budget under the study's own recipe (the pilot's overrides, which change no training, added);
+    nothing compared. `choice`: the rates trained at that budget (a ladder's choice_at it)."""
     base = pilot_study(study)
     arms = {}
     for arm in core_arms(study):
@@ -455,8 +468,8 @@ def confirm_study(study: StudyConfig, choice: dict) -> StudyConfig:
             rates = [float(f"{lr / 2:.6g}"), float(f"{lr * 2:.6g}")]
             arms[arm] = dataclasses.replace(study.arms[arm], match=None, lr_from=None, budgets=[], lrs=rates)
     return dataclasses.replace(
-        base, name=f"{study.name}-confirm", budget_scale=study.budget_scale, seeds=list(study.lr_pilot.confirm_seeds),
-        arms=arms,
+        base, name=f"{study.name}-confirm", budget_scale=confirm_budget(study), seeds=list(study.lr_pilot.confirm_seeds),
+        arms=arms, ladder_base=study.budgets[0] if study.budgets and study.ladder != "rungs" else None,
     )  # fmt: skip
 
 
@@ -466,7 +479,10 @@ def with_confirm(study: StudyConfig, choice: dict, main: list[RunRecord], sub: l
     to its pilot's grid and within δ/2 of the best of the three (None: a run missing)."""
     margin = float(study.claims.get("margin", 0.01))
     out = json.loads(json.dumps(choice))
-    out["confirm"] = {"dir": CONFIRM_DIR, "seeds": list(study.lr_pilot.confirm_seeds), "margin": margin, "arms": {}}
+    out["confirm"] = {
+        "dir": CONFIRM_DIR, "seeds": list(study.lr_pilot.confirm_seeds), "margin": margin, "arms": {},
+        "budget_scale": confirm_budget(study),
+    }  # fmt: skip
     seeds = set(study.lr_pilot.confirm_seeds)
     for arm in core_arms(study):
         lr = choice["arms"][arm]["chosen"]
@@ -515,7 +531,9 @@ def confirm_lines(choice: dict | None) -> list[str]:
     if not confirm:
         return []
     L = [
-        "## Do the rates hold at this budget?",
+        f"## Do the rates hold at budget {confirm['budget_scale']:g}?"
+        if "budget_scale" in confirm
+        else "## Do the rates hold at this budget?",
         "",
         f"Each core arm also ran at half and twice its chosen rate on seed(s) {', '.join(map(str, confirm['seeds']))} "
         f"(`{confirm['dir']}/`; select/ce, nats/token, mean over those seeds). A rate holds when the pilot's choice is "

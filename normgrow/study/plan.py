@@ -40,7 +40,7 @@ from normgrow.study.branches import branched
 from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.contrasts import contrast
 from normgrow.study.jobs import Job, plan_jobs, sweep_plan, write_study_dir
-from normgrow.study.pilot import CHECK_DIR, PILOT_DIR, check_study, pilot_study
+from normgrow.study.pilot import CHECK_DIR, CONFIRM_DIR, PILOT_DIR, check_study, confirm_study, pilot_study
 from normgrow.study.record import read_results
 from normgrow.study.sections import budget_label
 from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
@@ -60,12 +60,12 @@ class JobPlan:
     memory: dict  # term → bytes per device
     phase: str = "main"  # launched in this order, each phase once the one before has finished: "pilot" (the
     # learning-rate pilot, its rounds and check), "trunk" (a branch ladder's trunks), "main", "held" (the held-out
-    # budget's runs, after the prediction)
+    # budget's runs, after the prediction), "confirm" (the rate confirmation, once the study has trained)
     start: int = 0  # a decay branch: the trunk's step it starts from
     stop: int = 0  # a trunk: the step it stops at (0: the run's end)
 
 
-PHASES = ("pilot", "trunk", "main", "held")
+PHASES = ("pilot", "trunk", "main", "held", "confirm")
 
 
 def window_steps(plans: list, start: int, stop: int) -> list[int]:
@@ -185,7 +185,7 @@ def tokens_per_param_lines(jobs: list[JobPlan], cfgs: list[RunConfig]) -> list[s
     trains its students, in the coordinate that compares a CPU study with the paper."""
     ratio: dict[str, float] = {}
     for j, cfg in zip(jobs, cfgs, strict=True):
-        if j.phase != "pilot":
+        if j.phase not in ("pilot", "confirm"):
             arm = arm_of(j.name)
             ratio[arm] = max(ratio.get(arm, 0.0), j.tokens / non_embedding_params(cfg.model))
     if not ratio:
@@ -269,7 +269,7 @@ def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[
             for sub, sub_dir in pilot_studies(study, Path(tmp)):
                 sub_jobs = plan_jobs(sub, sub_dir)
                 write_study_dir(sub, sub_jobs, sub_dir)
-                phased += [("pilot", j) for j in sub_jobs]
+                phased += [("confirm" if sub_dir.name == "confirm" else "pilot", j) for j in sub_jobs]
         if study.sweep.axes or study.budgets:
             groups = sweep_plan(study, Path(tmp))
             for sub, sub_dir, jobs in groups:
@@ -296,14 +296,17 @@ def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[
 
 
 def pilot_studies(study: StudyConfig, tmp: Path) -> list[tuple[StudyConfig, Path]]:
-    """The pilot's studies whose runs are known before it runs: its first round, and a ladder's check (at placeholder
-    rates: a rate changes no budget). Extension rounds follow from the pilot's outcome and are not priced."""
+    """The pilot's studies whose runs are known before it runs: its first round, a ladder's check and the rate
+    confirmation (at placeholder rates: a rate changes no budget). Extension rounds follow from the pilot's outcome
+    and are not priced."""
     out = [(pilot_study(study), tmp / PILOT_DIR)]
+    grid = sorted(study.lr_pilot.lrs)
+    rates = [{"lr": lr} for lr in grid]
+    placeholder = {"arms": {arm: {"chosen": grid[len(grid) // 2], "rates": rates} for arm in study.arms}}
     if study.budgets and study.lr_pilot.check:
-        grid = sorted(study.lr_pilot.lrs)
-        rates = [{"lr": lr} for lr in grid]
-        placeholder = {"arms": {arm: {"chosen": grid[len(grid) // 2], "rates": rates} for arm in study.arms}}
         out.append((check_study(study, placeholder), tmp / CHECK_DIR))
+    if study.lr_pilot.confirm_seeds:
+        out.append((confirm_study(study, placeholder), tmp / CONFIRM_DIR))
     return out
 
 

@@ -194,6 +194,8 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
             pilot = choice
             plan = ladder_plan(study, out, lambda b: rated_study(study, choice_at(pilot, b)))
         status = mode.sweep(rated, plan, out, write_own=choice is None)
+        if choice is not None and study.budgets and study.lr_pilot.confirm_seeds and mode.has_round(out / CONFIRM_DIR):
+            choice = confirm_ladder(study, plan[-1], status, choice, out, mode)
         return summarize_sweep(rated, plan, status, out, mode.log, lr_choice=choice)
     jobs, blocked = piloted_jobs(study, out, choice) if choice is not None else (plan_jobs(study, out), {})
     status = mode.plain(study, jobs, out, blocked)
@@ -207,6 +209,19 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
     for line in done.headline:
         mode.log(line)
     return done.path
+
+
+def confirm_ladder(study: StudyConfig, top: Node, status: dict[str, str], choice: dict, out: Path, mode: Mode) -> dict:
+    """A ladder's rate confirmation, once every budget has trained: at its largest budget (`top`, its plan node), each
+    core arm at half and twice the rate it trained at there; the choice gains the outcome, for that budget only."""
+    sub, _, jobs = top
+    at = choice_at(choice, sub.budget_scale)
+    mode.log(f"rate confirmation at budget {sub.budget_scale:g}: each core arm at half and twice its rate")
+    _sub(confirm_study(study, at), out / CONFIRM_DIR, mode, "rate confirmation")
+    runs = read_runs(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))})
+    choice = {**choice, "confirm": with_confirm(study, at, runs, _records(out / CONFIRM_DIR))["confirm"]}
+    write_choice(out, choice)
+    return choice
 
 
 def _sub(study: StudyConfig, out: Path, mode: Mode, role: str) -> None:

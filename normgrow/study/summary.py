@@ -30,7 +30,7 @@ from normgrow.study.limits import (
 )
 from normgrow.study.measures import Measures
 from normgrow.study.mechanism import dose_claims
-from normgrow.study.pilot import check_lines, choice_at, rate_gate
+from normgrow.study.pilot import check_lines, choice_at, confirm_lines, rate_gate
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
 from normgrow.study.report import (
@@ -153,7 +153,7 @@ def summarize_sweep(
     if study.budgets:
         lines, heads = _ladder_report(study, subs, out, plots)
         at_end = lines.index("## Reproduce") if "## Reproduce" in lines else len(lines)
-        lines[at_end:at_end] = check_lines(lr_choice, study.budgets)
+        lines[at_end:at_end] = check_lines(lr_choice, study.budgets) + confirm_lines(lr_choice)
     else:
         lines, heads = _sweep_report(study, subs, out, plots)
     atomic.write_text(out / "report.md", "\n".join(lines) + "\n")

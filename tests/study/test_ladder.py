@@ -319,6 +319,45 @@ def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_t
     assert cli("report", out).returncode == 0
 
 
+def test_a_ladder_confirms_the_rates_at_its_largest_budget_and_gates_that_budgets_claims_only(tiny_cache, tmp_path):
+    """Two grow arms (the claims' pre_grow and post_grow), budgets 0.5 and 1, a pilot of two rates: every choice sits
+    at an edge of its grid, so no rate holds. The confirmation runs once, after every budget, at the largest (1):
+    each arm at half and twice the rate it trained at there, on the confirmation seed, under budget 1's stages. The
+    claims of budget 1 read "undetermined (learning rate)"; budget 0.5's are untouched."""
+    from normgrow.study.pilot import RATE_UNDETERMINED
+
+    spec = write_study(
+        tmp_path / "s.yaml",
+        tiny_cache,
+        {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
+        seeds=(0,),
+        launcher="inline",
+        extra="contrasts: {gap: [pre, post]}\nclaims: {pre_grow: pre, post_grow: post}\n"
+        "lr_pilot: {lrs: [1.0e-4, 3.0e-3], budget_scale: 0.5, check: false, confirm_seeds: [0]}\n",
+    )
+    out = tmp_path / "ladder"
+    said = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]").stdout
+    choice = json.loads((out / "lr_choice.json").read_text())
+    assert choice["confirm"]["budget_scale"] == 1.0 and choice["confirm"]["seeds"] == [0]
+    confirm = results(out / "pilot" / "confirm")
+    top = load_config(str(out / "budgets" / "b1" / "configs" / "pre-s0.yaml"))
+    for arm in ("pre", "post"):
+        lr = load_config(str(out / "budgets" / "b1" / "configs" / f"{arm}-s0.yaml")).train.lr
+        assert sorted(float(r["lr"]) for r in confirm if r["arm"] == arm) == pytest.approx([lr / 2, lr * 2])
+        c = choice["confirm"]["arms"][arm]
+        assert c["edge"] and c["holds"] is False  # at an edge of the pilot's grid, whatever the neighbours
+        # the trained rate is scored on the model-selection set by the budget's own run (no rerun of it)
+        assert [r["lr"] for r in c["rates"]] == pytest.approx([lr / 2, lr, lr * 2])
+        assert all(r["select_ce"] is not None for r in c["rates"]), c
+    cfg = load_config(str(next((out / "pilot" / "confirm" / "configs").glob("pre-*.yaml"))))
+    assert [x.tokens for x in cfg.curriculum.stages] == [x.tokens for x in top.curriculum.stages] == [2560, 2560]
+    b1, b05 = (out / "budgets" / "b1" / "report.md").read_text(), (out / "budgets" / "b0.5" / "report.md").read_text()
+    assert "grow gap, val/ce post − pre" in b1 and RATE_UNDETERMINED in b1 and RATE_UNDETERMINED not in b05
+    assert "## Do the rates hold at budget 1?" in b1 and "Do the rates hold" not in b05
+    assert "## Do the rates hold at budget 1?" in (out / "report.md").read_text()
+    assert "rate confirmation at budget 1: each core arm at half and twice its rate" in said
+
+
 def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_prediction(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",

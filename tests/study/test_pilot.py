@@ -401,13 +401,16 @@ def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
 
 
 def test_the_default_studys_pilot_extends_and_can_be_turned_off():
-    """The default study widens its pilot (lr_pilot.extend: 2, the rule of LOG session 17); `lr_pilot.lrs=[]` still
-    turns the pilot off (an extension of no grid is moot, not an error)."""
+    """The default study widens its pilot (lr_pilot.extend: 2, the rule of LOG session 17) and confirms its rates
+    (seeds 0 and 1); `lr_pilot.lrs=[]` still turns the pilot off (an extension or a confirmation of no pilot's choice
+    is moot, not an error), and the study then plans no confirmation run."""
     from normgrow.study.config import load_study
+    from normgrow.study.plan import study_plan
 
-    assert load_study("default").lr_pilot.extend == 2
+    assert load_study("default").lr_pilot.extend == 2 and load_study("default").lr_pilot.confirm_seeds == [0, 1]
     off = load_study("default", ["lr_pilot.lrs=[]"])
     assert off.lr_pilot.lrs == []
+    assert {j.phase for j in study_plan(off, None, False)[0]} == {"main"}
 
 
 @pytest.mark.slow  # ≈ 40 s: a real process killed; the default suite kills a study in test_faults.py
