@@ -443,6 +443,10 @@ def diagnostics_table(study: StudyConfig, rows: list[RunRecord], measures: Measu
 
 
 DOSE_TITLE = "## Dose–response: boundary scale at growth against the grow gap"
+DOSE_DESCRIPTIVE = (
+    "Descriptive: the boundary-scale ratio on the x axis is measured, not set (its spread is largely seed noise), and "
+    "the points pool budgets; the causal test sets the scale (model.boundary_scale, the claim `dose`)."
+)
 
 
 def dose_section(dose: tuple[Path, str] | None) -> list[str]:
@@ -451,7 +455,7 @@ def dose_section(dose: tuple[Path, str] | None) -> list[str]:
     if dose is None:
         return []
     path, sentence = dose
-    return [DOSE_TITLE, "", sentence, "", f"![{path.stem}](plots/{path.name})", ""]
+    return [DOSE_TITLE, "", f"{sentence} {DOSE_DESCRIPTIVE}", "", f"![{path.stem}](plots/{path.name})", ""]
 
 
 def verdict_counts(label: str, claims: list[Claim]) -> str:

@@ -336,4 +336,5 @@ claims: {pre_grow: pre, post_grow: post, pre_grow_renorm: renorm}
         )
         assert f"OLS slope {slope:+.4f} nats/token per unit log ratio" in section
         assert "![dose_response](plots/dose_response.png)" in section
+        assert "Descriptive: the boundary-scale ratio on the x axis is measured, not set" in section
         assert (where / "plots" / "dose_response.png").stat().st_size > 5_000
