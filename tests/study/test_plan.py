@@ -107,7 +107,7 @@ def test_plan_of_the_paper_study_offline():
     block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096 + 2 * 128
     params = 2 * 151936 * 4096 + 36 * block + 4096
     assert re.search(rf"teacher weights\s+{params * 2 / 2**30:.2f} GiB", out), out
-    assert "36 run(s)" in out and "8 data-parallel rank(s)" in out
+    assert "64 run(s)" in out and "8 data-parallel rank(s)" in out  # 36 + the pilot's 12 + the confirmation's 16
     assert re.search(r"device-hours, teacher online in every run: [\d,.]+", out)
     assert re.search(r"device-hours with the teacher cache .*: [\d,.]+", out)
     # both kinds by hand, vocabulary 151,936 > 65,536 (uint32 ids), float16 values: top-64 2·64 + 4·64 + 2 = 386
