@@ -407,7 +407,7 @@ def test_the_default_studys_pilot_extends_and_can_be_turned_off():
     from normgrow.study.config import load_study
     from normgrow.study.plan import study_plan
 
-    assert load_study("default").lr_pilot.extend == 2 and load_study("default").lr_pilot.confirm_seeds == [0, 1]
+    assert load_study("default").lr_pilot.extend == 2 and load_study("default").lr_pilot.confirm_seeds == [0]
     off = load_study("default", ["lr_pilot.lrs=[]"])
     assert off.lr_pilot.lrs == []
     assert {j.phase for j in study_plan(off, None, False)[0]} == {"main"}
