@@ -254,7 +254,9 @@ def coordinate_section(rungs: list[Rung], margin: float) -> list[str]:
     """The paper's coordinate: the grow gap read at the first budget where the joint gap enters ±δ — the joint_gap
     claim (an equivalence claim: its 95% interval within ±δ) supported —, the paper's own situation (a joint gap of
     about zero beside a grow gap in post's favour); and each budget's tokens per non-embedding parameter against the
-    paper's. A ladder whose joint gap never enters ±δ says so, with the budget where its mean alone first does."""
+    paper's. A ladder whose joint gap never enters ±δ says so, with the budget where its mean alone first does. A
+    budget whose interval lies within ±δ but whose joint_gap verdict is not supported (its rates did not hold) is
+    marked, and not read as the coordinate."""
     rows = [(r, j, g) for r in rungs if (j := _claim(r, "joint_gap")) and (g := _claim(r, "grow_gap"))]
     if not rows:
         return []
@@ -270,7 +272,10 @@ def coordinate_section(rungs: list[Rung], margin: float) -> list[str]:
     ]
     for r, j, g in rows:
         tpp = r.tokens_per_param.get("joint_gap") or r.tokens_per_param.get("grow_gap")
-        inside = "yes" if j.verdict == "supported" else "mean only" if _mean_inside(j, margin) else "no"
+        within = j.est.lo is not None and j.est.hi is not None and -margin < j.est.lo and j.est.hi < margin
+        inside = "mean only" if not within and _mean_inside(j, margin) else "no" if not within else "yes"
+        if within and j.verdict != "supported":  # e.g. "undetermined (learning rate)": not read as the coordinate
+            inside += f" ({j.verdict})"
         t = "—" if tpp is None else f"{tpp:.2f}"
         L.append(f"| {r.budget:g} | {t} | {_interval(j)} | {inside} | {_interval(g)} | {g.verdict} |")
     at = next(((r, g) for r, j, g in rows if j.verdict == "supported"), None)

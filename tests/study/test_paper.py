@@ -1,6 +1,7 @@
 """The paper's claims get their verdicts from the numbers: synthetic studies that support, contradict and
 leave undetermined different claims, with the expected verdicts worked out here by hand."""
 
+import dataclasses
 import math
 
 import pytest
@@ -741,6 +742,12 @@ def test_the_grow_gap_is_read_where_the_joint_gap_first_enters_the_margin():
     assert "enters ±δ at no budget of this ladder: the paper's coordinate is not reached" in short
     assert "(its mean alone first lies within ±δ at budget 1)" in short
     assert coordinate_section([far, near], 0.001)[-2].endswith("no grow gap is read there.")  # a tighter δ: no mean
+    # inside ±δ, but its rates did not hold: marked, and not read as the coordinate
+    gated = rung(2.0, 0.0004, -0.0328, 7.07)
+    gated.claims = [dataclasses.replace(c, verdict="undetermined (learning rate)") for c in gated.claims]
+    lines = coordinate_section([far, near, gated], 0.01)
+    assert any(x.startswith("| 2 | 7.07 |") and "| yes (undetermined (learning rate)) |" in x for x in lines)
+    assert "the paper's coordinate is not reached" in lines[-2]
 
 
 def test_check_4_reads_pre_grow_drift_beyond_pre_joint_at_the_same_tokens_by_hand():
