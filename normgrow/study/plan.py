@@ -442,7 +442,7 @@ def _prediction_lines(jobs: list[JobPlan], cfgs: list[RunConfig], records: list[
     by_arm: dict[str, list[float]] = {}
     for j, sec in zip(jobs, per_job, strict=True):
         if j.phase in ("main", "held"):
-            by_arm.setdefault(j.name.rsplit("-s", 1)[0], []).append(sec)
+            by_arm.setdefault(arm_of(j.name), []).append(sec)
     runs = [
         *([f"pilot {min(pilot):,.0f}–{max(pilot):,.0f} s ({len(pilot)} runs)"] if pilot else []),
         *([f"trunks {min(trunks):,.0f}–{max(trunks):,.0f} s ({len(trunks)})"] if trunks else []),

@@ -82,6 +82,24 @@ def test_device_hours_from_measured_throughput():
     assert "then the students alone): 1.0" in out
 
 
+def test_plan_of_the_coord_study_prints_each_budgets_tokens_per_parameter_and_not_the_pilots():
+    """coord's student by hand: nine blocks of d_model 32 — q, o 32 × 32, k, v 32 × 16 (4 heads of 8, 2 KV heads),
+    q/k norms of 8, SwiGLU 3 × 32 × 96, two norms of 32 — 111,312 parameters; a joint run trains 393,216 tokens at
+    budget 1. The pilot's and the confirmation's runs, at other budgets, are not listed."""
+    student = 9 * (2 * 32 * 32 + 2 * 32 * 16 + 2 * 8 + 3 * 32 * 96 + 2 * 32)
+    assert student == 111_312
+    out = cli("plan", "coord", "--no-measure").stdout
+    lines = out.split("training tokens per non-embedding parameter")[1].split("\ndevice-hours")[0].splitlines()[1:]
+    expect = [(2, "b2"), (1, "b1"), (0.5, "b0.5"), (0.25, "b0.25")]
+    assert lines == [
+        f"  {b * 393_216 / student:.2f}: "
+        + ", ".join(f"{lab}/{a}" for a in ("pre-joint", "post-joint", "pre-grow", "post-grow"))
+        for b, lab in expect
+    ]
+    assert lines[0].startswith("  7.07: ")  # the paper's coordinate at budget 2
+    assert "then confirm" in cli("plan", "coord").stdout  # priced as a phase of its own, after the held-out budget
+
+
 def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
     """tiny over a pool of 24 sequences of 32: the cache covers 768 tokens; at k = V = 512 in float32 a token is
     4 × 512 = 2,048 bytes; 78 steps of 8 over 3 batches an epoch start ceil(78 / 3) = 26 epochs."""
