@@ -107,6 +107,16 @@ class LrPilotConfig:
     pre_joint, post_joint, pre_grow, post_grow) also runs at half and twice its chosen rate on these seeds, at the
     study's budget — a budget ladder's largest — (pilot/confirm/); a claim reading an arm whose chosen rate sits at an edge of its pilot's grid or is
     beaten by a neighbour by more than δ/2 (select/ce) reads "undetermined (learning rate)". Empty: no confirmation."""
+    envelope_seeds: list[int] = field(default_factory=list)
+    """Envelope rates (envelope.py): at every budget a claim is read at (a plain study's; every budget of a ladder),
+    each piloted arm runs r/2, r and 2r on these seeds (r its choice at the budget before, the pilot's at the first),
+    widened beyond an edge (envelope_widen), and every seed trains at the rate with the lowest mean select/ce over
+    them; a claim reading an arm whose bracket did not close reads "undetermined (learning rate)". Seeds of the
+    study's own: their runs at the chosen rate are the study's runs. Empty: the pilot's choice at every budget.
+    Supersedes confirm_seeds and the ladder's check. Moot without a pilot (lr_pilot.lrs empty): it anchors there."""
+    envelope_widen: int = 1
+    """Rounds an envelope may widen its bracket: each adds, to every arm whose best rate is the highest (lowest) it
+    tried, the rate a factor 2 beyond it."""
     check: bool = True
     """In a budget ladder: a second pilot point at the ladder's middle fitted budget (pilot/check/, the pilot's first
     seed, the ladder's own recipe at that budget), where every piloted arm runs its chosen rate and the rate next to
@@ -268,6 +278,7 @@ STUDY_UPPER = {
     "arms.*.budgets.*": 1e4,
     "seeds.*": 2**32 - 1,
     "lr_pilot.seeds.*": 2**32 - 1,
+    "lr_pilot.envelope_seeds.*": 2**32 - 1,
     "arms.*.lrs.*": 1e6,
     "lr_pilot.lrs.*": 1e6,
     "launcher.parallel": 4096,
@@ -375,9 +386,41 @@ def validate_evaluate(s: StudyConfig) -> None:
     )
 
 
+def validate_envelope(s: StudyConfig) -> None:
+    p, e = s.lr_pilot, s.lr_pilot.envelope_seeds
+    need(
+        0 <= p.envelope_widen <= 4, "lr_pilot.envelope_widen", f"must be between 0 and 4 rounds, got {p.envelope_widen}"
+    )
+    if not e or not p.lrs:  # without a pilot there is no anchor: the envelope is moot (as extend is)
+        return
+    need(
+        len(set(e)) == len(e) and set(e) <= set(s.seeds),
+        "lr_pilot.envelope_seeds",
+        f"need distinct seeds of the study's own seeds {s.seeds}, got {e}",
+    )
+    need(
+        not p.confirm_seeds,
+        "lr_pilot.confirm_seeds",
+        "the envelope chooses every arm's rate at the budget it is read at: give envelope_seeds or confirm_seeds",
+    )
+    need(
+        s.ladder == "rungs",
+        "lr_pilot.envelope_seeds",
+        f"a {s.ladder} ladder's budgets share their trunks' rate; envelope rates need separate rungs (ladder: rungs)",
+    )
+    for name in piloted_arms(s):
+        need(
+            s.arms[name].match is None,
+            f"arms.{name}.match",
+            "a matched arm with no unmatched twin cannot bracket its own rate under the envelope: "
+            f"give it arms.{name}.lr_from",
+        )
+
+
 def validate_pilot(s: StudyConfig) -> None:
     p = s.lr_pilot
     validate_confirm(s)
+    validate_envelope(s)
     need(
         all(lr > 0 for lr in p.lrs) and len(set(p.lrs)) == len(p.lrs),
         "lr_pilot.lrs",
@@ -462,6 +505,11 @@ def twin_of(study: StudyConfig, arm: str) -> str | None:
         if b.match is None and (b.preset or study.base) == (a.preset or study.base) and b.overrides == a.overrides:
             return name
     return None
+
+
+def envelope_on(study: StudyConfig) -> bool:
+    """Does the study choose its rates by envelope (a pilot to anchor it, and envelope seeds)?"""
+    return bool(study.lr_pilot.lrs and study.lr_pilot.envelope_seeds)
 
 
 def piloted_arms(study: StudyConfig) -> list[str]:

@@ -49,6 +49,7 @@ from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
+from normgrow.study.envelope import ENVELOPE, at_budget, not_closed
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord, select_lrs
 from normgrow.study.sections import RegimeConfig
@@ -246,6 +247,15 @@ def piloted_jobs(study: StudyConfig, out: Path, choice: dict) -> tuple[list[Job]
 def header_line(choice: dict) -> str:
     p = choice["pilot"]
     n = len(p["seeds"])
+    env = choice.get(ENVELOPE)
+    if env:
+        seeds = ", ".join(map(str, env["seeds"]))
+        return (
+            f"Learning rates: every arm at its own best rate at this budget (envelope rates: r/2, r, 2r on seed(s) "
+            f"{seeds}, chosen by the lowest mean CE on the model-selection split, never on the validation set "
+            f"reported here), anchored at the rate chosen at the budget before — at the first, by a pilot (`{p['dir']}/`) "
+            f'at budget scale {p["budget_scale"]:g}; see "Learning rates at budget {env["budget_scale"]:g} (envelope)".'
+        )
     return (
         f"Learning rates: chosen per arm by a pilot (`{p['dir']}/`) at budget scale {p['budget_scale']:g} "
         f"({p['fraction']:g} × this study's) on {n} seed{'s' if n > 1 else ''} ({', '.join(map(str, p['seeds']))}), "
@@ -291,12 +301,15 @@ def choice_lines(choice: dict | None) -> list[str]:
         + " | chosen | shared rate | regret at the shared rate |",
         "|---|---|" + "---|" * (len(lrs) + 3),
     ]
+    if choice.get(ENVELOPE) is not None:
+        L[2] += " Under envelope rates the pilot's choice (✓ here) is only the first budget's anchor."
     notes = []
     for arm, c in choice["arms"].items():
         src = _source_cell(c)
         tried = {r["lr"]: r for r in c["rates"]}  # an extending pilot's arms tried some rates the others did not
-        cells = " | ".join(_cell(tried[lr], c["chosen"]) if lr in tried else "—" for lr in lrs)
-        chosen = "—" if c["chosen"] is None else f"{c['chosen']:g}"
+        pick = c.get("pilot_chosen", c["chosen"])
+        cells = " | ".join(_cell(tried[lr], pick) if lr in tried else "—" for lr in lrs)
+        chosen = "—" if pick is None else f"{pick:g}"
         regret = "—" if c["regret"] is None else f"{c['regret']:+.4f}"
         L.append(f"| {arm} | {src} | {cells} | {chosen} | {c['shared']:g} | {regret} |")
         if c["edge"]:
@@ -306,7 +319,7 @@ def choice_lines(choice: dict | None) -> list[str]:
             )
         if c["regret_note"]:
             notes.append(f"- `{arm}`: {c['regret_note']}.")
-        if c["chosen"] is None:
+        if pick is None:
             notes.append(
                 f"- `{arm}`: **not run** — its pilot ({c['piloted_as']}) finished no rate on every pilot seed, "
                 "so no rate was chosen and its runs were not launched."
@@ -340,6 +353,20 @@ def neighbours(study: StudyConfig, c: dict) -> list[float]:
     lo = tried[i - 1] if i > 0 else float(f"{chosen * grid[0] / grid[1]:.6g}")
     hi = tried[i + 1] if i + 1 < len(tried) else float(f"{chosen * grid[-1] / grid[-2]:.6g}")
     return [lo, chosen, hi]
+
+
+def check_skipped(study: StudyConfig) -> str | None:
+    """Why a ladder's check is not run where it would only repeat the pilot (None: it runs): at the pilot's own budget
+    it would re-run the pilot's point — same budget, seed and recipe — and hold by construction."""
+    if not study.budgets:
+        return None
+    pilot_budget = study.budget_scale * study.lr_pilot.budget_scale
+    if math.isclose(check_budget(study), pilot_budget, rel_tol=1e-9) and study.ladder == "rungs":
+        return (
+            f"skipped: its budget {check_budget(study):g} is the pilot's own ({pilot_budget:g}), where it would re-run "
+            "the pilot's point (same budget, seed and recipe) and hold by construction"
+        )
+    return None
 
 
 def check_study(study: StudyConfig, choice: dict) -> StudyConfig:
@@ -382,6 +409,8 @@ def with_check(study: StudyConfig, choice: dict, sub: StudyConfig, records: list
 def choice_at(choice: dict, budget: float) -> dict:
     """The rates a ladder's budget trains at: per arm the choice of the pilot point nearest in log budget — the pilot's
     own, or, for an arm whose choice moved at the check, the check's where the check's budget is nearer."""
+    if choice.get(ENVELOPE) is not None and "budget_scale" not in choice[ENVELOPE]:
+        return at_budget(choice, budget)
     check, confirm = choice.get("check"), choice.get("confirm")
     out = json.loads(json.dumps(choice))
     if confirm and not math.isclose(budget, confirm.get("budget_scale", budget)):
@@ -405,6 +434,13 @@ def check_lines(choice: dict | None, budgets: list[float]) -> list[str]:
     """The ladder report's section on the second pilot point: per arm the three rates' select/ce there, whether the
     choice held, and the rate each budget trains at."""
     check = (choice or {}).get("check")
+    if choice and choice.get("check_skipped"):
+        return [
+            "## Do the learning rates hold across budgets?",
+            "",
+            f"The pilot's check was {choice['check_skipped']}.",
+            "",
+        ]
     if not choice or not check:
         return []
     p1, m = choice["pilot"]["budget_scale"], check["budget_scale"]
@@ -509,18 +545,23 @@ def with_confirm(study: StudyConfig, choice: dict, main: list[RunRecord], sub: l
     return out
 
 
-def rate_gate(claims: list, section: dict, choice: dict | None) -> list:
+def rate_gate(claims: list, section: dict, choice: dict | None, study: StudyConfig | None = None) -> list:
     """The claims with every verdict that reads an arm whose rate did not hold (or could not be confirmed) replaced by
     "undetermined (learning rate)", raw and Holm-adjusted (descriptive lines and untested claims stay)."""
     confirm = (choice or {}).get("confirm")
-    if not confirm:
+    if choice and ENVELOPE in choice:
+        failing = not_closed(study, choice[ENVELOPE], {a for a in section.values() if isinstance(a, str)})
+        why = "its bracket did not close at this budget"
+    elif not confirm:
         return claims
-    failing = {arm for arm, c in confirm["arms"].items() if c["holds"] is not True}
+    else:
+        failing = {arm for arm, c in confirm["arms"].items() if c["holds"] is not True}
+        why = "did not hold at this budget"
     out = []
     for c in claims:
         if c.key and c.kind == "verdict" and c.verdict != NOT_TESTED and claim_arms(section, c.key) & failing:
             c = dataclasses.replace(c, verdict=RATE_UNDETERMINED, holm=RATE_UNDETERMINED)
-            c.sentence += f" Read as {RATE_UNDETERMINED}: the rate of {', '.join(sorted(claim_arms(section, c.key) & failing))} did not hold at this budget."
+            c.sentence += f" Read as {RATE_UNDETERMINED}: the rate of {', '.join(sorted(claim_arms(section, c.key) & failing))} {why}."
         out.append(c)
     return out
 

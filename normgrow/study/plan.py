@@ -37,10 +37,19 @@ from normgrow.errors import ConfigError, NormgrowError
 from normgrow.hardware import cpu_info, recorded_gpu_rate
 from normgrow.schema import read_yaml
 from normgrow.study.branches import branched
-from normgrow.study.config import StudyConfig, load_study, study_preset_names
+from normgrow.study.config import StudyConfig, envelope_on, load_study, study_preset_names
 from normgrow.study.contrasts import contrast
+from normgrow.study.envelope import bracket, bracket_jobs, bracketed
 from normgrow.study.jobs import Job, plan_jobs, sweep_plan, write_study_dir
-from normgrow.study.pilot import CHECK_DIR, CONFIRM_DIR, PILOT_DIR, check_study, confirm_study, pilot_study
+from normgrow.study.pilot import (
+    CHECK_DIR,
+    CONFIRM_DIR,
+    PILOT_DIR,
+    check_skipped,
+    check_study,
+    confirm_study,
+    pilot_study,
+)
 from normgrow.study.record import read_results
 from normgrow.study.sections import budget_label
 from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
@@ -279,10 +288,14 @@ def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[
                 groups, trunks = branched(groups, Path(tmp))
             held = budget_label(study.holdout) if study.holdout is not None else None
             phased += [("trunk", j) for j in trunks]
+            if envelope_on(study):
+                groups = [(sub, sub_dir, [*jobs, *envelope_extra(sub, sub_dir)]) for sub, sub_dir, jobs in groups]
             phased += [("held" if j.point == held else "main", j) for _, _, js in groups for j in js]
         else:
             jobs = plan_jobs(study, Path(tmp))
             write_study_dir(study, jobs, Path(tmp))
+            if envelope_on(study):
+                jobs += envelope_extra(study, Path(tmp))
             phased += [("main", j) for j in jobs]
         for phase, job in phased:
             cfg = match_budget(with_vocab(job.cfg))[0]
@@ -295,6 +308,16 @@ def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[
     return plans, cfgs
 
 
+def envelope_extra(study: StudyConfig, out: Path) -> list[Job]:
+    """The runs an envelope adds at one budget to those the study plans: each bracketed arm at r/2 and 2r on the
+    envelope seeds (its run at r is the seed's own), at a placeholder rate (a rate changes no budget); its widening
+    rounds follow from the runs and are not priced."""
+    mid = sorted(study.lr_pilot.lrs)[len(study.lr_pilot.lrs) // 2]
+    lo, _, hi = bracket(mid)
+    point = study.name.rsplit("@", 1)[1] if "@" in study.name else ""
+    return bracket_jobs(study, out, {arm: [lo, hi] for arm in bracketed(study)}, point)
+
+
 def pilot_studies(study: StudyConfig, tmp: Path) -> list[tuple[StudyConfig, Path]]:
     """The pilot's studies whose runs are known before it runs: its first round, a ladder's check and the rate
     confirmation (at placeholder rates: a rate changes no budget). Extension rounds follow from the pilot's outcome
@@ -303,7 +326,7 @@ def pilot_studies(study: StudyConfig, tmp: Path) -> list[tuple[StudyConfig, Path
     grid = sorted(study.lr_pilot.lrs)
     rates = [{"lr": lr} for lr in grid]
     placeholder = {"arms": {arm: {"chosen": grid[len(grid) // 2], "rates": rates} for arm in study.arms}}
-    if study.budgets and study.lr_pilot.check:
+    if study.budgets and study.lr_pilot.check and not envelope_on(study) and not check_skipped(study):
         out.append((check_study(study, placeholder), tmp / CHECK_DIR))
     if study.lr_pilot.confirm_seeds:
         out.append((confirm_study(study, placeholder), tmp / CONFIRM_DIR))

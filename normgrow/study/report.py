@@ -9,13 +9,15 @@ intervals (or say that one seed gives none).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import Aggregate, Phase
+from normgrow.study.contrasts import Aggregate, Phase, contrast
 from normgrow.study.downstream import downstream_section
+from normgrow.study.envelope import ENVELOPE, envelope_lines
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.pilot import choice_lines, confirm_lines, header_line
@@ -218,7 +220,8 @@ def _arms_section(rows: list[RunRecord], agg: Aggregate, selection: dict, pilote
         r0 = next((r for r in rows if r.arm == arm), None)
         if r0 is None:
             continue
-        lr = f"{r0.lr:g}" + (" (selected)" if arm in selection else " (pilot)" if arm in piloted else "")
+        how = " (envelope)" if arm in piloted and "pilot_chosen" in piloted[arm] else " (pilot)"
+        lr = f"{r0.lr:g}" + (" (selected)" if arm in selection else how if arm in piloted else "")
         if arm in piloted and piloted[arm]["chosen"] is None:
             lr = "— (no pilot rate)"
         L.append(
@@ -498,6 +501,22 @@ def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed:
 CAUSAL_DOSE_TITLE = "## The causal dose: the boundary stream scaled by c from each growth event on"
 
 
+def envelope_section(study: StudyConfig, all_rows: list[RunRecord], lr_choice: dict | None) -> list[str]:
+    """The envelope's section at this budget, with the contrasts at the shared rate on the envelope seeds (every run
+    of the study: the bracket's runs at other rates are not among the kept ones)."""
+    env = (lr_choice or {}).get(ENVELOPE)
+    if not env:
+        return []
+    lr, seeds, shown = env["shared"]["lr"], set(env["seeds"]), {}
+    if lr is not None:
+        at = [r for r in all_rows if r.seed in seeds and math.isclose(r.lr, lr, rel_tol=1e-9)]
+        for name, (a, b) in study.contrasts.items():
+            if a in env["arms"] and b in env["arms"]:
+                c = contrast(at, a, b)
+                shown[name] = (c.est.mean, c.est.n)
+    return envelope_lines(env, shown)
+
+
 def write_report(
     study: StudyConfig,
     rows: list[RunRecord],
@@ -529,6 +548,7 @@ def write_report(
     piloted = (lr_choice or {}).get("arms", {})
     L += _arms_section(rows, agg, selection, piloted)
     L += choice_lines(lr_choice)
+    L += envelope_section(study, all_rows if all_rows is not None else rows, lr_choice)
     L += confirm_lines(lr_choice)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)

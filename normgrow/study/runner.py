@@ -36,8 +36,20 @@ from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
 from normgrow.pipeline import build_cache, prepare_data
 from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
-from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.config import StudyConfig, envelope_on, load_study
 from normgrow.study.downstream import evaluate_study, settings
+from normgrow.study.envelope import (
+    ENVELOPE,
+    at_budget,
+    bracket,
+    bracket_jobs,
+    bracketed,
+    budget_envelope,
+    filled_study,
+    mark,
+    rates_at,
+    widen_rates,
+)
 from normgrow.study.jobs import (
     Job,
     check_runs_unchanged,
@@ -57,6 +69,7 @@ from normgrow.study.pilot import (
     NOT_LAUNCHED,
     PILOT_DIR,
     beyond_edges,
+    check_skipped,
     check_study,
     choice_at,
     choose_rates,
@@ -76,6 +89,7 @@ from normgrow.study.record import RunRecord, read_results, read_runs, select_lrs
 from normgrow.study.regime import plan_lines
 from normgrow.study.sections import budget_label
 from normgrow.study.summary import summarize, summarize_sweep
+from normgrow.study.sweep import ladder_points, rung_study
 
 Log = Callable[[str], None]
 Node = tuple[StudyConfig, Path, list[Job]]  # a study directory of the tree: its study, directory and jobs
@@ -133,8 +147,16 @@ class Train:
                 self.log(f"run {name} failed: {err}")
         return status
 
+    def phase(self, study: StudyConfig, jobs: list[Job], out: Path, blocked: dict[str, str]) -> dict[str, str]:
+        """Some of a study's runs (a phase of an envelope): their configs written beside the study's, launched."""
+        write_study_dir(study, jobs, out)
+        return self._launch([j for j in jobs if j.name not in blocked], study, out) | blocked
+
     def has_round(self, sub_dir: Path) -> bool:
         return True  # a round is run when the rounds before it call for it
+
+    def has_jobs(self, jobs: list[Job]) -> bool:
+        return True
 
     headlines = True  # every node's summary lines are logged as it ends
 
@@ -156,8 +178,18 @@ class Rebuild:
             status.update({j.name: failed[j.name.split("/", 1)[1]] for j in jobs if j.name.split("/", 1)[1] in failed})
         return status
 
+    def phase(self, study: StudyConfig, jobs: list[Job], out: Path, blocked: dict[str, str]) -> dict[str, str]:
+        names = {j.name.split("/", 1)[-1] for j in jobs}
+        failed = {k: v for k, v in failed_runs(out).items() if k in names and not v.startswith(NOT_LAUNCHED)}
+        prefix = jobs[0].point + "/" if jobs and jobs[0].point else ""
+        return {prefix + k: v for k, v in failed.items()} | blocked
+
     def has_round(self, sub_dir: Path) -> bool:
         return (sub_dir / "results.csv").is_file()
+
+    def has_jobs(self, jobs: list[Job]) -> bool:
+        """Did a round of an envelope run (is any of its run directories on disk)?"""
+        return any(j.run_dir.is_dir() for j in jobs)
 
     headlines = False  # only the study's own summary lines are logged
 
@@ -167,7 +199,7 @@ Mode = Train | Rebuild
 
 def predict_holdout(
     study: StudyConfig, fitted: list[tuple[float, StudyConfig, list[Job]]], status: dict[str, str], out: Path,
-    held: list[Job],
+    held: list[Job], choice: dict | None = None,
 ) -> str:  # fmt: skip
     """Before any run of the held-out budget starts: the fitted budgets' runs read (each arm's chosen rate), fitted,
     and their prediction of the held-out budget written once (limits.write_prediction); a held-out run that had
@@ -175,6 +207,8 @@ def predict_holdout(
     by_budget = []
     for budget, sub, jobs in fitted:
         records, _ = select_lrs(sub, read_runs(sub, jobs, status))
+        if choice is not None and ENVELOPE in choice:
+            records = mark(records, at_budget(choice, budget)[ENVELOPE] or {"arms": {}})
         by_budget.append((budget, [r for r in records if r.kept]))
     started = [j.name for j in held if j.run_dir.exists() and any(j.run_dir.iterdir())]
     return write_prediction(study, curves_of(by_budget), out, started)
@@ -187,6 +221,8 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
         if isinstance(mode, Train):
             write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
         choice = pilot_choice(study, out, mode)
+    if choice is not None and envelope_on(study):
+        return envelope_walk(study, out, mode, choice)
     if study.sweep.axes or study.budgets:
         rated = rated_study(study, choice) if choice is not None else study
         plan = sweep_plan(rated, out)
@@ -209,6 +245,80 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
     for line in done.headline:
         mode.log(line)
     return done.path
+
+
+def envelope_walk(study: StudyConfig, out: Path, mode: Mode, choice: dict) -> Path:
+    """A study under envelope rates (envelope.py): every budget, smallest first, its brackets (anchored at the budget
+    before's choice, the pilot's at the first), their widening rounds and its other seeds at the chosen rates; a
+    ladder's held-out budget after the prediction. The choice gains each budget's envelope as it is decided."""
+    envelopes: dict[str, dict] = {}
+    choice = {**choice, ENVELOPE: envelopes}
+    anchors = {arm: choice["arms"][arm]["chosen"] for arm in bracketed(study)}
+    if not study.budgets:
+        jobs, status, envelopes[budget_label(study.budget_scale)] = envelope_node(study, out, mode, anchors)
+        write_choice(out, choice)
+        done = summarize(study, jobs, status, out, at_budget(choice, study.budget_scale))
+        for line in done.headline:
+            mode.log(line)
+        return done.path
+    plan: list[Node] = []
+    seen: dict[str, str] = {}  # the launcher's word on every budget's runs
+    for p in ladder_points(study.budgets):
+        sub, sub_dir = rung_study(study, p), out / "budgets" / p.label
+        if isinstance(mode, Train) and p.coords[0] == study.holdout:
+            here = {a: bracket(r) for a, r in anchors.items() if r and a in bracketed(sub)}
+            held = bracket_jobs(sub, sub_dir, here, p.label)
+            fitted = [(s.budget_scale, s, js) for s, _, js in plan]
+            mode.log(predict_holdout(study, fitted, seen, out, held, choice))
+        jobs, st, env = envelope_node(sub, sub_dir, mode, anchors, p.label)
+        envelopes[p.label] = env
+        write_choice(out, choice)
+        anchors |= {arm: a["chosen"] for arm, a in env["arms"].items()}  # an arm not run here keeps its anchor
+        plan.append((sub, sub_dir, jobs))
+        seen |= st
+    return summarize_sweep(study, plan, seen, out, mode.log, lr_choice=choice)
+
+
+def envelope_node(
+    study: StudyConfig, out: Path, mode: Mode, anchors: dict[str, float | None], point: str = ""
+) -> tuple[list[Job], dict[str, str], dict]:
+    """One budget's envelope (`study` that budget's study, `out` its directory): the brackets, their widening rounds,
+    the choice, then every other seed at the chosen rates. Returns every job, the launcher's word on them and the
+    budget's envelope."""
+    at = f"budget {study.budget_scale:g}"
+    anchors = {a: r for a, r in anchors.items() if a in bracketed(study)}  # the arms run at this budget
+    rounds = {a: 0 for a, r in anchors.items() if r is not None}
+    jobs = bracket_jobs(study, out, {a: bracket(r) for a, r in anchors.items() if r is not None}, point)
+    mode.log(
+        f"envelope at {at}: " + ", ".join(f"{a} at {', '.join(f'{x:g}' for x in bracket(r))}" for a, r in anchors.items() if r)
+        + f" on seed(s) {', '.join(map(str, study.lr_pilot.envelope_seeds))}"
+    )  # fmt: skip
+    status = mode.phase(study, jobs, out, {})
+    for _ in range(study.lr_pilot.envelope_widen):
+        more = widen_rates(budget_envelope(study, read_runs(study, jobs, status), anchors, rounds))
+        new = bracket_jobs(study, out, {a: [lr] for a, lr in more.items()}, point) if more else []
+        if not new or not mode.has_jobs(new):
+            break
+        mode.log(f"envelope at {at}, widened: " + ", ".join(f"{a} at {lr:g}" for a, lr in more.items()))
+        status |= mode.phase(study, new, out, {})
+        jobs += new
+        for a in more:
+            rounds[a] += 1
+    env = budget_envelope(study, read_runs(study, jobs, status), anchors, rounds)
+    rates = rates_at(study, env)
+    for arm, a in env["arms"].items():
+        edge = "" if a["closed"] else " (bracket not closed: its claims read undetermined)"
+        mode.log(f"learning rate of {arm} at {at}: " + (f"{a['chosen']:g}{edge}" if a["chosen"] else "none"))
+    names = {j.name for j in jobs}
+    fill = [j for j in plan_jobs(filled_study(study, env), out, point=point) if j.name not in names]
+    blocked = {
+        j.name: f"{NOT_LAUNCHED}no envelope rate for {j.arm} at {at} (every rate of its bracket failed, or its "
+        f"pilot chose none: {PILOT_DIR}/results.csv)"
+        for j in fill
+        if rates[j.arm] is None
+    }
+    status |= mode.phase(study, fill, out, blocked)
+    return jobs + fill, status, env
 
 
 def confirm_ladder(study: StudyConfig, top: Node, status: dict[str, str], choice: dict, out: Path, mode: Mode) -> dict:
@@ -255,7 +365,11 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
         for arm, lr in more.items():
             extra.setdefault(arm, []).append(lr)
     choice = choose_rates(study, _pilot_records(out, study.lr_pilot.extend), extra)
-    if study.budgets and study.lr_pilot.check and mode.has_round(out / CHECK_DIR):
+    skip = check_skipped(study)
+    if study.budgets and study.lr_pilot.check and not envelope_on(study) and skip:
+        choice["check_skipped"] = skip
+        mode.log(f"pilot check: {skip}")
+    elif study.budgets and study.lr_pilot.check and not envelope_on(study) and mode.has_round(out / CHECK_DIR):
         sub = check_study(study, choice)
         mode.log(f"pilot check at budget {sub.budget_scale:g}: the chosen rates and their neighbours")
         _sub(sub, out / CHECK_DIR, mode, f"pilot check (budget {sub.budget_scale:g})")

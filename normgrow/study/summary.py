@@ -14,6 +14,7 @@ from normgrow import atomic
 from normgrow.rundir import log_once
 from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, aggregate, contrast
+from normgrow.study.envelope import ENVELOPE, ladder_lines, mark
 from normgrow.study.figures import dose_response
 from normgrow.study.fits import MIN_BUDGETS
 from normgrow.study.jobs import Job
@@ -71,11 +72,13 @@ def summarize(
     `status` the launcher's word on runs that did not finish; `lr_choice` the learning-rate pilot's choice
     (pilot.py), if the study ran one."""
     records, selection = select_lrs(study, read_runs(study, jobs, status))
+    if lr_choice and lr_choice.get(ENVELOPE):  # under envelope rates: each bracket's chosen rate kept
+        records = mark(records, lr_choice[ENVELOPE])
     write_results([r.row() for r in records], out / "results.csv")
     kept = [r for r in records if r.kept]  # an arm's chosen learning rate only
     agg = aggregate(study, kept)
     measures = study_measures(kept)
-    claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice)
+    claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice, study)
     rivals = rival_claims(study.rivals, study.claims, measures)
     doses = {j.arm: j.cfg.model.boundary_scale for j in jobs}
     dose = (
@@ -153,7 +156,9 @@ def summarize_sweep(
     if study.budgets:
         lines, heads = _ladder_report(study, subs, out, plots)
         at_end = lines.index("## Reproduce") if "## Reproduce" in lines else len(lines)
-        lines[at_end:at_end] = check_lines(lr_choice, study.budgets) + confirm_lines(lr_choice)
+        lines[at_end:at_end] = (
+            ladder_lines(lr_choice) + check_lines(lr_choice, study.budgets) + confirm_lines(lr_choice)
+        )
     else:
         lines, heads = _sweep_report(study, subs, out, plots)
     atomic.write_text(out / "report.md", "\n".join(lines) + "\n")

@@ -85,7 +85,7 @@ def test_device_hours_from_measured_throughput():
 def test_plan_of_the_coord_study_prints_each_budgets_tokens_per_parameter_and_not_the_pilots():
     """coord's student by hand: nine blocks of d_model 32 — q, o 32 × 32, k, v 32 × 16 (4 heads of 8, 2 KV heads),
     q/k norms of 8, SwiGLU 3 × 32 × 96, two norms of 32 — 111,312 parameters; a joint run trains 393,216 tokens at
-    budget 1. The pilot's and the confirmation's runs, at other budgets, are not listed."""
+    budget 1. The pilot's runs, at other budgets, are not listed."""
     student = 9 * (2 * 32 * 32 + 2 * 32 * 16 + 2 * 8 + 3 * 32 * 96 + 2 * 32)
     assert student == 111_312
     out = cli("plan", "coord", "--no-measure").stdout
@@ -97,7 +97,11 @@ def test_plan_of_the_coord_study_prints_each_budgets_tokens_per_parameter_and_no
         for b, lab in expect
     ]
     assert lines[0].startswith("  7.07: ")  # the paper's coordinate at budget 2
-    assert "then confirm" in cli("plan", "coord").stdout  # priced as a phase of its own, after the held-out budget
+    # the runs by hand: the pilot 4 arms × 3 rates (its check at its own budget skipped), 4 budgets × 4 arms × 5 seeds,
+    # and the envelope's r/2 and 2r of the 4 arms on its 2 seeds at each of the 4 budgets (its r is the seed's run)
+    plan = cli("plan", "coord").stdout
+    assert f"plan of study coord: {4 * 3 + 4 * 4 * 5 + 4 * 4 * 2 * 2} runs" in plan
+    assert "then held" in plan and "confirm" not in plan  # the held-out budget's brackets after the prediction
 
 
 def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
@@ -125,7 +129,9 @@ def test_plan_of_the_paper_study_offline():
     block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096 + 2 * 128
     params = 2 * 151936 * 4096 + 36 * block + 4096
     assert re.search(rf"teacher weights\s+{params * 2 / 2**30:.2f} GiB", out), out
-    assert "64 run(s)" in out and "8 data-parallel rank(s)" in out  # 36 + the pilot's 12 + the confirmation's 16
+    assert (
+        "64 run(s)" in out and "8 data-parallel rank(s)" in out
+    )  # 36 + the pilot's 12 + the brackets' r/2, 2r: 4 × 2 × 2
     assert re.search(r"device-hours, teacher online in every run: [\d,.]+", out)
     assert re.search(r"device-hours with the teacher cache .*: [\d,.]+", out)
     # both kinds by hand, vocabulary 151,936 > 65,536 (uint32 ids), float16 values: top-64 2·64 + 4·64 + 2 = 386
