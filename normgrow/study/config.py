@@ -196,7 +196,7 @@ class StudyConfig:
     must contain budget_scale, the reference budget whose report is the study's main one. Empty: no ladder."""
     holdout: float | None = None
     """A budget ladder's held-out budget: its largest, left out of the fits (limits.py). Its runs start only after the
-    fits of the other budgets (at least three) have written their prediction of it (prediction.json, hashed into
+    fits of the other budgets (at least four) have written their prediction of it (prediction.json, hashed into
     study.log); the report checks the prediction (the claim `extrapolation`). null: no held-out budget."""
     ladder: Literal["rungs", "branches", "direct"] = "rungs"
     """How a budget ladder's budgets are trained. `rungs`: each budget scales every stage and the warmup (the presets'
@@ -583,10 +583,10 @@ def validate_ladder(s: StudyConfig) -> None:
     h = s.holdout
     need(h is None or h == b[-1], "holdout", f"must be the ladder's largest budget ({b[-1]:g}), got {h}")
     need(
-        h is None or len(b) >= 4,
+        h is None or len(b) >= 5,
         "holdout",
-        f"the fits of the other budgets predict it: the curve has three parameters, so a ladder with a holdout needs "
-        f"at least three other budgets, got {len(b) - 1}",
+        f"the fits of the other budgets predict it: the curve has three parameters and a fit needs a fourth budget "
+        f"to show a miss, so a ladder with a holdout needs at least four other budgets, got {len(b) - 1}",
     )
 
 

@@ -33,13 +33,30 @@ from dataclasses import dataclass
 
 from normgrow.study.stats import t_quantile
 
-HUBER = 1e-3  # Huber's δ on log residuals (a relative error of 0.1% of L)
+HUBER = 1e-3  # Huber's δ on log residuals (a relative error of 0.1% of L) where no seed noise sets it
+HUBER_K = 1.345  # with seed noise: Huber's δ = HUBER_K × the pooled relative SE of a point (95% efficient if normal)
+LACK_ALPHA = 0.05  # a lack-of-fit F test below this p flags the fit
 ALPHA_MAX = 4.0  # α beyond 4 is a step, not a power law
 E_GRID = 60  # starting points: E on a grid from 0 to just below the smallest observed L ...
 REFINED = 3  # ... of which the best few are refined
 BOUND_TOL = 1e-6
 ALPHA_FLAT = 1e-3  # below it the fitted curve is a constant: E + A is resolved, E alone is not  # a parameter within this relative distance of a bound is on it
-MIN_BUDGETS = 3  # three parameters
+MIN_BUDGETS = 4  # three parameters, and a degree of freedom left to see the curve miss
+
+
+@dataclass(frozen=True)
+class Lack:
+    """The lack-of-fit F test of a mean curve: F = (Σ r² / (k − 3)) / s², r the log residuals at the k budgets and s²
+    the pooled variance of a budget's mean over seeds (relative, k(n − 1) degrees of freedom); p its upper tail. A
+    small p: the three-parameter law misses the points by more than their seed noise."""
+
+    F: float
+    dof: tuple[int, int]
+    p: float
+
+    @property
+    def flagged(self) -> bool:
+        return self.p < LACK_ALPHA
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,8 @@ class Fit:
     alpha: float | None = None
     why: str = ""
     cost: float | None = None  # the robust loss at the optimum (0 for a curve through every point)
+    floor: float = 0.0  # E's lower bound: the teacher's entropy on the validation set (val/ce ≥ H(p_T))
+    lack: Lack | None = None  # the lack-of-fit F test, where seed noise gives a pure error
 
     @property
     def ok(self) -> bool:
@@ -67,14 +86,19 @@ def power_law(budget: float, E: float, A: float, alpha: float) -> float:
     return E + A * budget**-alpha
 
 
-def fit_power_law(budgets: Sequence[float], losses: Sequence[float]) -> Fit:
-    """The robust fit of L(B) = E + A·B^−α to (budget, loss) points (module docstring), or why there is none.
-    A pure function of its numbers, remembered: a jackknife asks for the same fits once per statistic."""
-    return _fit(tuple(float(b) for b in budgets), tuple(float(v) for v in losses))
+def fit_power_law(
+    budgets: Sequence[float], losses: Sequence[float], floor: float = 0.0, noise: tuple[float, int] | None = None
+) -> Fit:
+    """The robust fit of L(B) = E + A·B^−α to (budget, loss) points (module docstring), or why there is none. E lies
+    in [floor, min L] (`floor`: the teacher's entropy, below which no val/ce can go). `noise` = (s, dof): the pooled
+    relative SE of a point and its degrees of freedom, which sets Huber's scale (HUBER_K · s) and gives the
+    lack-of-fit F test; None: Huber's scale HUBER, no test. A pure function of its numbers, remembered: a jackknife
+    asks for the same fits once per statistic."""
+    return _fit(tuple(float(b) for b in budgets), tuple(float(v) for v in losses), float(floor), noise)
 
 
 @functools.lru_cache(maxsize=4096)
-def _fit(budgets: tuple[float, ...], losses: tuple[float, ...]) -> Fit:
+def _fit(budgets: tuple[float, ...], losses: tuple[float, ...], floor: float, noise: tuple[float, int] | None) -> Fit:
     import numpy as np
     from scipy.optimize import least_squares  # imported here: run processes never need scipy
 
@@ -86,6 +110,9 @@ def _fit(budgets: tuple[float, ...], losses: tuple[float, ...]) -> Fit:
     if not (np.all(np.isfinite(L)) and np.all(L > 0) and np.all(B > 0)):
         return Fit(why="a budget or loss is not a positive finite number")
     lmin, logB, logL = float(L.min()), np.log(B), np.log(L)
+    if floor >= lmin:
+        return Fit(why=f"the smallest val/ce {lmin:.4f} is not above the floor {floor:.4f} (the teacher's entropy)")
+    scale = HUBER if noise is None or noise[0] <= 0 else HUBER_K * noise[0]
 
     def residuals(x):
         return np.log(x[0] + np.exp(x[1]) * B ** -x[2]) - logL
@@ -95,13 +122,13 @@ def _fit(budgets: tuple[float, ...], losses: tuple[float, ...]) -> Fit:
         d = x[0] + p
         return np.stack([1 / d, p / d, -p * logB / d], axis=1)
 
-    lo, hi = np.array([0.0, -50.0, 0.0]), np.array([lmin, 50.0, ALPHA_MAX])
+    lo, hi = np.array([floor, -50.0, 0.0]), np.array([lmin, 50.0, ALPHA_MAX])
     best = None
-    for x0 in starts(B, L):
+    for x0 in starts(B, L, floor, scale):
         try:
             r = least_squares(
                 residuals, np.clip(x0, lo + 1e-12, hi - 1e-12), jac=jacobian, bounds=(lo, hi), loss="huber",
-                f_scale=HUBER, xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000,
+                f_scale=scale, xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000,
             )  # fmt: skip
         except (ValueError, FloatingPointError):
             continue
@@ -110,38 +137,89 @@ def _fit(budgets: tuple[float, ...], losses: tuple[float, ...]) -> Fit:
     if best is None:
         return Fit(why="the fit did not converge from any starting point")
     E, logA, alpha = (float(v) for v in best.x)
+    cost, lack = float(best.cost), lack_of_fit(best.fun, noise)
+    why = ""
     if E >= lmin * (1 - BOUND_TOL):
-        return Fit(why="E sits on its upper bound, the smallest observed val/ce: the curve has not bent enough to show "
-                   "an asymptote below the data", cost=float(best.cost))  # fmt: skip
-    if E <= lmin * BOUND_TOL:
-        return Fit(why="E sits on its lower bound 0: no asymptote above zero is resolved", cost=float(best.cost))
-    if alpha >= ALPHA_MAX * (1 - BOUND_TOL):
-        return Fit(why=f"α sits on its upper bound {ALPHA_MAX:g}", cost=float(best.cost))
-    if alpha <= ALPHA_FLAT:
-        return Fit(why=f"α ≤ {ALPHA_FLAT:g}: the curve is flat over the data, E and A are not told apart",
-                   cost=float(best.cost))  # fmt: skip
-    return Fit(E, math.exp(logA), alpha, cost=float(best.cost))
+        why = ("E sits on its upper bound, the smallest observed val/ce: the curve has not bent enough to show an "
+               "asymptote below the data")  # fmt: skip
+    elif E - floor <= lmin * BOUND_TOL:
+        why = (
+            f"E sits on its floor {floor:.4f}, the teacher's entropy: the law would put the asymptote below what any "
+            "student can reach"
+            if floor > 0
+            else "E sits on its lower bound 0: no asymptote above zero is resolved"
+        )
+    elif alpha >= ALPHA_MAX * (1 - BOUND_TOL):
+        why = f"α sits on its upper bound {ALPHA_MAX:g}"
+    elif alpha <= ALPHA_FLAT:
+        why = f"α ≤ {ALPHA_FLAT:g}: the curve is flat over the data, E and A are not told apart"
+    if why:
+        return Fit(why=why, cost=cost, floor=floor, lack=lack)
+    return Fit(E, math.exp(logA), alpha, cost=cost, floor=floor, lack=lack)
 
 
-def starts(B, L) -> list:
-    """Starting points (E, log A, α) for the fit: at each E of a grid from 0 to 0.9999 × min L (denser near min L,
-    where a curve that barely bends puts it), log A and α from the ordinary least-squares line through
-    log(L − E) = log A − α log B; the REFINED of them with the lowest robust loss."""
+def lack_of_fit(residuals, noise: tuple[float, int] | None) -> Lack | None:
+    """The lack-of-fit F test (Lack) from the fit's log residuals and the pooled noise (s, its dof); None without
+    noise or without a degree of freedom beyond the three parameters."""
+    k = len(residuals)
+    if noise is None or noise[0] <= 0 or noise[1] < 1 or k <= 3:
+        return None
+    from scipy.stats import f as f_dist
+
+    F = float(sum(float(r) ** 2 for r in residuals) / (k - 3) / noise[0] ** 2)
+    return Lack(F, (k - 3, noise[1]), float(f_dist.sf(F, k - 3, noise[1])))
+
+
+def starts(B, L, floor: float = 0.0, scale: float = HUBER) -> list:
+    """Starting points (E, log A, α) for the fit: at each E of a grid from the floor to 0.9999 of the way to min L
+    (denser near min L, where a curve that barely bends puts it), log A and α from the ordinary least-squares line
+    through log(L − E) = log A − α log B; the REFINED of them with the lowest robust loss (Huber's scale `scale`)."""
     import numpy as np
 
     lmin, logB, logL = float(L.min()), np.log(B), np.log(L)
-    Es = lmin * (1 - np.geomspace(1, 1e-4, E_GRID))
+    Es = floor + (lmin - floor) * (1 - np.geomspace(1, 1e-4, E_GRID))
     X = np.stack([np.ones_like(logB), -logB], axis=1)
     coef = np.linalg.lstsq(X, np.log(L[None, :] - Es[:, None]).T, rcond=None)[0].T  # (grid, 2): log A, α
     alpha = np.clip(coef[:, 1], 1e-3, ALPHA_MAX - 1e-3)
     r = np.abs(np.log(Es[:, None] + np.exp(coef[:, :1]) * B[None, :] ** -alpha[:, None]) - logL)
-    cost = np.where(r <= HUBER, 0.5 * r * r, HUBER * r - 0.5 * HUBER**2).sum(axis=1)
+    cost = np.where(r <= scale, 0.5 * r * r, scale * r - 0.5 * scale**2).sum(axis=1)
     return [np.array([Es[i], coef[i, 0], alpha[i]]) for i in np.argsort(cost)[:REFINED]]
 
 
 # ----------------------------------------------------------------------------- across seeds
 
+
 Curves = dict[int, dict[float, float]]  # seed → budget → final val/ce of one arm
+
+
+class Floored(dict[int, dict[float, float]]):
+    """Curves that carry the floor their fits respect (`floor`: the teacher's entropy on the validation set; plain
+    Curves have none, 0)."""
+
+    floor: float = 0.0
+
+
+def with_floor(curves: Curves, floor: float) -> Curves:
+    out = Floored(curves)
+    out.floor = floor
+    return out
+
+
+def noise(
+    curves: dict[int, dict[float, float]], seeds: Sequence[int], budgets: Sequence[float]
+) -> tuple[float, int] | None:
+    """The pooled relative standard error of a budget's mean over `seeds` (each budget's sample variance of
+    log val/ce over the seeds, pooled, over n), with its k(n − 1) degrees of freedom; None with one seed."""
+    n = len(seeds)
+    if n < 2:
+        return None
+    ss = 0.0
+    for b in budgets:
+        logs = [math.log(curves[s][b]) for s in seeds]
+        m = sum(logs) / n
+        ss += sum((v - m) ** 2 for v in logs)
+    dof = len(budgets) * (n - 1)
+    return math.sqrt(ss / dof / n), dof
 
 
 def complete_seeds(curves: Sequence[Curves], budgets: Sequence[float]) -> list[int]:
@@ -153,8 +231,10 @@ def complete_seeds(curves: Sequence[Curves], budgets: Sequence[float]) -> list[i
 
 
 def mean_fit(curves: Curves, seeds: Sequence[int], budgets: Sequence[float]) -> Fit:
-    """The fit of the mean over `seeds` at each budget."""
-    return fit_power_law(list(budgets), [sum(curves[s][b] for s in seeds) / len(seeds) for b in budgets])
+    """The fit of the mean over `seeds` at each budget, above the curves' floor, Huber's scale and the lack-of-fit
+    test from the seeds' noise."""
+    means = [sum(curves[s][b] for s in seeds) / len(seeds) for b in budgets]
+    return fit_power_law(list(budgets), means, getattr(curves, "floor", 0.0), noise(curves, seeds, budgets))
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,11 @@ resolved from 0, when Fieller's interval is unbounded). The same reading compare
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from normgrow.config import ModelConfig
+from normgrow.config import ModelConfig, RunConfig
 from normgrow.study.config import StudyConfig, arms_at
 from normgrow.study.contrasts import contrast
 from normgrow.study.record import RunRecord
@@ -457,3 +458,81 @@ def ladder_report_lines(
         ),
     ]
     return L
+
+
+# ----------------------------------------------------------------------------- the curriculum's shape per budget
+
+CONTINUED = "continued training at full depth"
+
+
+def below_full_depth(cfg: RunConfig) -> float | None:
+    """The share of a run's planned training tokens trained below its full depth (None: one stage, a joint run)."""
+    stages = cfg.curriculum.stages
+    if len(stages) < 2:
+        return None
+    full, total = max(s.n_layer for s in stages), sum(s.tokens for s in stages)
+    return sum(s.tokens for s in stages if s.n_layer < full) / total if total > 0 else None
+
+
+def continued_arms(study: StudyConfig, cfgs: dict[str, RunConfig]) -> dict[str, float]:
+    """The grow arms of one budget of a branch (or direct) ladder whose curriculum lost its shape: above the ladder's
+    smallest budget its stages before the last keep the smallest budget's length (jobs.continued), so the arm is
+    continued training at full depth; {arm: share of its tokens below full depth}. Empty for separate rungs (every
+    stage scaled: the shape kept) and at the smallest budget."""
+    if study.ladder_base is None or study.budget_scale <= study.ladder_base:
+        return {}
+    return {arm: x for arm, cfg in cfgs.items() if (x := below_full_depth(cfg)) is not None}
+
+
+def shape_gate(claims: list[Claim], section: dict, continued: dict[str, float]) -> list[Claim]:
+    """The claims with every verdict that reads a continued grow arm replaced by "not tested": it is not the paper's
+    curriculum at this budget (its share below full depth named)."""
+    if not continued:
+        return claims
+    out = []
+    for c in claims:
+        hit = sorted(claim_arms(section, c.key) & set(continued)) if c.key else []
+        if hit and c.verdict != NOT_TESTED:
+            shown = ", ".join(f"{a} ({continued[a]:.1%} of tokens below full depth)" for a in hit)
+            c = dataclasses.replace(
+                c,
+                verdict=NOT_TESTED,
+                holm=NOT_TESTED,
+                p=None,
+                sentence=c.sentence + f" Not read as the paper's curriculum: {shown} is {CONTINUED} at this budget.",
+            )
+        out.append(c)
+    return out
+
+
+def shape_lines(study: StudyConfig, shares: list[tuple[float, dict[str, float | None]]]) -> list[str]:
+    """A ladder report's table of each grow arm's share of tokens below full depth at every budget, and, in a branch
+    ladder, which budgets run it as continued training at full depth (no claim reads it there)."""
+    arms = list(dict.fromkeys(a for _, per in shares for a, x in per.items() if x is not None))
+    if not arms:
+        return []
+    branch = study.ladder != "rungs"
+    L = [
+        "## The curriculum's shape per budget",
+        "",
+        "Each grow arm's planned share of training tokens below its full depth, per budget. "
+        + (
+            f"This is a {study.ladder} ladder: above its smallest budget the stages before the last keep that budget's "
+            f"length, so a grow arm there is *{CONTINUED}* — not the curriculum the paper grows — and no claim reads "
+            "it (its claims read *not tested* at those budgets)."
+            if branch
+            else "Separate rungs scale every stage: the curriculum keeps its proportions at every budget."
+        ),
+        "",
+        "| arm | " + " | ".join(f"budget {b:g}" for b, _ in shares) + " |",
+        "|---|" + "---|" * len(shares),
+    ]
+    base = study.budgets[0] if study.budgets else None
+    for arm in arms:
+        cells = []
+        for b, per in shares:
+            x = per.get(arm)
+            tag = f" ({CONTINUED})" if branch and x is not None and base is not None and b > base else ""
+            cells.append("—" if x is None else f"{x:.1%}{tag}")
+        L.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return L + [""]

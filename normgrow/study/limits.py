@@ -53,11 +53,13 @@ from normgrow.study.fits import (
     jackknife,
     mean_fit,
     predict,
+    with_floor,
 )
 from normgrow.study.record import RunRecord
 from normgrow.study.stats import estimate
 from normgrow.study.verdicts import (
     CONTRADICTED,
+    DESCRIPTIVE,
     NOT_TESTED,
     ROLES,
     SUPPORTED,
@@ -79,14 +81,18 @@ NOT_INFORMATIVE = "not informative"
 
 
 def curves_of(by_budget: list[tuple[float, list[RunRecord]]]) -> dict[str, Curves]:
-    """arm → seed → budget → final val/ce, from each budget's kept records (an arm's chosen rate, finished runs)."""
+    """arm → seed → budget → final val/ce, from each budget's kept records (an arm's chosen rate, finished runs),
+    each arm's curves carrying the floor its fits respect: the teacher's entropy on the validation set (the largest
+    the runs record; every run of a ladder reads the same set), 0 where none is recorded."""
     out: dict[str, Curves] = {}
+    floor = 0.0
     for budget, records in by_budget:
         for r in records:
             v = r.value("val_ce") if r.ok else None
             if v is not None:
                 out.setdefault(r.arm, {}).setdefault(r.seed, {})[budget] = v
-    return out
+                floor = max(floor, r.value("val_teacher_entropy") or 0.0)
+    return {arm: with_floor(c, floor) for arm, c in out.items()}
 
 
 @dataclass
@@ -147,7 +153,7 @@ def fit_limits(study: StudyConfig, curves: dict[str, Curves]) -> Limits:
             jackknife(seeds, arm_stat(c, budgets, lambda f: f.A)),
             jackknife(seeds, arm_stat(c, budgets, lambda f: f.alpha)),
             jackknife(seeds, arm_stat(c, budgets, at_budget(far))),
-            {s: fit_power_law(budgets, [c[s][b] for b in budgets]) for s in seeds},
+            {s: fit_power_law(budgets, [c[s][b] for b in budgets], getattr(c, "floor", 0.0)) for s in seeds},
         )
     contrasts = {}
     for name, (a, b) in study.contrasts.items():
@@ -390,19 +396,19 @@ def register_limit_claim(
 
 
 def limit_claims(study: StudyConfig, limits: Limits, gate: Claim) -> list[Claim]:
-    """The registered limit claims' verdicts (Holm across them); each *not informative* unless the gate holds."""
+    """The registered limit claims, descriptive: each number with its interval and what its rule alone would read,
+    no verdict (outside Holm and the headline's counts). A fitted asymptote is the limit of one ladder's recipe under
+    a three-parameter law, and a law extrapolated is evidence only of the trend it predicted (`extrapolation`)."""
     claims = evaluate_claims(study.claims, limits, registry=LIMIT_CLAIMS)  # type: ignore[arg-type]
-    if gate.verdict == SUPPORTED:
-        return claims
-    why = f"extrapolation is {gate.verdict}"
     return [
         c
-        if c.verdict == NOT_TESTED or c.n < 2  # nothing read from an interval: nothing to call uninformative
+        if c.verdict == NOT_TESTED or c.n < 2  # nothing read from an interval
         else replace(
             c,
-            verdict=NOT_INFORMATIVE,
-            holm=NOT_INFORMATIVE,
-            sentence=f"{c.sentence} Not informative ({why}); the interval alone would read {c.verdict}.",
+            verdict=DESCRIPTIVE,
+            holm=DESCRIPTIVE,
+            kind="descriptive",
+            sentence=f"{c.sentence} Descriptive (extrapolation {gate.verdict}); its rule alone would read {c.verdict}.",
         )
         for c in claims
     ]
@@ -431,13 +437,25 @@ def _plain(r: Resampled, nd: int = 4) -> str:
 
 DEFINITION = (
     "Each arm's final val/ce against the budget scale B (a multiple of the study's budget), L(B) = E + A·B^−α, "
-    "fitted to the mean over seeds at each fitted budget by least squares on log residuals with Huber's loss "
-    "(δ = 0.001), from several starting points, E bounded in [0, the smallest observed L], α in [0, 4]; a fit whose E "
-    "or α ends on a bound has no numbers. Intervals (95%) are the delete-one jackknife over seeds with a t quantile, "
+    "fitted to the mean over seeds at each fitted budget (at least four) by least squares on log residuals with "
+    "Huber's loss (δ = 1.345 × the pooled relative standard error of a budget's mean over seeds; 0.001 with one "
+    "seed), from several starting points, E bounded in [H(p_T), the smallest observed L] — val/ce = H(p_T) + KL "
+    "cannot go below the teacher's entropy on the validation set — and α in [0, 4]; a fit whose E or α ends on a "
+    "bound has no numbers. *Lack of fit*: the F test of the residuals against the seeds' pure error (its p; bold "
+    "below 0.05: the law misses the points by more than their noise). E, ΔE and the values far out are descriptive. Intervals (95%) are the delete-one jackknife over seeds with a t quantile, "
     "a seed being the unit of every arm it runs (contrasts paired). E is where the curve goes as the budget grows "
     'under this ladder\'s recipe ("Budgets", above: every stage scaled, or continued training at full depth): the '
     "limit of that recipe, not a property of the placement alone (rules: normgrow/study/fits.py, limits.py)."
 )
+
+
+def lack_cell(f: Fit) -> str:
+    """The lack-of-fit test's cell: F (dof), p, bold where it flags; why there is none."""
+    if f.lack is None:
+        return "— (one seed, or no degree of freedom)"
+    k = f.lack
+    text = f"F = {k.F:.2f} ({k.dof[0]}, {k.dof[1]}), p = {k.p:.3g}"
+    return f"**{text}**" if k.flagged else text
 
 
 def limits_lines(
@@ -449,12 +467,13 @@ def limits_lines(
     held = f"; held out: {limits.holdout:g}" if limits.holdout is not None else "; no held-out budget"
     L = ["## At the limit: fitted budget curves", "",
          f"Fitted budgets: {', '.join(f'{b:g}' for b in limits.budgets)}{held}. {DEFINITION}", "",
-         f"| arm | seeds | E | A | α | L̂ at budget {far} | per-seed E | note |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+         f"| arm | seeds | E | A | α | L̂ at budget {far} | lack of fit | per-seed E | note |",
+         "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for arm, f in limits.arms.items():
         per = ", ".join(f"{p.E:.4f}" if p.ok and p.E is not None else "—" for p in f.per_seed.values()) or "—"
         note = f.fit.why or "; ".join(f"seed {s}: {p.why}" for s, p in f.per_seed.items() if not p.ok) or ""
         L.append(f"| {arm} | {len(f.seeds)} | {_plain(f.E)} | {_plain(f.A)} | {_plain(f.alpha, 3)} | "
-                 f"{_plain(f.far)} | {per} | {note} |")  # fmt: skip
+                 f"{_plain(f.far)} | {lack_cell(f.fit)} | {per} | {note} |")  # fmt: skip
     L += ["", f"| contrast | ΔE = E[b] − E[a] | Δ at budget {far} |", "|---|---|---|"]
     for name, cl in limits.contrasts.items():
         L.append(f"| {name} ({cl.b} − {cl.a}) | {_interval(cl.dE)} | {_interval(cl.far)} |")
@@ -473,8 +492,9 @@ def limits_lines(
         L.append("")
     L += [f"- **extrapolation: {gate.verdict}** — {gate.sentence}", ""]
     L += ["### Claims at the limit", "",
-          "Judged by the same rules as the study's claims, from the jackknife values of each statistic (Holm across "
-          "these claims); *not informative* unless extrapolation is supported.", "",
+          "Descriptive: each number with its jackknife interval and what the study's rule alone would read; no "
+          "verdict, outside Holm's family and the headline (a fitted asymptote is the limit of this recipe under a "
+          "three-parameter law, not a measurement).", "",
           "| claim | the paper says | verdict | Holm | reading |", "|---|---|---|---|---|"]  # fmt: skip
     for c in claims:
         L.append(f"| {c.key} | {c.paper} | **{c.verdict}** | {c.holm} | {c.sentence} |")
@@ -485,5 +505,5 @@ def limits_headline(gate: Claim, claims: list[Claim]) -> list[str]:
     """The headline's lines: the gate and every tested limit claim's verdict."""
     if gate.verdict == NOT_TESTED and all(c.verdict == NOT_TESTED for c in claims):
         return []
-    tested = [f"{c.key} {c.verdict}" for c in claims if c.verdict != NOT_TESTED]
-    return [f"at the limit: extrapolation {gate.verdict}" + (f"; {', '.join(tested)}" if tested else "")]
+    read = [c.key for c in claims if c.kind == "descriptive"]
+    return [f"at the limit: extrapolation {gate.verdict}" + (f"; {', '.join(read)} descriptive" if read else "")]

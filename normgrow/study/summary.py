@@ -18,7 +18,16 @@ from normgrow.study.envelope import ENVELOPE, ladder_lines, mark
 from normgrow.study.figures import dose_response
 from normgrow.study.fits import MIN_BUDGETS
 from normgrow.study.jobs import Job
-from normgrow.study.ladder import ladder_headline, ladder_report_lines, ladder_rung, reference_title
+from normgrow.study.ladder import (
+    below_full_depth,
+    continued_arms,
+    ladder_headline,
+    ladder_report_lines,
+    ladder_rung,
+    reference_title,
+    shape_gate,
+    shape_lines,
+)
 from normgrow.study.limit_figures import limit_figures
 from normgrow.study.limits import (
     curves_of,
@@ -79,6 +88,7 @@ def summarize(
     agg = aggregate(study, kept)
     measures = study_measures(kept)
     claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice, study)
+    claims = shape_gate(claims, study.claims, continued_arms(study, {j.arm: j.cfg for j in jobs}))
     rivals = rival_claims(study.rivals, study.claims, measures)
     doses = {j.arm: j.cfg.model.boundary_scale for j in jobs}
     dose = (
@@ -156,8 +166,12 @@ def summarize_sweep(
     if study.budgets:
         lines, heads = _ladder_report(study, subs, out, plots)
         at_end = lines.index("## Reproduce") if "## Reproduce" in lines else len(lines)
+        shares = [(sub.budget_scale, {j.arm: below_full_depth(j.cfg) for j in jobs}) for sub, _, jobs in plan]
         lines[at_end:at_end] = (
-            ladder_lines(lr_choice) + check_lines(lr_choice, study.budgets) + confirm_lines(lr_choice)
+            shape_lines(study, shares)
+            + ladder_lines(lr_choice)
+            + check_lines(lr_choice, study.budgets)
+            + confirm_lines(lr_choice)
         )
     else:
         lines, heads = _sweep_report(study, subs, out, plots)

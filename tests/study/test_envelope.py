@@ -160,7 +160,11 @@ def test_a_ladders_check_at_the_pilots_own_budget_is_skipped_with_its_note():
     from normgrow.study.config import load_study
     from normgrow.study.pilot import check_budget, check_lines, check_skipped
 
-    coord = load_study("coord")
+    import dataclasses
+
+    # session 21's coord: budgets 0.25, 0.5, 1 fitted, 2 held out, the pilot at half the reference budget 1
+    coord = dataclasses.replace(load_study("coord"), budgets=[0.25, 0.5, 1, 2], holdout=2, budget_scale=1)
+    coord = dataclasses.replace(coord, lr_pilot=dataclasses.replace(coord.lr_pilot, budget_scale=0.5))
     assert check_budget(coord) == coord.budget_scale * coord.lr_pilot.budget_scale == 0.5
     note = check_skipped(coord)
     assert note is not None and "the pilot's own (0.5)" in note

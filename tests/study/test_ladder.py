@@ -1,6 +1,7 @@
 """Budget ladders: validation, the retention label's rule, the retention ratio against the definition of Fieller's
 interval, and a micro ladder end to end (its budgets' sub-studies, its report, resume and extension)."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -494,3 +495,43 @@ def test_a_moved_rate_trains_each_budget_at_the_nearest_pilot_points_choice(tmp_
     # a check whose run did not finish (held undetermined) moves nothing
     choice["arms"]["a"]["check"] = {"chosen": None, "held": None}
     assert moved(choice) == [] and choice_at(choice, 4.0)["arms"]["a"]["chosen"] == 4e-3
+
+
+def test_a_branch_ladders_grow_arm_is_labelled_continued_and_no_paper_claim_reads_it():
+    """The grow preset's three equal stages (3, 6, 9 blocks of 131,072 tokens) train 2/3 of their tokens below full
+    depth. A branch ladder with smallest budget 0.5 keeps the first two stages at 0.5 × 131,072 each at budget 4 and
+    stretches the last to the total 4 × 393,216: 131,072 / 1,572,864 = 1/12 = 8.3 % below full depth. At that budget
+    every claim reading a grow arm reads not tested, its share named; joint_gap keeps its verdict. Separate rungs
+    scale every stage (2/3 at every budget) and gate nothing; nor does the branch ladder's smallest budget."""
+    from test_paper import ROLES, study
+
+    from normgrow.config import load_config
+    from normgrow.study.config import ArmConfig, StudyConfig
+    from normgrow.study.jobs import continued, scale_budget
+    from normgrow.study.ladder import CONTINUED, below_full_depth, continued_arms, shape_gate, shape_lines
+    from normgrow.study.verdicts import NOT_TESTED, evaluate_claims
+
+    grow, joint = load_config("grow"), load_config("joint")
+    assert below_full_depth(scale_budget(grow, 4)) == pytest.approx(2 / 3)
+    assert below_full_depth(joint) is None
+    at4 = continued(grow, 4, 0.5)
+    assert below_full_depth(at4) == pytest.approx(131_072 / (4 * 393_216)) == pytest.approx(1 / 12)
+    roles = dict(ROLES)
+    rung = StudyConfig(
+        arms={a: ArmConfig() for a in ("pj", "qj", "pg", "qg")}, claims=roles, budget_scale=4, ladder="branches",
+        ladder_base=0.5,
+    )  # fmt: skip
+    cfgs = {"pj": joint, "qj": joint, "pg": at4, "qg": at4}
+    shares = continued_arms(rung, cfgs)
+    assert shares == {"pg": pytest.approx(1 / 12), "qg": pytest.approx(1 / 12)}
+    claims = {c.key: c for c in shape_gate(evaluate_claims(roles, study(0.0004, -0.0328)), roles, shares)}
+    for key in ("grow_gap", "interaction", "grow_vs_joint"):
+        assert claims[key].verdict == claims[key].holm == NOT_TESTED, key
+        assert "8.3% of tokens below full depth" in claims[key].sentence and CONTINUED in claims[key].sentence
+    assert claims["joint_gap"].verdict == "supported"
+    assert continued_arms(dataclasses.replace(rung, ladder="rungs", ladder_base=None), cfgs) == {}
+    assert continued_arms(dataclasses.replace(rung, budget_scale=0.5), cfgs) == {}
+    ladder = StudyConfig(arms=rung.arms, budgets=[0.5, 4], budget_scale=4, ladder="branches")
+    small = {"pg": below_full_depth(scale_budget(grow, 0.5)), "pj": None}
+    lines = shape_lines(ladder, [(0.5, small), (4, {"pg": 1 / 12, "pj": None})])
+    assert f"| pg | 66.7% | 8.3% ({CONTINUED}) |" in lines

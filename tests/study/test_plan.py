@@ -90,18 +90,16 @@ def test_plan_of_the_coord_study_prints_each_budgets_tokens_per_parameter_and_no
     assert student == 111_312
     out = cli("plan", "coord", "--no-measure").stdout
     lines = out.split("training tokens per non-embedding parameter")[1].split("\ndevice-hours")[0].splitlines()[1:]
-    expect = [(2, "b2"), (1, "b1"), (0.5, "b0.5"), (0.25, "b0.25")]
+    expect = [(4, "b4"), (2, "b2"), (1, "b1")]
     assert lines == [
         f"  {b * 393_216 / student:.2f}: "
         + ", ".join(f"{lab}/{a}" for a in ("pre-joint", "post-joint", "pre-grow", "post-grow"))
         for b, lab in expect
     ]
-    assert lines[0].startswith("  7.07: ")  # the paper's coordinate at budget 2
-    # the runs by hand: the pilot 4 arms × 3 rates (its check at its own budget skipped), 4 budgets × 4 arms × 5 seeds,
-    # and the envelope's r/2 and 2r of the 4 arms on its 2 seeds at each of the 4 budgets (its r is the seed's run)
-    plan = cli("plan", "coord").stdout
-    assert f"plan of study coord: {4 * 3 + 4 * 4 * 5 + 4 * 4 * 2 * 2} runs" in plan
-    assert "then held" in plan and "confirm" not in plan  # the held-out budget's brackets after the prediction
+    assert lines[1].startswith("  7.07: ")  # the paper's coordinate at budget 2
+    # the runs by hand: the pilot 4 arms × 3 rates, 3 budgets × 4 arms × 8 seeds, and the envelope's r/2 and 2r of the
+    # 4 arms on its 2 seeds at each of the 3 budgets (its r is the seed's own run)
+    assert f"plan of study coord: {4 * 3 + 3 * 4 * 8 + 3 * 4 * 2 * 2} runs" in out and "confirm" not in out
 
 
 def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
