@@ -412,6 +412,7 @@ def ladder_report_lines(
     regime: Sequence[str] = (),
     dose: Sequence[str] = (),
     limits: Sequence[str] = (),
+    multiplier: Sequence[str] = (),
 ) -> list[str]:
     """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
     table over the budgets and its retention ratios, the claims by budget, the dose–response section over every
@@ -440,6 +441,7 @@ def ladder_report_lines(
     L += ["## Headline", ""]
     L += [f"- {line}" for line in ladder_headline(study, rungs)] + [""]
     L += interaction_section(rungs)
+    L += list(multiplier)  # the compute multiplier per curriculum and budget (multiplier.py)
     L += coordinate_section(rungs, float(study.claims.get("margin", MARGIN.default)))
     for name in study.contrasts:
         L += contrast_section(study, name, rungs)

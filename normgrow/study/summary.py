@@ -40,6 +40,7 @@ from normgrow.study.limits import (
 )
 from normgrow.study.measures import Measures
 from normgrow.study.mechanism import dose_claims
+from normgrow.study.multiplier import multiplier_lines
 from normgrow.study.pilot import check_lines, choice_at, confirm_lines, rate_gate
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
@@ -211,9 +212,19 @@ def _ladder_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) 
     write_regime(study, checks, out)
     by_budget = [(p.coords[0], d.measures) for p, _, _, d in subs]
     dose = dose_section(dose_response(study.claims, by_budget, out / "plots") if plots else None)
-    limit_lines, limit_heads = _limits(study, [(p.coords[0], d.kept) for p, _, _, d in subs], out, plots)
+    by_kept = [(p.coords[0], d.kept) for p, _, _, d in subs]
+    limit_lines, limit_heads = _limits(study, by_kept, out, plots)
+    curves, roles = curves_of(by_kept), study.claims
+    pairs = {
+        name: (curves.get(roles[f"pre_{name}"], {}), curves.get(roles[f"post_{name}"], {}))
+        for name in ("joint", "grow")
+        if isinstance(roles.get(f"pre_{name}"), str) and isinstance(roles.get(f"post_{name}"), str)
+    }
+    multiplier = multiplier_lines(pairs, [p.coords[0] for p, _, _, _ in subs])
     return (
-        ladder_report_lines(study, rungs, reference_claims, regime_section(study, checks), dose, limit_lines),
+        ladder_report_lines(
+            study, rungs, reference_claims, regime_section(study, checks), dose, limit_lines, multiplier
+        ),
         ladder_headline(study, rungs) + limit_heads + headline_line(checks),
     )
 

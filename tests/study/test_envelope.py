@@ -157,10 +157,10 @@ def test_bad_envelope_input_is_one_line_naming_the_field(tmp_path, over, needle)
 
 
 def test_a_ladders_check_at_the_pilots_own_budget_is_skipped_with_its_note():
+    import dataclasses
+
     from normgrow.study.config import load_study
     from normgrow.study.pilot import check_budget, check_lines, check_skipped
-
-    import dataclasses
 
     # session 21's coord: budgets 0.25, 0.5, 1 fitted, 2 held out, the pilot at half the reference budget 1
     coord = dataclasses.replace(load_study("coord"), budgets=[0.25, 0.5, 1, 2], holdout=2, budget_scale=1)

@@ -250,7 +250,7 @@ def test_a_bad_holdout_is_one_line_naming_it(tmp_path):
     path.write_text("name: bad\nbase: tiny\narms: {a: {}}\nbudgets: [0.25, 0.5, 1, 2, 4]\n")
     for over, msg in (
         (["holdout=2"], "must be the ladder's largest budget"),
-        (["budgets=[0.5, 1, 2]", "holdout=2"], "at least three other budgets"),
+        (["budgets=[0.25, 0.5, 1, 2]", "holdout=2"], "at least four other budgets, got 3"),
         (["budgets=[]", "holdout=2"], "set `budgets` too"),
         (["holdout=nan"], "holdout"),
     ):

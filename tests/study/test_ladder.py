@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy.stats import t as student_t
 from test_runner import T95_DF1, results, write_study
@@ -366,7 +367,7 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
         {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
         launcher="inline",
         extra="contrasts: {gap: [pre, post]}\nclaims: {pre_joint: pre, post_joint: post}\n"
-        "budgets: [0.25, 0.5, 1, 2]\nholdout: 2\n",
+        "budgets: [0.125, 0.25, 0.5, 1, 2]\nholdout: 2\n",
     )
     out = tmp_path / "ladder"
     proc = cli("study", spec, "-o", out, "--no-progress")
@@ -379,7 +380,7 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
     assert held and min(p.stat().st_mtime for p in held) >= written  # nothing of budget 2 before the prediction
     assert fitted and max(p.stat().st_mtime for p in fitted) <= written  # every fitted run finished before it
     record = json.loads((out / "prediction.json").read_text())
-    assert record["fitted_budgets"] == [0.25, 0.5, 1.0] and set(record["inputs"]) == {"pre", "post"}
+    assert record["fitted_budgets"] == [0.125, 0.25, 0.5, 1.0] and set(record["inputs"]) == {"pre", "post"}
     report = (out / "report.md").read_text()
     assert "## At the limit: fitted budget curves" in report and "**extrapolation: " in report
     assert "| joint_limit |" in report
@@ -511,7 +512,7 @@ def test_a_branch_ladders_grow_arm_is_labelled_continued_and_no_paper_claim_read
     from normgrow.study.ladder import CONTINUED, below_full_depth, continued_arms, shape_gate, shape_lines
     from normgrow.study.verdicts import NOT_TESTED, evaluate_claims
 
-    grow, joint = load_config("grow"), load_config("joint")
+    grow, joint = load_config("grow", ["train.schedule=wsd"]), load_config("joint", ["train.schedule=wsd"])
     assert below_full_depth(scale_budget(grow, 4)) == pytest.approx(2 / 3)
     assert below_full_depth(joint) is None
     at4 = continued(grow, 4, 0.5)
@@ -535,3 +536,31 @@ def test_a_branch_ladders_grow_arm_is_labelled_continued_and_no_paper_claim_read
     small = {"pg": below_full_depth(scale_budget(grow, 0.5)), "pj": None}
     lines = shape_lines(ladder, [(0.5, small), (4, {"pg": 1 / 12, "pj": None})])
     assert f"| pg | 66.7% | 8.3% ({CONTINUED}) |" in lines
+
+
+def test_the_compute_multiplier_by_hand():
+    """Pre-norm's curve 3.0, 2.8, 2.6 at budgets 1, 2, 4 — linear in log2 B, 0.2 per doubling. Post-norm at 2.9 at
+    budget 1 is reached by pre-norm half a doubling later: M = 2^0.5 = 1.414. Post-norm at 2.5 at budget 4 lies below
+    pre's whole curve: M > 4 / 4 = 1, beyond the ladder. Two seeds with pre's curve shifted by ±0.02 (post's
+    unchanged): per seed M = 2^(0.5 ∓ 0.1), geometric mean 2^0.5, its interval exp(t₁ · sd / √2) around it."""
+    from normgrow.study.multiplier import crossing, multiplier, multiplier_lines
+
+    pre = {0: {1.0: 3.0, 2.0: 2.8, 4.0: 2.6}}
+    post = {0: {1.0: 2.9, 2.0: 2.75, 4.0: 2.5}}
+    assert crossing(pre[0], 2.9) == pytest.approx(2**0.5)
+    assert crossing(pre[0], 2.5) == "above" and crossing(pre[0], 3.1) == "below"
+    m = multiplier(pre, post, 1.0)
+    assert m.value == pytest.approx(2**0.5) and m.lo is None and "one seed" in m.why
+    far = multiplier(pre, post, 4.0)
+    assert far.value is None and far.why.startswith("> 1 ")
+    pre2 = {s: {b: v + d for b, v in pre[0].items()} for s, d in ((0, -0.02), (1, 0.02))}
+    post2 = {0: post[0], 1: post[0]}
+    m2 = multiplier(pre2, post2, 1.0)
+    logs = [(0.5 - 0.1) * math.log(2), (0.5 + 0.1) * math.log(2)]  # −0.02 shifts the crossing 0.1 doublings earlier
+    half = student_t.ppf(0.975, 1) * np.std(logs, ddof=1) / math.sqrt(2)
+    assert m2.value == pytest.approx(2**0.5) and m2.n == 2
+    assert m2.lo == pytest.approx(math.exp(0.5 * math.log(2) - half))
+    assert m2.hi == pytest.approx(math.exp(0.5 * math.log(2) + half))
+    lines = multiplier_lines({"joint": (pre2, post2)}, [1.0, 2.0, 4.0])
+    assert lines[0] == "## Compute multiplier: the budget pre-norm needs to reach post-norm"
+    assert any(line.startswith("| 1 | 1.41 [") for line in lines)

@@ -338,3 +338,39 @@ claims: {pre_grow: pre, post_grow: post, pre_grow_renorm: renorm}
         assert "![dose_response](plots/dose_response.png)" in section
         assert "Descriptive: the boundary-scale ratio on the x axis is measured, not set" in section
         assert (where / "plots" / "dose_response.png").stat().st_size > 5_000
+
+
+def test_a_two_budget_ladder_reports_the_interaction_and_the_compute_multiplier_per_budget(tmp_path):
+    """A two-budget ladder written by hand (four core arms × two seeds): `normgrow report` prints, per budget, the
+    interaction (post-grow − pre-grow) − (post-joint − pre-joint) and each curriculum's compute multiplier, both read
+    back from report.md and checked by hand. val/ce: pre-joint 5.10 / 5.00 at budgets 1 / 2, post-joint 0.02 lower at
+    both; pre-grow 5.20 / 5.10, post-grow 0.06 lower; seed 1 adds 0.01 to every arm. Interaction −0.04 at both
+    budgets. Multiplier at budget 1, linear in log2 B: joint 2^(0.02 / 0.10) = 1.149, grow 2^(0.06 / 0.10) = 1.516;
+    at budget 2 post is below pre's whole curve: beyond the ladder (> 1)."""
+    out = tmp_path / "ladder"
+    out.mkdir()
+    (out / "study.yaml").write_text("""name: mult
+base: tiny
+seeds: [0, 1]
+budgets: [1, 2]
+arms: {pj: {}, qj: {}, pg: {}, qg: {}}
+contrasts: {joint_gap: [pj, qj], grow_gap: [pg, qg]}
+claims: {pre_joint: pj, post_joint: qj, pre_grow: pg, post_grow: qg}
+""")
+    base = {"pj": 5.10, "qj": 5.08, "pg": 5.20, "qg": 5.14}
+    for label, drop in (("b1", 0.0), ("b2", 0.10)):
+        for arm, ce in base.items():
+            for seed in (0, 1):
+                norm = "post" if arm.startswith("q") else "pre"
+                write_run(out / "budgets" / label / "runs" / f"{arm}-s{seed}", arm, seed, ce - drop + 0.01 * seed, norm)
+    cli("report", out)
+    report = (out / "report.md").read_text()
+    inter = report.split("## The interaction at every budget")[1].split("\n## ")[0]
+    for b in ("1", "2"):
+        row = next(line for line in inter.splitlines() if line.startswith(f"| {b} |"))
+        assert "-0.0400" in row, row
+    mult = report.split("## Compute multiplier: the budget pre-norm needs to reach post-norm")[1].split("\n## ")[0]
+    row1 = next(line for line in mult.splitlines() if line.startswith("| 1 |"))
+    assert f"{2**0.2:.3g} [" in row1 and f"{2**0.6:.3g} [" in row1, row1
+    row2 = next(line for line in mult.splitlines() if line.startswith("| 2 |"))
+    assert row2.count("> 1 (pre-norm does not reach post-norm's val/ce within the ladder)") == 2, row2
