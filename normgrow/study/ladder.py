@@ -413,6 +413,7 @@ def ladder_report_lines(
     dose: Sequence[str] = (),
     limits: Sequence[str] = (),
     multiplier: Sequence[str] = (),
+    opening: Sequence[str] = (),
 ) -> list[str]:
     """report.md of a ladder: the regime checks (`regime`, regime.py's section, first), the headline, per contrast its
     table over the budgets and its retention ratios, the claims by budget, the dose–response section over every
@@ -423,6 +424,7 @@ def ladder_report_lines(
     L = [
         f"# Budget ladder `{study.name}`",
         "",
+        *opening,
         f"{len(study.arms)} arms{restricted(study)} × {len(study.seeds)} seeds at budget scales "
         f"{', '.join(f'{b:g}' for b in study.budgets)}; base preset `{study.base}`. Each budget is a study of its own "
         "(`budgets/<label>/report.md`); the "

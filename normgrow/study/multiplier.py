@@ -99,3 +99,21 @@ def multiplier_lines(pairs: dict[str, tuple[Curves, Curves]], budgets: list[floa
     for b in budgets:
         L.append(f"| {b:g} | " + " | ".join(cell(multiplier(pre, post, b)) for pre, post in pairs.values()) + " |")
     return L + [""]
+
+
+def multiplier_sentence(pairs: dict[str, tuple[Curves, Curves]], budget: float) -> str:
+    """One line: each curriculum's M at `budget` (the reference budget of a ladder)."""
+    if not pairs:
+        return ""
+    cells = []
+    for name, (pre, post) in pairs.items():
+        m = multiplier(pre, post, budget)
+        if m.value is None:
+            cells.append(f"{name} {m.why}")
+        else:
+            ci = f" [{m.lo:.3g}, {m.hi:.3g}]" if m.lo is not None and m.hi is not None else ""
+            cells.append(f"{name} {m.value:.3g}{ci}")
+    return (
+        f"Compute multiplier at budget {budget:g} (the budget pre-norm needs to reach post-norm's val/ce, × B; > 1: "
+        "post ahead): " + "; ".join(cells) + "."
+    )

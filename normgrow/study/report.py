@@ -20,6 +20,7 @@ from normgrow.study.downstream import downstream_section
 from normgrow.study.envelope import ENVELOPE, envelope_lines
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
+from normgrow.study.overview import opening, overview_figure, study_lines
 from normgrow.study.pilot import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
@@ -517,6 +518,37 @@ def envelope_section(study: StudyConfig, all_rows: list[RunRecord], lr_choice: d
     return envelope_lines(env, shown)
 
 
+def rates_line(lr_choice: dict | None) -> str:
+    """One line on the rates the claims read: envelope (and the brackets that did not close), the pilot's, or none."""
+    if not lr_choice:
+        return "Rates: every arm at its own `train.lr` (no pilot): a verdict here may be about rates."
+    env = lr_choice.get(ENVELOPE)
+    if env:
+        open_ = [arm for arm, a in env["arms"].items() if not a["closed"]]
+        return "Rates: every core arm at its own best rate at this budget (envelope)" + (
+            f"; brackets not closed: {', '.join(open_)} (their claims read undetermined)." if open_ else
+            "; every bracket closed."
+        )  # fmt: skip
+    return "Rates: the pilot's choice, made at a smaller budget than this one (no envelope)."
+
+
+def opening_lines(
+    study: StudyConfig, rows: list[RunRecord], claims: list[Claim], measures: Measures, lr_choice: dict | None,
+    regime: list[Check], study_dir: Path,
+) -> list[str]:  # fmt: skip
+    """The report's opening: the four core arms' figure and at most six lines of what the study says."""
+    figure = overview_figure(study.claims, [(study.budget_scale, rows)], study_dir / "plots")
+    cautions = []
+    collapsed = collapsed_arms(study, measures)
+    if collapsed:
+        cautions.append(f"Caution: collapsed at the end of training: {', '.join(collapsed)}.")
+    failed = [f"{c.number}" for c in regime if c.outcome == "fail"]
+    if failed:
+        cautions.append(f"Caution: regime check(s) {', '.join(failed)} fail (see Regime checks).")
+    counts = verdict_counts("the paper's claims", claims) if claims else ""
+    return opening(figure, study_lines(claims, counts, rates_line(lr_choice), cautions))
+
+
 def write_report(
     study: StudyConfig,
     rows: list[RunRecord],
@@ -538,6 +570,7 @@ def write_report(
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir, lr_choice) + _dtype_lines(measures)
+    L[2:2] = opening_lines(study, rows, list(claims), measures, lr_choice, list(regime), study_dir)
     L += regime_section(study, list(regime))
     L += claims_section(study, rows, list(claims), measures)
     if rivals:

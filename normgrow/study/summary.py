@@ -40,7 +40,8 @@ from normgrow.study.limits import (
 )
 from normgrow.study.measures import Measures
 from normgrow.study.mechanism import dose_claims
-from normgrow.study.multiplier import multiplier_lines
+from normgrow.study.multiplier import multiplier_lines, multiplier_sentence
+from normgrow.study.overview import ladder_opening, opening, overview_figure
 from normgrow.study.pilot import check_lines, choice_at, confirm_lines, rate_gate
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
@@ -165,7 +166,7 @@ def summarize_sweep(
         ]
     write_results(rows, out / "results.csv", fields=["point", *keys, *FIELDS])
     if study.budgets:
-        lines, heads = _ladder_report(study, subs, out, plots)
+        lines, heads = _ladder_report(study, subs, out, plots, lr_choice)
         at_end = lines.index("## Reproduce") if "## Reproduce" in lines else len(lines)
         shares = [(sub.budget_scale, {j.arm: below_full_depth(j.cfg) for j in jobs}) for sub, _, jobs in plan]
         lines[at_end:at_end] = (
@@ -199,7 +200,25 @@ def _sweep_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) -
     ]
 
 
-def _ladder_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) -> tuple[list[str], list[str]]:
+def ladder_rates_line(lr_choice: dict | None) -> str:
+    """One line on a ladder's rates: envelope at every budget (and the brackets that did not close), or not."""
+    envs = (lr_choice or {}).get(ENVELOPE)
+    if not envs:
+        return "Rates: the pilot's choice at every budget (no envelope): a verdict may be about rates." if lr_choice else (
+            "Rates: every arm at its own `train.lr` (no pilot): a verdict may be about rates."
+        )  # fmt: skip
+    open_ = [
+        f"{env['budget_scale']:g} {arm}" for env in envs.values() for arm, a in env["arms"].items() if not a["closed"]
+    ]
+    return "Rates: every core arm at its own best rate at every budget (envelope); " + (
+        f"brackets not closed: {', '.join(open_)} (their claims there read undetermined)." if open_ else
+        "every bracket closed."
+    )  # fmt: skip
+
+
+def _ladder_report(
+    study: StudyConfig, subs: list[Sub], out: Path, plots: bool, lr_choice: dict | None = None
+) -> tuple[list[str], list[str]]:
     """A ladder's report lines and its headline: every budget's numbers, its regime checks (regime.json written),
     the dose–response figure over every budget (drawn into out/plots/), and the reference budget's claims section."""
     rungs = [
@@ -221,9 +240,25 @@ def _ladder_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) 
         if isinstance(roles.get(f"pre_{name}"), str) and isinstance(roles.get(f"post_{name}"), str)
     }
     multiplier = multiplier_lines(pairs, [p.coords[0] for p, _, _, _ in subs])
+    figure = overview_figure(study.claims, by_kept, out / "plots") if plots else None
+    failed = sorted({f"{c.number}" for c in checks if c.outcome == "fail"})
+    lines = ladder_opening(
+        [(r.budget, r.claims) for r in rungs],
+        multiplier_sentence(pairs, study.budget_scale),
+        verdict_counts(f"the paper's claims at budget {study.budget_scale:g}", done.claims) if done.claims else "",
+        ladder_rates_line(lr_choice),
+        [f"Caution: regime check(s) {', '.join(failed)} fail at some budget (see Regime checks)."] if failed else [],
+    )
     return (
         ladder_report_lines(
-            study, rungs, reference_claims, regime_section(study, checks), dose, limit_lines, multiplier
+            study,
+            rungs,
+            reference_claims,
+            regime_section(study, checks),
+            dose,
+            limit_lines,
+            multiplier,
+            opening(figure, lines),
         ),
         ladder_headline(study, rungs) + limit_heads + headline_line(checks),
     )

@@ -374,3 +374,12 @@ claims: {pre_joint: pj, post_joint: qj, pre_grow: pg, post_grow: qg}
     assert f"{2**0.2:.3g} [" in row1 and f"{2**0.6:.3g} [" in row1, row1
     row2 = next(line for line in mult.splitlines() if line.startswith("| 2 |"))
     assert row2.count("> 1 (pre-norm does not reach post-norm's val/ce within the ladder)") == 2, row2
+    # item 7: both reports open with the four core arms' figure and at most six generated lines, the interaction first
+    for where in (out, out / "budgets" / "b1"):
+        lines = (where / "report.md").read_text().splitlines()
+        assert lines[2] == "![overview](plots/overview.png)", lines[:4]
+        assert (where / "plots" / "overview.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        said = lines[4 : lines.index("", 4)]
+        assert 1 <= len(said) <= 6 and all(line.startswith("- ") for line in said), said
+        assert said[0].startswith("- **Interaction** (post-grow − pre-grow) − (post-joint − pre-joint), val/ce:")
+        assert "-0.0400" in said[0]
