@@ -56,6 +56,7 @@ def evaluate(
     kept: dict | None = None,
     curve: int | None = None,
     full: bool = True,
+    per_sequence: list[float] | None = None,
 ) -> dict[str, float]:
     """val/ce, val/kl, val/teacher_entropy (with a teacher) and val/nll on the fixed validation set. `kept`
     (a dict owned by the caller, for a set evaluated again and again) remembers the teacher's view of each
@@ -66,7 +67,9 @@ def evaluate(
     the val/… numbers are those of an evaluation without them, bit for bit. With `full=False` only the
     micro-batches holding curve rows are run (the last one whole, so its numbers are those of the full pass),
     and only curve/… is returned. Each rank holds its stride of val (rows rank, rank + world, …) and so its
-    stride of the subset: the subset's rows of a rank are the first of its own rows."""
+    stride of the subset: the subset's rows of a rank are the first of its own rows. `per_sequence` (a full pass
+    with a teacher): filled with each validation sequence's mean ce over its tokens, in val's order (every rank's
+    rows gathered), so that their mean is val/ce."""
     was_training = model.training
     model.eval()
     rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
@@ -88,12 +91,24 @@ def evaluate(
             cfg,
             info,
         )
+    seqs = (
+        torch.zeros(len(val), dtype=torch.float64)
+        if per_sequence is not None and full and teacher is not None
+        else None
+    )
     for i, batch in enumerate(batches):
         prefix = min(max(mine - i * mb, 0), len(batch)) * (batch.shape[1] - 1)  # this micro-batch's curve tokens
-        s, c = _batch_sums(model, teacher, batch, cfg, info, keep, i, prefix, full)
+        tokens: list[torch.Tensor] | None = [] if seqs is not None else None
+        s, c = _batch_sums(model, teacher, batch, cfg, info, keep, i, prefix, full, tokens)
         totals += torch.tensor([s[k] for k in SUMS], dtype=torch.float64)
         head += torch.tensor([c[k] for k in SUMS], dtype=torch.float64)
+        if seqs is not None and tokens is not None:  # this rank's rows rank + world·j, j = i·mb + …
+            rows_ce = torch.cat(tokens).view(len(batch), -1).mean(1)
+            seqs[info.rank + info.world_size * (i * mb + torch.arange(len(batch)))] = rows_ce
     dist.all_reduce_sum(totals)
+    if seqs is not None and per_sequence is not None:
+        dist.all_reduce_sum(seqs)
+        per_sequence[:] = seqs.tolist()
     if curve is not None:
         dist.all_reduce_sum(head)
     model.train(was_training)
@@ -114,6 +129,7 @@ def _batch_sums(
     i: int,
     prefix: int,
     full: bool,
+    per_token: list[torch.Tensor] | None = None,
 ) -> tuple[dict, dict]:
     """One micro-batch's sums over all its tokens and over its first `prefix` tokens (the curve subset's); the
     teacher's view of micro-batch `i` is read from `keep` when kept there, and kept when `keep` is given."""
@@ -130,7 +146,7 @@ def _batch_sums(
     chunk = cfg.distill.chunk_tokens
     upto = None if full else -(-prefix // chunk) * chunk  # a curve pass skips the chunks after the subset's
     return eval_sums_split(
-        h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto], chunk, prefix
+        h.reshape(-1, h.shape[-1])[:upto], model.lm_head.weight, view, y.reshape(-1)[:upto], chunk, prefix, per_token
     )
 
 
@@ -180,10 +196,13 @@ class Evaluator:
     probe: Probe | None = None  # the diagnostics' probe batch (rank 0, diagnostics enabled)
     kept: dict | None = None  # the teacher's view of val, kept across evaluations when it fits
 
-    def validation(self, model: Student) -> dict[str, float]:
+    def validation(self, model: Student, per_sequence: list[float] | None = None) -> dict[str, float]:
         """val/ce, val/kl, val/teacher_entropy, val/nll on the validation set, and curve/… on its curve subset
-        from the same pass."""
-        return evaluate(model, self.teacher, self.val, self.cfg, self.info, self.kept, self.curve or len(self.val))
+        from the same pass; `per_sequence` filled with each sequence's mean ce (evaluate)."""
+        return evaluate(
+            model, self.teacher, self.val, self.cfg, self.info, self.kept, self.curve or len(self.val),
+            per_sequence=per_sequence,
+        )  # fmt: skip
 
     def curve_point(self, model: Student) -> dict[str, float]:
         """curve/ce, curve/kl, curve/teacher_entropy, curve/nll on the curve subset alone (the same numbers a

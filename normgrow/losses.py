@@ -345,10 +345,12 @@ def eval_sums_split(
     targets: torch.Tensor,
     chunk: int,
     prefix: int,
+    per_token: list[torch.Tensor] | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """eval_sums over all N tokens, and the same sums over the first `prefix` of them (0 ≤ prefix ≤ N), from one
     pass: the sums over all tokens are computed exactly as eval_sums computes them (the same chunks, the same
-    float32 per-token values, the same float64 sums), the prefix's from the same per-token values."""
+    float32 per-token values, the same float64 sums), the prefix's from the same per-token values. `per_token` (with
+    a teacher): each chunk's per-token ce appended, in float64 on the CPU (the sums are unchanged)."""
     keys = ("ce", "kl", "teacher_entropy", "nll", "tokens")
     sums, head = dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 0.0)
     for start in range(0, hidden.shape[0], chunk):
@@ -371,6 +373,8 @@ def eval_sums_split(
                 "kl": (t_p * (t_logp - s_logp)).sum(-1),
             }
             part.update({name: v.double().sum().item() for name, v in per.items()})
+            if per_token is not None:
+                per_token.append(per["ce"].double().cpu())
             cut.update({name: v[:k].double().sum().item() if split else 0.0 for name, v in per.items()})
         for name in part:
             sums[name] += part[name]

@@ -182,10 +182,11 @@ class Run:
         finally:
             self.state.time_s[part] = self.state.time_s.get(part, 0.0) + time.perf_counter() - t0
 
-    def evaluate(self) -> dict[str, float]:
-        """val/… on the validation set, and curve/… on its curve subset from the same pass."""
+    def evaluate(self, per_sequence: list[float] | None = None) -> dict[str, float]:
+        """val/… on the validation set, and curve/… on its curve subset from the same pass (`per_sequence`: filled
+        with each validation sequence's mean ce)."""
         with self.timed("eval"):
-            return self.evals.validation(self.model)
+            return self.evals.validation(self.model, per_sequence)
 
     def evaluate_curve(self) -> dict[str, float]:
         """curve/… on the curve subset alone (an interval or dense evaluation)."""
@@ -478,10 +479,13 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.record("train", {**train_metrics, "perf/tokens_per_s": tps})
         bar.set_postfix(loss=f"{train_metrics['train/loss']:.4f}", tok_s=f"{tps:,.0f}", depth=plan.n_layer)
     if now.evaluation == STAGE_END:
-        measured = run.evaluate()
+        seqs: list[float] | None = [] if plan is run.plans[-1] else None  # the final evaluation: per sequence too
+        measured = run.evaluate(seqs)
         run.record("stage_end", measured)
         run.diagnose("stage_end")
         st.stages[-1]["end"] = validation_only(measured)
+        if seqs:
+            st.stages[-1][PER_SEQUENCE] = seqs
     elif now.evaluation == DENSE:
         run.record("dense", run.evaluate_curve())
         run.diagnose("dense")
@@ -544,6 +548,9 @@ def versions() -> dict:
     }
 
 
+PER_SEQUENCE = "val/ce_per_sequence"  # the final evaluation's mean ce of each validation sequence (their mean: val/ce)
+
+
 def write_summary(run: Run) -> dict:
     """summary.json: final metrics, compute totals, stages, boundaries, provenance (rank 0 writes)."""
     inputs, st, cfg = run.inputs, run.state, run.cfg
@@ -565,8 +572,9 @@ def write_summary(run: Run) -> dict:
             else None
         ),
         "select": st.stages[-1].get("select"),
+        PER_SEQUENCE: st.stages[-1].get(PER_SEQUENCE),
         "compute": {k: getattr(st, k) for k in RunState.COMPUTE},
-        "stages": st.stages,
+        "stages": [{k: v for k, v in s.items() if k != PER_SEQUENCE} for s in st.stages],
         "boundaries": (
             boundary_summary(read_jsonl(run.out / "diagnostics.jsonl"), st.stages) if inputs.info.is_main else None
         ),

@@ -384,6 +384,10 @@ def test_eval_is_exact_full_vocabulary(tiny_cache, tmp_path):
     ce = -(lt.exp() * ls).sum(-1).mean().item()
     nll = -ls.gather(-1, y[..., None]).mean().item()
     assert summary["val/ce"] == pytest.approx(ce, rel=1e-5)
+    # the final evaluation's ce per validation sequence (what a study resamples), in val's order, their mean val/ce
+    per_seq = (-(lt.exp() * ls).sum(-1)).mean(1).tolist()
+    assert summary["val/ce_per_sequence"] == pytest.approx(per_seq, rel=1e-5)
+    assert sum(summary["val/ce_per_sequence"]) / len(per_seq) == pytest.approx(summary["val/ce"], rel=1e-12)
     assert summary["val/nll"] == pytest.approx(nll, rel=1e-5)
     assert math.isfinite(summary["val/kl"]) and summary["val/kl"] > 0
 

@@ -26,6 +26,7 @@ from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
 from normgrow.study.rivals import RIVALS_TITLE, rivals_intro
 from normgrow.study.stats import Estimate
+from normgrow.study.valsample import split_lines
 from normgrow.study.verdicts import NOT_TESTED, Claim, describe, study_roles
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
@@ -585,6 +586,7 @@ def write_report(
     L += confirm_lines(lr_choice)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
+    L += split_lines(study.contrasts, rows)
     L += downstream_section(study, study_dir)
     L += _phase_section(agg.phase, list(claims), measures)
     L += _growth_section(study, measures)
