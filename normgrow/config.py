@@ -193,6 +193,8 @@ class CurriculumConfig:
     """Init of appended blocks: fresh random, random with residual-branch outputs zeroed, or a copy of the last prefix block."""
     optimizer: Literal["keep", "reset", "copy"] = setting("keep", key=True)
     """Optimizer state at growth: keep existing moments (new params start fresh), reset all, or copy = keep, and each copied block (growth_init=copy) starts from its source block's moments and step count."""
+    new_block_lr: float = setting(1.0, key=True, before=1.0)
+    """Learning rate of the blocks appended after the first stage, as a multiple of train.lr (append growth; 1 = the same rate as the rest): the rate counterpart of model.boundary_scale, since under Adam scaling the stream by c scales the appended blocks' step relative to it by 1/c."""
     lr_schedule: Literal["global", "restart"] = setting("global", key=True)
     """One LR schedule over the whole run, or a re-warmup and decay per stage."""
     match_budget: str | None = setting(None, key=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable
 
 import torch
@@ -55,22 +56,46 @@ def check_micro_batch(cfg: RunConfig, info: dist.DistInfo) -> None:
         )
 
 
+BLOCK_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")  # a block parameter's index in the stack
+
+
 def build_optimizer(model: Student, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices of the blocks and the LM head only (not norms or embeddings).
 
     Only trainable parameters enter the optimizer, in a deterministic order (module order), so a
-    checkpointed optimizer state maps back onto the same parameters.
+    checkpointed optimizer state maps back onto the same parameters. With curriculum.new_block_lr ≠ 1, the blocks
+    appended after the first stage (index ≥ its depth) get groups of their own whose rate is that multiple of the
+    schedule's (`lr_scale`, read by the step).
     """
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
+    new_decay: list[torch.nn.Parameter] = []  # the appended blocks', with curriculum.new_block_lr ≠ 1
+    new_no_decay: list[torch.nn.Parameter] = []
+    scale, first = cfg.curriculum.new_block_lr, cfg.curriculum.stages[0].n_layer
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        (decay if p.ndim == 2 and not name.startswith("embed_tokens") else no_decay).append(p)
+        appended = scale != 1.0 and (m := BLOCK_INDEX.search(name)) is not None and int(m.group(1)) >= first
+        if p.ndim == 2 and not name.startswith("embed_tokens"):
+            (new_decay if appended else decay).append(p)
+        else:
+            (new_no_decay if appended else no_decay).append(p)
     t = cfg.train
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups += [  # only where there are appended blocks: a run without them keeps its two groups
+        {"params": ps, "weight_decay": wd, "lr_scale": scale}
+        for ps, wd in ((new_decay, t.weight_decay), (new_no_decay, 0.0))
+        if ps
+    ]
     fused = device.type in ("cuda", "cpu")
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The schedule's rate into every group, times the group's `lr_scale` (the appended blocks' groups:
+    curriculum.new_block_lr)."""
+    for g in optimizer.param_groups:
+        g["lr"] = lr * g.get("lr_scale", 1.0)
 
 
 def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
@@ -132,8 +157,7 @@ def train_step(
     mean over the global batch, the same for any split into ranks and micro-batches (the logged loss
     is averaged the same way). tests/test_train.py checks one step against 2 × accumulation and 2 ranks.
     """
-    for g in optimizer.param_groups:
-        g["lr"] = lr
+    set_lr(optimizer, lr)
     n_local = batch.tokens.shape[0] * cfg.data.seq_len
     mb = micro_batch_size(cfg, info)
     micro, index = batch.tokens.split(mb), batch.index.split(mb)

@@ -39,6 +39,7 @@ UPPER = {
     "model.embed_init_std": 10.0,
     "model.dyt_alpha": 100.0,
     "model.boundary_scale": 1e3,
+    "curriculum.new_block_lr": 1e3,
     "teacher.cache_seed": 2**32 - 1,
     "teacher.cache_samples": 2**16,
     "train.lr": 1e6,
@@ -52,6 +53,7 @@ def validate(cfg: RunConfig) -> None:
     need(cfg.seed >= 0, "seed", f"must be non-negative, got {cfg.seed}")
     _validate_model(cfg.model, cfg.teacher)
     _validate_dose(cfg)
+    _validate_new_block_lr(cfg)
     _validate_data_teacher_distill(cfg)
     _validate_curriculum(cfg)
     _validate_train(cfg.train)
@@ -109,6 +111,17 @@ def _validate_dose(cfg: RunConfig) -> None:
     need(len(depths) > 1 and c.growth == "append" and c.growth_init == "zero", "model.boundary_scale",
          "scales the stream at growth events: needs curriculum stages that append zero-initialized blocks "
          "(curriculum.growth=append, curriculum.growth_init=zero)")  # fmt: skip
+
+
+def _validate_new_block_lr(cfg: RunConfig) -> None:
+    """curriculum.new_block_lr scales the rate of blocks appended after the first stage: positive, and only where
+    blocks are appended on top of it."""
+    c = cfg.curriculum
+    positive(c, "curriculum", "new_block_lr")
+    if c.new_block_lr != 1.0:
+        need(len(c.stages) > 1 and c.growth == "append", "curriculum.new_block_lr",
+             "scales the rate of blocks appended after the first stage: needs curriculum stages that append blocks "
+             "(curriculum.growth=append)")  # fmt: skip
 
 
 def _validate_data_teacher_distill(cfg: RunConfig) -> None:

@@ -123,3 +123,17 @@ def test_the_dose_claim_is_the_per_seed_slope_on_log_c_by_hand():
     assert flipped.verdict == CONTRADICTED and "reversed beyond the margin" in flipped.sentence
     one_dose = dose_claims({"pre-c1": 1.0, "pre-c1b": 1.0}, {}, 0.01, m)[0]
     assert one_dose.verdict == "not tested"
+    # the dose decides only where it can speak: each c at its own rate, in a regime whose interaction is below −δ
+    from normgrow.study.mechanism import dose_gate
+    from normgrow.study.verdicts import Claim
+
+    below = Claim("interaction", verdict=SUPPORTED, key="interaction")
+    assert dose_gate([dose, beside], [below], own_rates=True)[0].verdict == SUPPORTED
+    for claims, own, why in (
+        ([below], False, "not every dose arm chose its own rate"),
+        ([Claim("interaction", verdict=CONTRADICTED, key="interaction")], True, "interaction: contradicted"),
+        ([], True, "interaction: not tested"),
+    ):
+        gated = dose_gate([dose, beside], claims, own_rates=own)[0]
+        assert gated.kind == "descriptive" and gated.verdict == gated.holm == DESCRIPTIVE, why
+        assert why in gated.sentence and "its rule alone would read supported" in gated.sentence

@@ -576,3 +576,34 @@ def test_a_missing_logger_package_is_a_one_line_error_before_the_run_dir_exists(
         .startswith("normgrow: error: train.loggers: 'wandb' needs the wandb_not_installed_here package")
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_new_block_lr_scales_the_appended_blocks_first_adam_step_alone(tiny_cache, tmp_path):
+    """curriculum.new_block_lr = 0.25 on a 1 → 2 → 3-block curriculum: the blocks appended after the first stage
+    (layers.1, layers.2) sit in groups of their own with lr_scale 0.25, every other parameter in the two usual groups.
+    AdamW's first step moves a parameter without weight decay by lr · g / (|g| + eps), so with all gradients 1 a norm
+    gain of an appended block moves by exactly a quarter of a prefix block's. A run with it grows and finishes."""
+    from normgrow.model import Student
+    from normgrow.step import build_optimizer, set_lr
+
+    stages = "curriculum.stages=[{n_layer: 1, tokens: 512}, {n_layer: 2, tokens: 512}, {n_layer: 3, tokens: 512}]"
+    cfg = load_config("tiny", ["model.vocab_size=64", stages, "curriculum.new_block_lr=0.25"])
+    model = Student(cfg.model)
+    opt = build_optimizer(model, cfg, torch.device("cpu"))
+    name_of = {p: n for n, p in model.named_parameters()}
+    scaled = {name_of[p] for g in opt.param_groups if g.get("lr_scale") == 0.25 for p in g["params"]}
+    assert scaled == {n for n, _ in model.named_parameters() if n.startswith(("layers.1.", "layers.2."))}
+    assert len(opt.param_groups) == 4
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    set_lr(opt, 1e-2)
+    opt.step()
+    moved = {n: (before[n] - p.detach()).abs().max().item() for n, p in model.named_parameters()}
+    base, new = moved["layers.0.input_layernorm.weight"], moved["layers.2.input_layernorm.weight"]
+    assert base == pytest.approx(1e-2 / (1 + 1e-8), rel=1e-5) and new == pytest.approx(base / 4, rel=1e-5)
+    plain = build_optimizer(model, load_config("tiny", ["model.vocab_size=64", stages]), torch.device("cpu"))
+    assert len(plain.param_groups) == 2  # new_block_lr = 1: the run's groups as before
+    summary = run(tiny_cfg(tiny_cache, stages, "curriculum.new_block_lr=4"), tmp_path / "run", log=lambda *_: None,
+                  progress=False)  # fmt: skip
+    assert summary["n_layer"] == 3 and math.isfinite(summary["val/ce"])

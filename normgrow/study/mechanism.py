@@ -20,6 +20,7 @@ from normgrow.study.stats import Estimate
 from normgrow.study.verdicts import (
     CONTRADICTED,
     DESCRIPTIVE,
+    NOT_TESTED,
     SUPPORTED,
     UNDETERMINED,
     Claim,
@@ -344,6 +345,30 @@ def slopes(m: Measures, doses: dict[str, float]) -> dict[int, float]:
         sxx = sum((xi - mx) ** 2 for xi in x)
         if sxx > 0:
             out[s] = sum((xi - mx) * (yi - my) for xi, yi in zip(x, y, strict=True)) / sxx
+    return out
+
+
+def dose_gate(dose: list[Claim], claims: list[Claim], own_rates: bool) -> list[Claim]:
+    """The dose claim as a verdict only where it can speak (issue 50): every dose arm at its own rate (under Adam,
+    scaling the stream by c scales the appended blocks' step relative to it by 1/c, so a dose at a shared rate is
+    also a rate) and a regime whose interaction lies below −δ (the paper's situation: the `interaction` claim
+    supported in the same study); otherwise descriptive, its rule's reading and the missing condition said."""
+    inter = next((c for c in claims if c.key == "interaction"), None)
+    missing = []
+    if not own_rates:
+        missing.append("not every dose arm chose its own rate (envelope rates for each c)")
+    if inter is None or inter.verdict != SUPPORTED:
+        state = "not tested" if inter is None else inter.verdict
+        missing.append(f"the study's interaction is not below −δ (interaction: {state})")
+    if not missing:
+        return dose
+    out = []
+    for c in dose:
+        if c.key == "dose" and c.kind != "descriptive" and c.verdict != NOT_TESTED:
+            c = replace(c, verdict=DESCRIPTIVE, holm=DESCRIPTIVE, kind="descriptive",
+                        sentence=f"{c.sentence} Descriptive: {'; '.join(missing)} (its rule alone would read "
+                        f"{c.verdict}).")  # fmt: skip
+        out.append(c)
     return out
 
 

@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 from normgrow import atomic
 from normgrow.rundir import log_once
-from normgrow.study.config import StudyConfig
+from normgrow.study.config import StudyConfig, envelope_on
 from normgrow.study.contrasts import Aggregate, aggregate, contrast
-from normgrow.study.envelope import ENVELOPE, ladder_lines, mark
+from normgrow.study.envelope import ENVELOPE, bracketed, ladder_lines, mark
 from normgrow.study.figures import dose_response
 from normgrow.study.fits import MIN_BUDGETS
 from normgrow.study.jobs import Job
@@ -39,7 +39,7 @@ from normgrow.study.limits import (
     limits_lines,
 )
 from normgrow.study.measures import Measures
-from normgrow.study.mechanism import dose_claims
+from normgrow.study.mechanism import dose_claims, dose_gate
 from normgrow.study.multiplier import multiplier_lines, multiplier_sentence
 from normgrow.study.overview import ladder_opening, opening, overview_figure
 from normgrow.study.pilot import check_lines, choice_at, confirm_lines, rate_gate
@@ -99,6 +99,9 @@ def summarize(
         if study.dose.pre
         else []
     )  # fmt: skip
+    if dose:
+        own = envelope_on(study) and all(a in bracketed(study) for a in study.dose.pre)
+        dose = dose_gate(dose, claims, own)
     checks = study_checks(study, kls(study, kept), measures)
     write_regime(study, checks, out)
     path = write_report(
