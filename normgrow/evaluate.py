@@ -91,24 +91,18 @@ def evaluate(
             cfg,
             info,
         )
-    seqs = (
-        torch.zeros(len(val), dtype=torch.float64)
-        if per_sequence is not None and full and teacher is not None
-        else None
-    )
+    seqs = _Sequences(len(val), info, mb) if per_sequence is not None and full and teacher is not None else None
     for i, batch in enumerate(batches):
         prefix = min(max(mine - i * mb, 0), len(batch)) * (batch.shape[1] - 1)  # this micro-batch's curve tokens
         tokens: list[torch.Tensor] | None = [] if seqs is not None else None
         s, c = _batch_sums(model, teacher, batch, cfg, info, keep, i, prefix, full, tokens)
         totals += torch.tensor([s[k] for k in SUMS], dtype=torch.float64)
         head += torch.tensor([c[k] for k in SUMS], dtype=torch.float64)
-        if seqs is not None and tokens is not None:  # this rank's rows rank + world·j, j = i·mb + …
-            rows_ce = torch.cat(tokens).view(len(batch), -1).mean(1)
-            seqs[info.rank + info.world_size * (i * mb + torch.arange(len(batch)))] = rows_ce
+        if seqs is not None and tokens is not None:
+            seqs.add(i, len(batch), tokens)
     dist.all_reduce_sum(totals)
     if seqs is not None and per_sequence is not None:
-        dist.all_reduce_sum(seqs)
-        per_sequence[:] = seqs.tolist()
+        per_sequence[:] = seqs.gathered()
     if curve is not None:
         dist.all_reduce_sum(head)
     model.train(was_training)
@@ -117,6 +111,23 @@ def evaluate(
 
 
 SUMS = ("ce", "kl", "teacher_entropy", "nll", "tokens")  # the order of an evaluation's sums tensor
+
+
+class _Sequences:
+    """Each validation sequence's mean ce, filled by the rank holding it (rows rank, rank + world, …) and gathered
+    by a sum over ranks (the other ranks hold zeros there)."""
+
+    def __init__(self, n: int, info: dist.DistInfo, mb: int):
+        self.values, self.info, self.mb = torch.zeros(n, dtype=torch.float64), info, mb
+
+    def add(self, i: int, rows: int, tokens: list[torch.Tensor]) -> None:
+        """Micro-batch i's rows, from its per-token ce (row-major): this rank's rows i·mb … i·mb + rows − 1."""
+        local = i * self.mb + torch.arange(rows)
+        self.values[self.info.rank + self.info.world_size * local] = torch.cat(tokens).view(rows, -1).mean(1)
+
+    def gathered(self) -> list[float]:
+        dist.all_reduce_sum(self.values)
+        return self.values.tolist()
 
 
 def _batch_sums(
