@@ -67,9 +67,8 @@ def evaluate(
     the val/… numbers are those of an evaluation without them, bit for bit. With `full=False` only the
     micro-batches holding curve rows are run (the last one whole, so its numbers are those of the full pass),
     and only curve/… is returned. Each rank holds its stride of val (rows rank, rank + world, …) and so its
-    stride of the subset: the subset's rows of a rank are the first of its own rows. `per_sequence` (a full pass
-    with a teacher): filled with each validation sequence's mean ce over its tokens, in val's order (every rank's
-    rows gathered), so that their mean is val/ce."""
+    stride of the subset: the subset's rows of a rank are the first of its own rows. `per_sequence` (full, with a
+    teacher): filled with each validation sequence's mean ce, in val's order, every rank's rows gathered."""
     was_training = model.training
     model.eval()
     rows, mb = val[info.rank :: info.world_size], micro_batch_size(cfg, info) or 1
