@@ -101,12 +101,16 @@ def study_lines(claims: list[Claim], counts: str, rates: str, cautions: list[str
             if key in by]  # fmt: skip
     if gaps:
         L.append("Descriptive beside it: " + "; ".join(gaps) + ".")
+    return _closing(L, counts, rates, cautions)
+
+
+def _closing(L: list[str], counts: str, rates: str, cautions: list[str]) -> list[str]:
+    """The lines every opening ends with: the claims counted, the rates, the cautions; at most MAX_LINES in all."""
     if counts:
         L.append(counts[0].upper() + counts[1:] + ".")
     if rates:
         L.append(rates)
-    L += cautions
-    return L[:MAX_LINES]
+    return (L + cautions)[:MAX_LINES]
 
 
 def opening(figure: Path | None, lines: list[str], rel: str = "plots") -> list[str]:
@@ -130,9 +134,4 @@ def ladder_opening(
         L.append("**Interaction** (post-grow − pre-grow) − (post-joint − pre-joint), val/ce: " + "; ".join(parts) + ".")
     if multiplier:
         L.append(multiplier)
-    if counts:
-        L.append(counts[0].upper() + counts[1:] + ".")
-    if rates:
-        L.append(rates)
-    L += cautions
-    return L[:MAX_LINES]
+    return _closing(L, counts, rates, cautions)
