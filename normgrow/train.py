@@ -484,8 +484,7 @@ def end_step(run: Run, plan: StagePlan, train_metrics: dict, speed: Throughput, 
         run.record("stage_end", measured)
         run.diagnose("stage_end")
         st.stages[-1]["end"] = validation_only(measured)
-        if seqs:
-            st.stages[-1][PER_SEQUENCE] = seqs
+        st.stages[-1].update({PER_SEQUENCE: seqs} if seqs else {})
     elif now.evaluation == DENSE:
         run.record("dense", run.evaluate_curve())
         run.diagnose("dense")

@@ -36,7 +36,14 @@ from omegaconf import OmegaConf
 from normgrow import registry
 from normgrow.errors import ConfigError
 from normgrow.schema import check_numbers, describe_fields, load_structured, need, read_yaml
-from normgrow.study.sections import RegimeConfig, SweepConfig, budget_label, validate_regime, validate_sweep
+from normgrow.study.sections import (
+    RegimeConfig,
+    SweepConfig,
+    validate_arm_budgets,
+    validate_ladder,
+    validate_regime,
+    validate_sweep,
+)
 from normgrow.study.verdicts import normalize_claims, section_fields
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
@@ -116,7 +123,7 @@ class LrPilotConfig:
     Supersedes confirm_seeds and the ladder's check. Moot without a pilot (lr_pilot.lrs empty): it anchors there."""
     envelope_widen: int = 1
     """Rounds an envelope may widen its bracket: each adds, to every arm whose best rate is the highest (lowest) it
-    tried, the rate a factor 2 beyond it."""
+    tried, the rate a factor 2 beyond it (0 = never: a best rate at an edge leaves its bracket open)."""
     check: bool = True
     """In a budget ladder: a second pilot point at the ladder's middle fitted budget (pilot/check/, the pilot's first
     seed, the ladder's own recipe at that budget), where every piloted arm runs its chosen rate and the rate next to
@@ -544,85 +551,6 @@ def rate_path(study: StudyConfig, arm: str) -> list[str]:
         path.append(nxt)
         name = nxt
     return path
-
-
-def arms_at(study: StudyConfig, budget: float) -> list[str]:
-    """The arms a budget ladder runs at `budget`: those whose `budgets` name it, or are empty (every budget)."""
-    return [name for name, a in study.arms.items() if not a.budgets or budget in a.budgets]
-
-
-def validate_ladder(s: StudyConfig) -> None:
-    """A budget ladder: at least two distinct positive scales, ascending, the study's budget_scale among them, and
-    no sweep axes beside it."""
-    b = s.budgets
-    need(not s.holdout or bool(b), "holdout", "names a held-out budget of a budget ladder: set `budgets` too")
-    need(
-        s.ladder == "rungs" or bool(b) or s.ladder_base is not None,
-        "ladder",
-        f"'{s.ladder}' says how a budget ladder trains its budgets: set `budgets` too",
-    )
-    if not b:
-        return
-    need(
-        not s.sweep.axes,
-        "budgets",
-        "a study has either a budget ladder or sweep axes, not both (sweep over "
-        "budget_scale with a ladder of its own per point is not supported)",
-    )
-    need(len(b) >= 2, "budgets", f"a ladder needs at least two budget scales, got {b}")
-    need(all(x > 0 for x in b), "budgets", f"budget scales must be positive, got {b}")
-    need(len({budget_label(x) for x in b}) == len(b), "budgets", f"budget scales must differ, got {b}")
-    need(list(b) == sorted(b), "budgets", f"budget scales must be in ascending order, got {b}")
-    need(
-        s.budget_scale in b,
-        "budgets",
-        f"must contain the study's budget_scale ({s.budget_scale:g}), the reference "
-        f"budget whose report is the study's main one; got {b}",
-    )
-    need(s.ladder_base is None, "ladder_base", "is written by a ladder into its budgets' studies, not set by hand")
-    h = s.holdout
-    need(h is None or h == b[-1], "holdout", f"must be the ladder's largest budget ({b[-1]:g}), got {h}")
-    need(
-        h is None or len(b) >= 5,
-        "holdout",
-        f"the fits of the other budgets predict it: the curve has three parameters and a fit needs a fourth budget "
-        f"to show a miss, so a ladder with a holdout needs at least four other budgets, got {len(b) - 1}",
-    )
-
-
-def validate_arm_budgets(s: StudyConfig) -> None:
-    """An arm's budgets are some of the ladder's (none outside a ladder); every budget runs an arm, and a matched arm
-    runs only where the arm it matches does."""
-    for name, arm in s.arms.items():
-        if not arm.budgets:
-            continue
-        key = f"arms.{name}.budgets"
-        need(
-            bool(s.budgets),
-            key,
-            f"only a budget ladder (budgets: [...]) runs an arm at some budgets, got {arm.budgets}",
-        )
-        need(
-            all(b in s.budgets for b in arm.budgets),
-            key,
-            f"must be among the study's budgets {[f'{b:g}' for b in s.budgets]}, got {arm.budgets}",
-        )
-        need(len(set(arm.budgets)) == len(arm.budgets), key, f"budgets must differ, got {arm.budgets}")
-    for b in s.budgets:
-        need(bool(arms_at(s, b)), "budgets", f"no arm runs at budget {b:g} (every arm's `budgets` leaves it out)")
-        for name in arms_at(s, b):
-            ref = s.arms[name].match
-            need(
-                ref is None or ref in arms_at(s, b),
-                f"arms.{name}.budgets",
-                f"matches {ref}, which does not run at budget {b:g}",
-            )
-    for cname, pair in s.contrasts.items() if s.budgets else ():
-        need(
-            any(all(a in arms_at(s, b) for a in pair) for b in s.budgets),
-            f"contrasts.{cname}",
-            f"its arms {pair[0]} and {pair[1]} never run at the same budget",
-        )
 
 
 def study_fields() -> list[tuple[str, str, str]]:

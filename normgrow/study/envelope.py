@@ -38,6 +38,7 @@ import math
 from pathlib import Path
 
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
+from normgrow.study.contrasts import contrast
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord
 from normgrow.study.sections import budget_label
@@ -327,3 +328,19 @@ def ladder_lines(choice: dict | None) -> list[str]:
     shared = [envs[k]["shared"]["lr"] for k in labels]
     L.append("| *shared rate* | " + " | ".join("—" if x is None else f"{x:g}" for x in shared) + " |")
     return L + [""]
+
+
+def envelope_section(study: StudyConfig, all_rows: list[RunRecord], lr_choice: dict | None) -> list[str]:
+    """The envelope's section at this budget, with the contrasts at the shared rate on the envelope seeds (every run
+    of the study: the bracket's runs at other rates are not among the kept ones)."""
+    env = (lr_choice or {}).get(ENVELOPE)
+    if not env:
+        return []
+    lr, seeds, shown = env["shared"]["lr"], set(env["seeds"]), {}
+    if lr is not None:
+        at = [r for r in all_rows if r.seed in seeds and math.isclose(r.lr, lr, rel_tol=1e-9)]
+        for name, (a, b) in study.contrasts.items():
+            if a in env["arms"] and b in env["arms"]:
+                c = contrast(at, a, b)
+                shown[name] = (c.est.mean, c.est.n)
+    return envelope_lines(env, shown)

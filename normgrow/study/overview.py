@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from normgrow.plots import COLORS, pyplot, save_figure
+from normgrow.study.envelope import ENVELOPE
 from normgrow.study.record import RunRecord, values
 from normgrow.study.stats import Estimate, estimate
 from normgrow.study.verdicts import NOT_TESTED, Claim, describe
@@ -135,3 +136,17 @@ def ladder_opening(
     if multiplier:
         L.append(multiplier)
     return _closing(L, counts, rates, cautions)
+
+
+def rates_line(lr_choice: dict | None) -> str:
+    """One line on the rates the claims read: envelope (and the brackets that did not close), the pilot's, or none."""
+    if not lr_choice:
+        return "Rates: every arm at its own `train.lr` (no pilot): a verdict here may be about rates."
+    env = lr_choice.get(ENVELOPE)
+    if env:
+        open_ = [arm for arm, a in env["arms"].items() if not a["closed"]]
+        return "Rates: every core arm at its own best rate at this budget (envelope)" + (
+            f"; brackets not closed: {', '.join(open_)} (their claims read undetermined)." if open_ else
+            "; every bracket closed."
+        )  # fmt: skip
+    return "Rates: the pilot's choice, made at a smaller budget than this one (no envelope)."

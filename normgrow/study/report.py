@@ -9,18 +9,17 @@ intervals (or say that one seed gives none).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import Aggregate, Phase, contrast
+from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.downstream import downstream_section
-from normgrow.study.envelope import ENVELOPE, envelope_lines
+from normgrow.study.envelope import envelope_section
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
-from normgrow.study.overview import opening, overview_figure, study_lines
+from normgrow.study.overview import opening, overview_figure, rates_line, study_lines
 from normgrow.study.pilot import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
@@ -501,36 +500,6 @@ def headline(study: StudyConfig, agg: Aggregate, claims: list[Claim], collapsed:
 
 
 CAUSAL_DOSE_TITLE = "## The causal dose: the boundary stream scaled by c from each growth event on"
-
-
-def envelope_section(study: StudyConfig, all_rows: list[RunRecord], lr_choice: dict | None) -> list[str]:
-    """The envelope's section at this budget, with the contrasts at the shared rate on the envelope seeds (every run
-    of the study: the bracket's runs at other rates are not among the kept ones)."""
-    env = (lr_choice or {}).get(ENVELOPE)
-    if not env:
-        return []
-    lr, seeds, shown = env["shared"]["lr"], set(env["seeds"]), {}
-    if lr is not None:
-        at = [r for r in all_rows if r.seed in seeds and math.isclose(r.lr, lr, rel_tol=1e-9)]
-        for name, (a, b) in study.contrasts.items():
-            if a in env["arms"] and b in env["arms"]:
-                c = contrast(at, a, b)
-                shown[name] = (c.est.mean, c.est.n)
-    return envelope_lines(env, shown)
-
-
-def rates_line(lr_choice: dict | None) -> str:
-    """One line on the rates the claims read: envelope (and the brackets that did not close), the pilot's, or none."""
-    if not lr_choice:
-        return "Rates: every arm at its own `train.lr` (no pilot): a verdict here may be about rates."
-    env = lr_choice.get(ENVELOPE)
-    if env:
-        open_ = [arm for arm, a in env["arms"].items() if not a["closed"]]
-        return "Rates: every core arm at its own best rate at this budget (envelope)" + (
-            f"; brackets not closed: {', '.join(open_)} (their claims read undetermined)." if open_ else
-            "; every bracket closed."
-        )  # fmt: skip
-    return "Rates: the pilot's choice, made at a smaller budget than this one (no envelope)."
 
 
 def opening_lines(

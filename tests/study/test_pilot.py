@@ -401,13 +401,13 @@ def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
 
 
 def test_the_default_studys_pilot_extends_and_can_be_turned_off():
-    """The default study widens its pilot (lr_pilot.extend: 2, the rule of LOG session 17) and confirms its rates
-    (seeds 0 and 1); `lr_pilot.lrs=[]` still turns the pilot off (an extension or a confirmation of no pilot's choice
-    is moot, not an error), and the study then plans no confirmation run."""
+    """The default study widens its pilot (lr_pilot.extend: 2, the rule of LOG session 17) and re-chooses its rates at
+    its budget (envelope seed 0, session 22); `lr_pilot.lrs=[]` still turns the pilot off (an extension or an
+    envelope with no pilot's choice to anchor is moot, not an error), and the study then plans no pilot run."""
     from normgrow.study.config import load_study
     from normgrow.study.plan import study_plan
 
-    assert load_study("default").lr_pilot.extend == 2 and load_study("default").lr_pilot.confirm_seeds == [0]
+    assert load_study("default").lr_pilot.extend == 2 and load_study("default").lr_pilot.envelope_seeds == [0]
     off = load_study("default", ["lr_pilot.lrs=[]"])
     assert off.lr_pilot.lrs == []
     assert {j.phase for j in study_plan(off, None, False)[0]} == {"main"}
