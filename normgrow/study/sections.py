@@ -6,13 +6,48 @@ those modules take the whole StudyConfig without an import running back."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from normgrow.schema import need
 
-if TYPE_CHECKING:  # the schema imports this module; the ladder's checks take its StudyConfig
-    from normgrow.study.config import StudyConfig
+
+class _Arm(Protocol):
+    """What a ladder's checks read of an arm (study.config.ArmConfig)."""
+
+    @property
+    def budgets(self) -> Sequence[float]: ...
+    @property
+    def match(self) -> str | None: ...
+
+
+class _Sweep(Protocol):
+    @property
+    def axes(self) -> Sequence[Any]: ...
+
+
+class LadderView(Protocol):
+    """What a ladder's checks read of a study (study.config.StudyConfig, which imports this module: a protocol, so
+    that no import runs back)."""
+
+    @property
+    def arms(self) -> Mapping[str, _Arm]: ...
+    @property
+    def budgets(self) -> Sequence[float]: ...
+    @property
+    def budget_scale(self) -> float: ...
+    @property
+    def holdout(self) -> float | None: ...
+    @property
+    def ladder(self) -> str: ...
+    @property
+    def ladder_base(self) -> float | None: ...
+    @property
+    def sweep(self) -> _Sweep: ...
+    @property
+    def contrasts(self) -> Mapping[str, Sequence[str]]: ...
+
 
 # ----------------------------------------------------------------------------- regime: the pre-registered checks
 
@@ -139,12 +174,12 @@ def budget_label(scale: float) -> str:
 # ----------------------------------------------------------------------------- a budget ladder's checks
 
 
-def arms_at(study: StudyConfig, budget: float) -> list[str]:
+def arms_at(study: LadderView, budget: float) -> list[str]:
     """The arms a budget ladder runs at `budget`: those whose `budgets` name it, or are empty (every budget)."""
     return [name for name, a in study.arms.items() if not a.budgets or budget in a.budgets]
 
 
-def validate_ladder(s: StudyConfig) -> None:
+def validate_ladder(s: LadderView) -> None:
     """A budget ladder: at least two distinct positive scales, ascending, the study's budget_scale among them, and
     no sweep axes beside it."""
     b = s.budgets
@@ -183,7 +218,7 @@ def validate_ladder(s: StudyConfig) -> None:
     )
 
 
-def validate_arm_budgets(s: StudyConfig) -> None:
+def validate_arm_budgets(s: LadderView) -> None:
     """An arm's budgets are some of the ladder's (none outside a ladder); every budget runs an arm, and a matched arm
     runs only where the arm it matches does."""
     for name, arm in s.arms.items():
