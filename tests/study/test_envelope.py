@@ -85,6 +85,10 @@ def test_a_diverged_rate_bounds_the_bracket_and_a_missing_one_does_not():
     a = arm_envelope(8e-3, scores([*ok, failed("qg", 0, 1.6e-2)], "qg", [0]), rounds=0)
     assert a["chosen"] == 8e-3 and a["closed"] and a["rates"][-1]["failed"]
     assert widen_rates({"arms": {"qg": a}}) == {}
+    # a neighbour whose runs are missing (one envelope seed of two finished, none failed) bounds nothing
+    two = [_rec("qg", s, lr, ce) for s in (0, 1) for lr, ce in ((4e-3, 3.6), (8e-3, 3.5))]
+    open_ = arm_envelope(8e-3, scores([*two, _rec("qg", 0, 1.6e-2, 3.0)], "qg", [0, 1]), rounds=0)
+    assert open_["chosen"] == 8e-3 and open_["edge"] is None and not open_["closed"]
     # a rate that finished on one envelope seed of two is not scored
     half = [*ok, _rec("qg", 0, 1.6e-2, 3.0)]
     sc = scores(half, "qg", [0, 1])
