@@ -42,7 +42,7 @@ from normgrow.standin import make_standin, study_overrides
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study, study_fields
 from normgrow.study.downstream import evaluate_study, settings
-from normgrow.study.launch import die_with_parent, threads_per_job
+from normgrow.study.launch import die_with_parent, forks, threads_per_job
 from normgrow.study.plan import (
     describe,
     describe_fit,
@@ -241,13 +241,14 @@ def cmd_plan(args: argparse.Namespace) -> None:
             raise NormgrowError("--pilot: needs a study to plan (a study preset or YAML), not a run config")
         lines += ["", *pilot_lines(study, Path(args.pilot))]
     if not args.no_measure:
+        forked = False
         if config is not None and is_study(config):
-            parallel, threads = study.launcher.parallel, threads_per_job(study.launcher)
+            parallel, threads, forked = study.launcher.parallel, threads_per_job(study.launcher), forks(study.launcher)
         else:
             import torch
 
             parallel, threads = 1, cfgs[0].train.threads or torch.get_num_threads()
-        lines += ["", *wall_lines(jobs, cfgs, parallel, threads, again=args.remeasure)]
+        lines += ["", *wall_lines(jobs, cfgs, parallel, threads, again=args.remeasure, forked=forked)]
     for line in lines:
         print(line)
 

@@ -63,6 +63,10 @@ class LauncherConfig:
     """submitit executor parameters, e.g. {timeout_min: 120, slurm_partition: gpu, gpus_per_node: 1}."""
     torchrun_nproc: int = 1
     """Processes per job: >1 launches each run with torchrun (data parallel)."""
+    preload: bool = True
+    """local launcher: start each job by forking a server that imported normgrow's training modules once
+    (multiprocessing's forkserver; every run is still its own process), not a fresh interpreter (its imports cost
+    ≈ 7–10 s per run on a CPU). false = a fresh interpreter per job. Jobs through torchrun always start fresh."""
 
 
 @dataclass

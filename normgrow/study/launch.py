@@ -5,7 +5,8 @@ registered by name in `LAUNCHERS` (`launcher.kind`); user code adds one with `re
 Three are built in:
 
     inline     one after another in the study's own process
-    local      parallel subprocesses on this machine (`launcher.parallel` at a time)
+    local      parallel processes on this machine (`launcher.parallel` at a time), forked from a server that
+               imported the training modules once (launcher.preload), or fresh interpreters
     submitit   one submitit job each: SLURM, or submitit's local executor
 
 Every launcher that starts processes runs the same command (`job_command`) in the same
@@ -17,13 +18,16 @@ error line of its log.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -207,22 +211,119 @@ def inline(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progre
     return status
 
 
+# ----------------------------------------------------------------------------- the local launcher
+
+# What the fork server imports once (launcher.preload): everything a `normgrow run` process imports before training,
+# this module first (its import in the server asks for the server's end with the launcher: server_dies_with_parent).
+PRELOAD = ["normgrow.study.launch", "normgrow.cli", "normgrow.pipeline", "normgrow.train"]
+FORK_SERVER = "NORMGROW_FORK_SERVER"
+
+
+def server_dies_with_parent() -> None:
+    """In the fork server (FORK_SERVER=1 in its environment while it starts; removed here, so its jobs do not see it):
+    SIGKILL when the launcher's process ends, however it ends. The server's jobs end with the server (their own
+    die_with_parent), so a killed study leaves no run training on; without this the server would outlive the study
+    by its slow interpreter exit, its jobs training meanwhile. Elsewhere a no-op."""
+    if os.environ.pop(FORK_SERVER, None) != "1" or not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent or parent == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def forked_job(argv: list[str], log_path: str, env: dict[str, str]) -> None:
+    """A job's process under launcher.preload, forked from the server: the environment a fresh one gets (job_env),
+    stdin from /dev/null, stdout and stderr into its log, then `normgrow <argv>`; its exit status is main's."""
+    os.environ.update(env)
+    null = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    from normgrow.cli import main
+
+    sys.exit(main(argv))
+
+
+@functools.cache
+def fork_context() -> Any:
+    """multiprocessing's forkserver, started now, having imported PRELOAD. Its server runs one OpenMP thread
+    (OMP_NUM_THREADS=1 while it starts: no thread pool a fork could inherit half-made); each job then sets its own
+    count (train.threads). One server per process; it ends with this process, and its jobs with it (die_with_parent)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    server_env = {"OMP_NUM_THREADS": "1", FORK_SERVER: "1"}
+    before = {k: os.environ.get(k) for k in server_env}
+    os.environ.update(server_env)
+    try:
+        forkserver.ensure_running()
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return ctx
+
+
+class _Forked:
+    """A job forked from the server, with Popen's poll() (exit status; a signal as its negative)."""
+
+    def __init__(self, job: Job, options: LauncherConfig):
+        threads = threads_per_job(options)
+        argv = job_command(job, options)[3:]  # after `python -m normgrow.cli`
+        self.proc = fork_context().Process(target=forked_job, args=(argv, str(job.log_path), job_env(threads)))
+        self.proc.start()
+
+    def poll(self) -> int | None:
+        return None if self.proc.is_alive() else self.proc.exitcode
+
+
+def forks(options: LauncherConfig) -> bool:
+    """Are the jobs forked from the preloaded server (the local launcher, launcher.preload, one process a job)?"""
+    return options.kind == "local" and options.preload and options.torchrun_nproc == 1
+
+
+def fork_seconds() -> float:
+    """Seconds to start and end an empty job forked from the server (the server up and preloaded first, by an empty
+    job outside the timing)."""
+    ctx = fork_context()
+    seconds = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        p = ctx.Process(target=int)
+        p.start()
+        p.join()
+        seconds.append(time.perf_counter() - t0)
+    return seconds[-1]
+
+
+def start_job(job: Job, options: LauncherConfig) -> tuple[Any, Any]:
+    """A job's process and (for a fresh interpreter) its open log: forked from the preloaded server when
+    launcher.preload and the job is one process, else `normgrow run` in a fresh interpreter."""
+    if options.preload and options.torchrun_nproc == 1:
+        return _Forked(job, options), None
+    logf = open(job.log_path, "a")
+    env = job_env(threads_per_job(options))
+    return subprocess.Popen(job_command(job, options), stdout=logf, stderr=subprocess.STDOUT, env=env), logf
+
+
 def local(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progress) -> dict[str, str]:
-    """Subprocesses on this machine, `options.parallel` at a time."""
+    """Processes on this machine, `options.parallel` at a time."""
     status: dict[str, str] = {}
-    queue, running = list(jobs), dict[str, tuple[Job, subprocess.Popen, Any]]()  # name → (job, process, log file)
+    queue, running = list(jobs), dict[str, tuple[Job, Any, Any]]()  # name → (job, process, log file or None)
     while queue or running:
         while queue and len(running) < options.parallel:
             job = queue.pop(0)
-            logf = open(job.log_path, "a")
-            proc = subprocess.Popen(
-                job_command(job, options), stdout=logf, stderr=subprocess.STDOUT, env=job_env(threads_per_job(options))
-            )
-            running[job.name] = (job, proc, logf)
+            running[job.name] = (job, *start_job(job, options))
         for name, (job, proc, logf) in list(running.items()):
             rc = proc.poll()
             if rc is not None:
-                logf.close()
+                if logf is not None:
+                    logf.close()
                 status[name] = job_status(job, rc)
                 del running[name]
         progress.poll(status)
@@ -291,3 +392,6 @@ def launch(
     finally:
         bar.close()
     return status
+
+
+server_dies_with_parent()

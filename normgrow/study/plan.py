@@ -41,6 +41,7 @@ from normgrow.study.config import StudyConfig, envelope_on, load_study, study_pr
 from normgrow.study.contrasts import contrast
 from normgrow.study.envelope import bracket, bracket_jobs, bracketed
 from normgrow.study.jobs import Job, plan_jobs, sweep_plan, write_study_dir
+from normgrow.study.launch import fork_seconds
 from normgrow.study.pilot import (
     CHECK_DIR,
     CONFIRM_DIR,
@@ -384,10 +385,12 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
 
 
 def wall_lines(
-    jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, threads: int, again: bool = False
+    jobs: list[JobPlan], cfgs: list[RunConfig], parallel: int, threads: int, again: bool = False, forked: bool = False
 ) -> list[str]:
     """Wall time on this machine from measured step rates (normgrow.speed): each shape's probe, each arm's run,
-    the study (its pilot, then its runs, `parallel` at a time), and which figures are measured or estimated."""
+    the study (its pilot, then its runs, `parallel` at a time), and which figures are measured or estimated.
+    `forked`: the launcher forks each job from a preloaded server (launch.forks): the fresh interpreter's start-up
+    once, each run the measured fork's."""
     import torch
 
     if any(j.world > 1 for j in jobs):
@@ -419,15 +422,24 @@ def wall_lines(
         "at depth d = a + b·d:",
     ]
     L += _probe_lines(records)
-    L.append(
-        f"  measured here: start-up {records[0]['startup_s']:.1f} s per run (a fresh interpreter importing "
-        "normgrow's training modules)"
-    )
+    server = records[0]["startup_s"]
+    if forked:
+        fork = fork_seconds()
+        records = [{**r, "startup_s": fork} for r in records]
+        L.append(
+            f"  measured here: start-up {server:.1f} s once (the launcher's server importing normgrow's training "
+            f"modules, launcher.preload), then {fork:.2f} s per run (a process forked from it)"
+        )
+    else:
+        L.append(
+            f"  measured here: start-up {server:.1f} s per run (a fresh interpreter importing normgrow's training "
+            "modules)"
+        )
     L.append(
         "  estimated from the step rate: evaluation and diagnostics (forward passes at a third of a training "
         "token's time); not counted: checkpoints, data loading, runs slowing each other when side by side"
     )
-    return L + _prediction_lines(jobs, cfgs, records, parallel)
+    return L + _prediction_lines(jobs, cfgs, records, parallel, server if forked else 0.0)
 
 
 def _probe_lines(records: list[dict]) -> list[str]:
@@ -454,8 +466,11 @@ def _probe_lines(records: list[dict]) -> list[str]:
     return L
 
 
-def _prediction_lines(jobs: list[JobPlan], cfgs: list[RunConfig], records: list[dict], parallel: int) -> list[str]:
-    """Each arm's predicted run time and the study's wall time (the pilot first, then the runs)."""
+def _prediction_lines(
+    jobs: list[JobPlan], cfgs: list[RunConfig], records: list[dict], parallel: int, once: float = 0.0
+) -> list[str]:
+    """Each arm's predicted run time and the study's wall time (the pilot first, then the runs; `once` seconds
+    before them all: a fork server's start-up)."""
     per_job = [
         speed.predict_run(c, plan_stages(c), r, j.start, j.stop)["total_s"]
         for j, c, r in zip(jobs, cfgs, records, strict=True)
@@ -475,7 +490,7 @@ def _prediction_lines(jobs: list[JobPlan], cfgs: list[RunConfig], records: list[
     parts = [f"{ph} {wall[ph] / 60:,.1f} min" for ph in PHASES if by_phase[ph]]
     return [
         "  per run (mean over the arm's runs): " + "; ".join(runs),
-        f"  predicted wall time: {sum(wall.values()) / 60:,.1f} min"
+        f"  predicted wall time: {(once + sum(wall.values())) / 60:,.1f} min"
         + (f" ({', then '.join(parts)})" if len(parts) > 1 else "")
         + "; the teacher and its cache, when not built yet, come on top",
     ]

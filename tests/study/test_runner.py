@@ -145,6 +145,31 @@ def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
     assert "Runs that did not finish" in report and "`bad` seed 0: failed" in report
 
 
+def test_runs_forked_from_the_preloaded_server_train_exactly_as_fresh_interpreters(tiny_cache, tmp_path):
+    """launcher.preload (the default) forks each run from a server that imported the training modules once; a run
+    trained that way equals, number for number, the same run in a fresh interpreter (preload off), and each forked
+    run is its own process (its run lock names a pid that is neither this process nor another run's)."""
+    arms = {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"}
+    outs = {}
+    for preload in ("true", "false"):
+        spec = write_study(tmp_path / f"{preload}.yaml", tiny_cache, arms, seeds=(0,), parallel=2)
+        outs[preload] = tmp_path / preload
+        cli("study", spec, "-o", outs[preload], "--no-progress", f"launcher.preload={preload}")
+    rows = {p: {r["arm"]: r for r in results(o)} for p, o in outs.items()}
+    for arm in arms:
+        a, b = rows["true"][arm], rows["false"][arm]
+        assert a["status"] == b["status"] == "ok"
+        assert {k: v for k, v in a.items() if k != "wall_time_s"} == {k: v for k, v in b.items() if k != "wall_time_s"}
+        forked = outs["true"] / "runs" / f"{arm}-s0"
+        assert (forked / "metrics.jsonl").read_text().count("val/ce") == (
+            outs["false"] / "runs" / f"{arm}-s0" / "metrics.jsonl"
+        ).read_text().count("val/ce")
+    logs = [(outs["true"] / "logs" / f"{arm}-s0.log").read_text() for arm in arms]
+    assert all("val/ce" in log for log in logs)  # each forked run wrote its own log
+    pids = {int((outs["true"] / "runs" / f"{arm}-s0" / ".lock").read_text().split()[0]) for arm in arms}
+    assert len(pids) == 2 and os.getpid() not in pids  # two processes of their own
+
+
 def test_boundary_update_in_the_report_is_read_from_the_runs_diagnostics(tiny_cache, tmp_path):
     joint = "'curriculum.stages=[{n_layer: 2, tokens: 5120}]'"
     spec = write_study(
