@@ -1,28 +1,34 @@
 # Two commands on a fresh machine:  `make demo` (the main job)  and  `make test` (the test suite).
 # Both create or reuse .venv, install torch first (TORCH_SPEC; the CPU wheel torch==2.13.0 by
 # default — set e.g. TORCH_SPEC="torch==2.13.0 --index-url <your CUDA index>" on GPU machines),
-# then normgrow with its dev extra.
+# then normgrow (`make demo`), or normgrow with its extras (`make setup`, `make test`).
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
+CORE := $(VENV)/.normgrow-core
 STAMP := $(VENV)/.normgrow-installed
 
 .PHONY: setup demo test test-slow lint bench clean-venv
 
-$(STAMP): pyproject.toml
+# normgrow and what it needs to run (torch first); then the extras of the full set-up (tests, lint, lm-eval, loggers)
+$(CORE): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(CORE)
+
+$(STAMP): $(CORE)
 	$(BIN)/python -m pip install --quiet -e '.[dev,eval,loggers]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-# The main job: the built-in default study (default teacher built once and cached, then ten arms),
-# ending with the path of its report.md. Any study preset or file: make demo STUDY=gap
+# The main job: the built-in default study (default teacher built once and cached, then its arms), ending with the
+# path of its report.md; it needs normgrow alone, not the extras. Any study preset or file: make demo STUDY=gap
 STUDY ?= default
-demo: setup
+demo: $(CORE)
 	$(BIN)/normgrow study $(STUDY)
 
 test: setup

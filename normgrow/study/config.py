@@ -99,7 +99,8 @@ class RivalConfig:
 @dataclass
 class LrPilotConfig:
     lrs: list[float] = field(default_factory=list)
-    """Learning rates the pilot tries for every arm (empty = no pilot: every arm trains at its own train.lr). The
+    """Learning rates the pilot tries for every arm (empty = no pilot: every arm trains at its own train.lr, or with
+    envelope_seeds anchors its envelope there). The
     pilot is the sub-study pilot/ (pilot.py); each arm then trains at the rate with the lowest mean CE on the
     model-selection set (study.select_tokens), a matched arm at its unmatched twin's."""
     budget_scale: float = 0.5
@@ -124,7 +125,8 @@ class LrPilotConfig:
     widened beyond an edge (envelope_widen), and every seed trains at the rate with the lowest mean select/ce over
     them; a claim reading an arm whose bracket did not close reads "undetermined (learning rate)". Seeds of the
     study's own: their runs at the chosen rate are the study's runs. Empty: the pilot's choice at every budget.
-    Supersedes confirm_seeds and the ladder's check. Moot without a pilot (lr_pilot.lrs empty): it anchors there."""
+    Supersedes confirm_seeds and the ladder's check. Without a pilot (lr_pilot.lrs empty) the first budget's
+    brackets anchor at each arm's own train.lr (widen far enough to reach the rates a pilot would have tried)."""
     envelope_widen: int = 1
     """Rounds an envelope may widen its bracket: each adds, to every arm whose best rate is the highest (lowest) it
     tried, the rate a factor 2 beyond it (0 = never: a best rate at an edge leaves its bracket open)."""
@@ -402,7 +404,7 @@ def validate_envelope(s: StudyConfig) -> None:
     need(
         0 <= p.envelope_widen <= 4, "lr_pilot.envelope_widen", f"must be between 0 and 4 rounds, got {p.envelope_widen}"
     )
-    if not e or not p.lrs:  # without a pilot there is no anchor: the envelope is moot (as extend is)
+    if not e:
         return
     need(
         len(set(e)) == len(e) and set(e) <= set(s.seeds),
@@ -463,7 +465,7 @@ def validate_pilot(s: StudyConfig) -> None:
             "lr_pilot.overrides",
             f"expected run-config overrides key=value ({', '.join(k.rstrip('.') for k in RUN_SECTIONS)}), got '{item}'",
         )
-    if not p.lrs:
+    if not p.lrs and not p.envelope_seeds:
         need(not p.arms, "lr_pilot.arms", "names the arms of a pilot that does not run (lr_pilot.lrs is empty)")
         for name, arm in s.arms.items():
             need(
@@ -519,8 +521,9 @@ def twin_of(study: StudyConfig, arm: str) -> str | None:
 
 
 def envelope_on(study: StudyConfig) -> bool:
-    """Does the study choose its rates by envelope (a pilot to anchor it, and envelope seeds)?"""
-    return bool(study.lr_pilot.lrs and study.lr_pilot.envelope_seeds)
+    """Does the study choose its rates by envelope (envelope seeds; anchored by its pilot, or without one at each
+    arm's own train.lr)?"""
+    return bool(study.lr_pilot.envelope_seeds)
 
 
 def piloted_arms(study: StudyConfig) -> list[str]:

@@ -265,7 +265,7 @@ def envelope_lines(env: dict | None, contrasts: dict[str, tuple[float | None, in
         f"## Learning rates at budget {env['budget_scale']:g} (envelope)",
         "",
         f"Each arm that chooses its own rate ran r/2, r and 2r on seed(s) {seeds}, r its choice at the budget before "
-        f"(the pilot's at the first), widened a factor 2 beyond an edge up to {env['widen']} round(s); the rate with "
+        f"(the pilot's at the first; without a pilot, the arm's own train.lr), widened a factor 2 beyond an edge up to {env['widen']} round(s); the rate with "
         "the lowest mean select/ce over those seeds (nats/token, the model-selection set) is the one every seed trains "
         "at here. A bracket is *closed* when its best rate has a scored or diverged rate on either side; a claim "
         "reading an arm whose bracket is not closed reads *undetermined (learning rate)*. Vertex: the minimum of the "

@@ -203,6 +203,36 @@ def choose_rates(
     }
 
 
+def anchor_choice(study: StudyConfig) -> dict:
+    """The choice of an envelope without a pilot (lr_pilot.lrs empty, envelope seeds given): every arm anchored at
+    its rate source's own train.lr (shared_rate), no pilot rate tried; the envelope then chooses at every budget."""
+    p = study.lr_pilot
+    arms = {}
+    for arm in study.arms:
+        how, via = rate_from(study, arm)
+        src = piloted_as(study, arm)
+        shared = shared_rate(study, src)
+        arms[arm] = {
+            "chosen": shared, "from": how, "via": via, "piloted_as": src, "rates": [], "failed": [], "shared": shared,
+            "regret": None, "regret_note": "no pilot: the envelope anchors at the arm's own train.lr", "edge": None,
+        }  # fmt: skip
+    return {
+        "pilot": {
+            "dir": None,
+            "lrs": [],
+            "seeds": [],
+            "fraction": None,
+            "extend": 0,
+            "extended": {},
+            "budget_scale": None,
+            "select_tokens": study.select_tokens,
+            "envelope_seeds": list(p.envelope_seeds),
+            "measure": "no pilot: the first budget's brackets anchor at each arm's own train.lr",
+        },  # fmt: skip
+        "arms": arms,
+    }
+
+
 def write_choice(out: Path, choice: dict) -> None:
     atomic.write_text(Path(out) / CHOICE_FILE, json.dumps(choice, indent=2) + "\n")
 
@@ -250,11 +280,16 @@ def header_line(choice: dict) -> str:
     env = choice.get(ENVELOPE)
     if env:
         seeds = ", ".join(map(str, env["seeds"]))
+        first = (
+            "at each arm's own train.lr (no pilot)"
+            if p["dir"] is None
+            else f"by a pilot (`{p['dir']}/`) at budget scale {p['budget_scale']:g}"
+        )
         return (
             f"Learning rates: every arm at its own best rate at this budget (envelope rates: r/2, r, 2r on seed(s) "
             f"{seeds}, chosen by the lowest mean CE on the model-selection split, never on the validation set "
-            f"reported here), anchored at the rate chosen at the budget before — at the first, by a pilot (`{p['dir']}/`) "
-            f'at budget scale {p["budget_scale"]:g}; see "Learning rates at budget {env["budget_scale"]:g} (envelope)".'
+            f"reported here), anchored at the rate chosen at the budget before — at the first, {first}; "
+            f'see "Learning rates at budget {env["budget_scale"]:g} (envelope)".'
         )
     return (
         f"Learning rates: chosen per arm by a pilot (`{p['dir']}/`) at budget scale {p['budget_scale']:g} "
@@ -280,8 +315,9 @@ def _source_cell(c: dict) -> str:
 
 
 def choice_lines(choice: dict | None) -> list[str]:
-    """The report's "Learning rates" section: per arm its rate, every rate's select/ce, the shared rate's regret."""
-    if not choice:
+    """The report's "Learning rates" section: per arm its rate, every rate's select/ce, the shared rate's regret (none
+    without a pilot: the envelope's section says it all)."""
+    if not choice or choice["pilot"]["dir"] is None:
         return []
     grid = list(choice["pilot"]["lrs"])  # the grid as written, then the rates an extension added
     extra = sorted({r["lr"] for c in choice["arms"].values() for r in c["rates"]} - set(grid))

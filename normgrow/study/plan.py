@@ -313,8 +313,8 @@ def envelope_extra(study: StudyConfig, out: Path) -> list[Job]:
     """The runs an envelope adds at one budget to those the study plans: each bracketed arm at r/2 and 2r on the
     envelope seeds (its run at r is the seed's own), at a placeholder rate (a rate changes no budget); its widening
     rounds follow from the runs and are not priced."""
-    mid = sorted(study.lr_pilot.lrs)[len(study.lr_pilot.lrs) // 2]
-    lo, _, hi = bracket(mid)
+    lrs = sorted(study.lr_pilot.lrs) or [1e-3]  # a placeholder without a pilot too
+    lo, _, hi = bracket(lrs[len(lrs) // 2])
     point = study.name.rsplit("@", 1)[1] if "@" in study.name else ""
     return bracket_jobs(study, out, {arm: [lo, hi] for arm in bracketed(study)}, point)
 

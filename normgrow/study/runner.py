@@ -68,6 +68,7 @@ from normgrow.study.pilot import (
     CONFIRM_DIR,
     NOT_LAUNCHED,
     PILOT_DIR,
+    anchor_choice,
     beyond_edges,
     check_skipped,
     check_study,
@@ -221,6 +222,10 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
         if isinstance(mode, Train):
             write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
         choice = pilot_choice(study, out, mode)
+    elif envelope_on(study):  # no pilot: the envelope anchors at each arm's own train.lr
+        if isinstance(mode, Train):
+            write_study_yaml(study, out)
+        choice = anchor_choice(study)
     if choice is not None and envelope_on(study):
         return envelope_walk(study, out, mode, choice)
     if study.sweep.axes or study.budgets:

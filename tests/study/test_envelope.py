@@ -218,8 +218,22 @@ def test_a_two_budget_ladder_under_envelope_rates_end_to_end(tiny_cache, tmp_pat
     assert {p: (out / p).read_text() for p in before} == before
 
 
-def test_without_a_pilot_the_envelope_is_moot():
-    """`lr_pilot.lrs=[]` still turns a shipped study's pilot off: nothing anchors the envelope, every arm trains at its
-    own train.lr, and the plan holds the study's own runs alone (6 arms × 3 seeds)."""
-    assert "plan of study default: 18 runs" in cli("plan", "default", "lr_pilot.lrs=[]", "--no-measure").stdout
-    assert "plan of study default: 38 runs" in cli("plan", "default", "--no-measure").stdout  # 12 + 18 + 4 × 2
+def test_without_a_pilot_the_envelope_anchors_at_each_arms_own_rate():
+    """The default study has no pilot (session 23): its envelope anchors at each core arm's own train.lr, and its
+    plan holds the study's runs and the brackets' r/2 and 2r on seed 0 (6 arms × 3 seeds + 4 arms × 2), with no
+    pilot phase; the anchors are the shared rate 4e-3 for every arm, matched arms at their twin's; turning the
+    envelope off too (envelope_seeds=[]) leaves the study's own runs alone."""
+    from normgrow.study.config import load_study
+    from normgrow.study.pilot import anchor_choice
+    from normgrow.study.plan import study_plan
+
+    assert "plan of study default: 26 runs" in cli("plan", "default", "--no-measure").stdout
+    assert (
+        "plan of study default: 18 runs" in cli("plan", "default", "lr_pilot.envelope_seeds=[]", "--no-measure").stdout
+    )
+    study = load_study("default")
+    assert study.lr_pilot.lrs == [] and study.lr_pilot.envelope_widen == 3
+    assert {j.phase for j in study_plan(study, None, False)[0]} == {"main"}
+    choice = anchor_choice(study)
+    assert {a: c["chosen"] for a, c in choice["arms"].items()} == dict.fromkeys(study.arms, 4e-3)
+    assert choice["arms"]["post-grow-matched"]["piloted_as"] == "post-grow" and choice["pilot"]["dir"] is None

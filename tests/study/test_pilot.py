@@ -400,17 +400,20 @@ def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
     assert "10 run(s), 40,960 training tokens in all" in out
 
 
-def test_the_default_studys_pilot_extends_and_can_be_turned_off():
-    """The default study widens its pilot (lr_pilot.extend: 2, the rule of LOG session 17) and re-chooses its rates at
-    its budget (envelope seed 0, session 22); `lr_pilot.lrs=[]` still turns the pilot off (an extension or an
-    envelope with no pilot's choice to anchor is moot, not an error), and the study then plans no pilot run."""
-    from normgrow.study.config import load_study
+def test_a_pilot_can_be_turned_off_with_the_envelope():
+    """`lr_pilot.lrs=[]` on a study with a pilot (gap) turns the pilot off; with its envelope seeds kept the envelope
+    then anchors at each arm's own train.lr (no pilot phase in the plan), and with envelope_seeds=[] too every arm
+    trains at its own train.lr (coord: no arm names a pilot's; gap's lr_pilot.arms and lr_from are then refused)."""
+    from normgrow.study.config import envelope_on, load_study
     from normgrow.study.plan import study_plan
 
-    assert load_study("default").lr_pilot.extend == 2 and load_study("default").lr_pilot.envelope_seeds == [0]
-    off = load_study("default", ["lr_pilot.lrs=[]"])
-    assert off.lr_pilot.lrs == []
-    assert {j.phase for j in study_plan(off, None, False)[0]} == {"main"}
+    assert load_study("gap").lr_pilot.lrs and load_study("gap").lr_pilot.envelope_seeds == [0, 1]
+    off = load_study("gap", ["lr_pilot.lrs=[]"])
+    assert off.lr_pilot.lrs == [] and envelope_on(off)
+    assert "pilot" not in {j.phase for j in study_plan(off, None, False)[0]}
+    assert not envelope_on(load_study("coord", ["lr_pilot.lrs=[]", "lr_pilot.envelope_seeds=[]"]))
+    with pytest.raises(ConfigError, match="lr_pilot.arms: names the arms of a pilot that does not run"):
+        load_study("gap", ["lr_pilot.lrs=[]", "lr_pilot.envelope_seeds=[]"])
 
 
 @pytest.mark.slow  # ≈ 40 s: a real process killed; the default suite kills a study in test_faults.py
