@@ -40,8 +40,10 @@ with the online teacher over the full vocabulary, so reported `val/ce` never dep
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import typing
 from collections.abc import Callable
@@ -55,7 +57,8 @@ from normgrow import atomic, dist
 from normgrow.checkpoint import sha256_file
 from normgrow.config import RunConfig
 from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
-from normgrow.errors import NormgrowError
+from normgrow.errors import NormgrowError, disk_full, no_space
+from normgrow.locks import DirLock
 from normgrow.losses import SampledTeacher, SparseTeacher, inverse_cdf, tail_logsumexp
 from normgrow.progress import progress_bar
 from normgrow.teacher import Teacher
@@ -197,6 +200,29 @@ def build(
     out = cache_dir(cfg, meta)
     if (out / "meta.json").is_file():
         return out
+    with build_lock(out, info, log):
+        if (out / "meta.json").is_file():  # another process built it while this one waited
+            log(f"teacher cache: built by another process meanwhile → {out}")
+            return out
+        return _build(cfg, out, meta, prep, teacher, info, log, progress)
+
+
+def build_lock(out: Path, info: dist.DistInfo, log: Callable[[str], None]) -> contextlib.AbstractContextManager:
+    """One builder per cache key (on each machine): the main rank locks `<key>.lock/`, beside the cache so that the
+    cache's own directory holds its files alone; a second build of the same key waits for the first, then finds
+    the cache built (or resumes it, if the first was stopped)."""
+    if not info.is_main:
+        return contextlib.nullcontext()
+    return DirLock(out.with_name(out.name + ".lock"), "teacher cache build", wait_s=BUILD_WAIT_S, on_wait=log)
+
+
+BUILD_WAIT_S = 7 * 24 * 3600.0  # a build can take days on a large pool; waiting is what the second process is for
+
+
+def _build(
+    cfg: RunConfig, out: Path, meta: dict, prep: Prepared, teacher: Teacher, info: dist.DistInfo,
+    log: Callable[[str], None], progress: bool,
+) -> Path:  # fmt: skip
     T = meta["seq_len"]
     shapes = _shapes(meta)
     if info.is_main:
@@ -235,15 +261,26 @@ def build(
 
 
 def _preallocate(out: Path, meta: dict, shapes: dict) -> None:
-    """The build's directory, its building.json and its files at their final sizes (kept when already so)."""
+    """The build's directory, its building.json and its files at their final sizes (kept when already so), their
+    blocks allocated on disk now (posix_fallocate): the chunks are written through memory maps, where a full disk
+    would be a SIGBUS with no message, so a full disk is the one-line error here, before any chunk, naming the cache
+    and the bytes it needs; after space is freed the rerun allocates the rest and resumes."""
     (out / "progress").mkdir(parents=True, exist_ok=True)
     (out / "building.json").write_text(json.dumps(meta, indent=1))
-    for name, (shape, dtype) in shapes.items():
-        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    sizes = {name: int(np.prod(shape)) * np.dtype(dtype).itemsize for name, (shape, dtype) in shapes.items()}
+    for name, size in sizes.items():
         path = out / name
         if not path.is_file() or path.stat().st_size != size:
             with open(path, "wb") as f:
                 f.truncate(size)
+        try:
+            with open(path, "r+b") as f:
+                if size and hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(f.fileno(), 0, size)
+        except OSError as e:
+            if not no_space(e):
+                raise
+            raise CacheError(f"teacher cache {disk_full(out, sum(sizes.values()))}") from None
 
 
 def draw_generator(seed: int, sequence: int) -> torch.Generator:

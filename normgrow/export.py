@@ -17,6 +17,7 @@ Weights are safetensors only; nothing is unpickled.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -99,7 +100,7 @@ def check_export_target(run_dir: Path, out_dir: Path, force: bool = False) -> No
     if not out.is_dir() or not any(out.iterdir()) or force:
         return
     try:
-        previous = json.loads((out / "normgrow_export.json").read_text()).get("run_dir")
+        previous = json.loads((out / EXPORT_RECORD).read_text()).get("run_dir")
     except (OSError, ValueError, AttributeError):
         previous = None
     if previous != str(run):
@@ -199,10 +200,60 @@ def _write_export(
         "format": "Qwen3ForCausalLM" if qwen3 else "NormgrowForCausalLM",
         "loads_with": loads_with,
     }
-    (tmp / "normgrow_export.json").write_text(json.dumps(record, indent=1))
+    record["source"] = checkpoint_source(ckpt)
     summary = run_dir / "summary.json"
     metrics = json.loads(summary.read_text()).get("final", {}) if summary.is_file() else {}
     (tmp / "README.md").write_text(model_card(load_config(str(run_dir / "config.yaml")), record, metrics))
+    record["sha256"] = {p.name: checkpoint.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+    (tmp / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
+
+
+EXPORT_RECORD = "normgrow_export.json"
+
+
+def checkpoint_source(ckpt: Path) -> str | None:
+    """What an export made from checkpoint `ckpt` comes from, in 16 hex digits: the checkpoint's name and the sha256
+    of each of its files as recorded in its state.json when it was written (a checkpoint from before hashes were
+    recorded: its step and tokens). None when its state.json is unreadable."""
+    try:
+        state = json.loads((Path(ckpt) / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    what = state.get("sha256") or {"step": state.get("step"), "tokens": state.get("tokens")}
+    return hashlib.sha256(json.dumps([Path(ckpt).name, what], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_source(run_dir: Path) -> str | None:
+    """The source an export of the run would have now (its latest checkpoint's; None when it has none)."""
+    ckpt = checkpoint.latest(Path(run_dir) / "checkpoints")
+    return None if ckpt is None else checkpoint_source(ckpt)
+
+
+def export_record(export: Path) -> dict | None:
+    try:
+        record = json.loads((Path(export) / EXPORT_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def export_damage(export: Path) -> str | None:
+    """Why an export cannot be scored as written (None if it verifies): no readable record, a file missing or cut,
+    or a file whose sha256 differs from the one recorded when it was written (exports from before hashes were
+    recorded: the record's hashes are missing, and the export cannot be verified)."""
+    record = export_record(export)
+    if record is None:
+        return f"{EXPORT_RECORD} is missing or unreadable"
+    sums = record.get("sha256")
+    if not isinstance(sums, dict) or not sums:
+        return f"{EXPORT_RECORD} records no file hashes (an export from before they were recorded)"
+    for name, want in sums.items():
+        path = Path(export) / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if checkpoint.sha256_file(path) != want:
+            return f"{name} does not match its recorded sha256 (damaged or cut)"
+    return None
 
 
 def hub_id(name: str) -> str | None:
@@ -247,7 +298,7 @@ def model_card(cfg: RunConfig, record: dict, metrics: dict) -> str:
         "```python",
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
         f'model = AutoModelForCausalLM.from_pretrained("PATH"{remote})',
-        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
+        f'tokenizer = AutoTokenizer.from_pretrained("PATH"{remote})',
         "```",
         "",
         "## Metrics at the end of training (nats per token; `val/ce` against the teacher, full vocabulary)",

@@ -195,6 +195,7 @@ def startup_seconds() -> float:
 
 
 PROBE_TIMES = ("a_s", "b_s", "first_extra_s", "startup_s")
+PROBE_FORMAT = 2  # 2: a + b·n is the full-depth step (depth_fit); probes cached before are measured again
 
 
 def read_probe(path: Path) -> dict | None:
@@ -211,11 +212,25 @@ def read_probe(path: Path) -> dict | None:
     return record if ok else None
 
 
+def depth_fit(one: float, full: float, n: int) -> tuple[float, float]:
+    """a and b of a + b·d through the step at depth 1 and at depth n, both ≥ 0, and a + b·n the full-depth step
+    always (what the runs mostly train at): a full step no slower than one block's (noise, at tiny shapes) puts
+    every depth at the full step's rate; a block costing more than one step at depth 1 puts a at 0."""
+    b = (full - one) / max(1, n - 1)
+    if b <= 0:
+        return full, 0.0
+    if one - b < 0:
+        return 0.0, full / n
+    return one - b, b
+
+
 def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool = False) -> dict:
     """The step probe of `cfg`'s shape (module docstring), from the cache unless `again`: a (s per step at depth
     0 extrapolated), b (s per block per step), the compile/first-step overhead and the per-process start-up."""
     shape = shape_of(cfg, device)
-    key = hashlib.sha256(json.dumps([shape, __version__], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps([shape, __version__, PROBE_FORMAT], sort_keys=True, default=str).encode()
+    ).hexdigest()[:16]
     where = "cpu-" + machine_key(cpu_info()) if device.type == "cpu" else device.type
     path = cache_root / "hardware" / f"speed-{where}-{key}.json"
     if not again and key in _MEASURED:
@@ -225,9 +240,9 @@ def measure(cfg: RunConfig, device: torch.device, cache_root: Path, again: bool 
         return {**cached, "cached": True}
     n = cfg.model.n_layer
     one, full = time_steps(cfg, 1, device), time_steps(cfg, n, device)
-    b = max(0.0, (full["step_s"] - one["step_s"]) / max(1, n - 1))
+    a, b = depth_fit(one["step_s"], full["step_s"], n)
     record = {
-        "a_s": max(0.0, one["step_s"] - b),
+        "a_s": a,
         "b_s": b,
         "step_full_s": full["step_s"],
         "depth": n,

@@ -279,6 +279,93 @@ def test_truncated_or_flipped_bytes_are_detected(tiny_cache, tmp_path):
         cache.open_cache_dir(bad, want)
 
 
+def test_a_cache_that_does_not_fit_its_disk_is_one_line_and_the_rerun_builds_it(tiny_cache, tmp_path):
+    """Before: the cache's files were sparse and written through memory maps, and a disk that filled mid-build
+    killed the process with SIGBUS, no message. Now the files' blocks are allocated before any chunk: the cache's
+    directory on a 512 KiB file system (tmpfs; needs root) that its 1.5 MB do not fit is one line naming the cache,
+    the bytes it needs and the bytes free; the same file system grown, the rerun builds the cache, byte for byte
+    the one built on a roomy disk."""
+    import shutil
+    import subprocess
+
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_cache, cache)
+    small = cache / "teacher-cache"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        over = [*SMALL, *EXACT, "--no-progress"]
+        proc = cli("teacher", "cache", "tiny", f"data.cache_dir={cache}", *over, check=False)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert lines[0].startswith(f"normgrow: error: teacher cache {small}/")
+        assert "no space left on the device (about 1,572,864 bytes needed" in lines[0] and "bytes free" in lines[0]
+        subprocess.run(["mount", "-o", "remount,size=8m", str(small)], check=True, capture_output=True)
+        built = cli("teacher", "cache", "tiny", f"data.cache_dir={cache}", *over)
+        path = Path(built.stdout.strip().splitlines()[-1].removeprefix("teacher cache: "))
+        roomy = Path(
+            cli("teacher", "cache", "tiny", f"data.cache_dir={tiny_cache}", *over)
+            .stdout.strip()
+            .splitlines()[-1]
+            .removeprefix("teacher cache: ")
+        )
+        assert path.parent == small and roomy.parent == tiny_cache / "teacher-cache"  # (keyed by its teacher's path)
+        assert (
+            json.loads((path / "meta.json").read_text())["sha256"]
+            == json.loads((roomy / "meta.json").read_text())["sha256"]
+        )
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_second_build_of_the_same_cache_waits_for_the_first_and_reuses_it(tiny_cache, tmp_path):
+    """Before: two `teacher cache` builds of one key 3 s apart, the second joined the first's build and failed on its
+    temporary progress file. Now a second build waits for the first's lock, saying so, and then finds the cache
+    built. The first builder is this process (holding the build's lock, building); the second a real
+    `normgrow teacher cache` process."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    cache_dir = tmp_path / "cache"
+    shutil.copytree(tiny_cache, cache_dir)
+    cfg = tiny_cfg(cache_dir, *SMALL, *EXACT)
+    path = teacher_path(cfg, log=lambda *_: None, progress=False)
+    prep = prepare(cfg, teacher_path=path, log=lambda *_: None)
+    cfg = resolve_config(cfg, prep)
+    teacher = load_teacher(path, "float32", torch.device("cpu"), prep.vocab_size, prep.vocab_size)
+    meta = cache.expected_meta(cfg, path, prep)
+    out, info = cache.cache_dir(cfg, meta), DistInfo(0, 1, 0, torch.device("cpu"))
+    args = [sys.executable, "-m", "normgrow.cli", "teacher", "cache", "tiny", f"data.cache_dir={cache_dir}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with cache.build_lock(out, info, log=lambda *_: None):
+        second = subprocess.Popen(
+            [*args, *SMALL, *EXACT, "--no-progress"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        assert second.stdout is not None
+        said = []
+        for line in second.stdout:  # until it says it waits (or ends, and the assertion below says what it said)
+            said.append(line)
+            if line.startswith("waiting: "):
+                break
+        assert said and said[-1].startswith("waiting: ") and "in use by another teacher cache build process" in said[-1]
+        assert not (out / "meta.json").exists()
+        cache._build(cfg, out, meta, prep, teacher, info, lambda *_: None, False)  # this process: the first builder
+    rest, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, rest[-2000:]
+    lines = rest.strip().splitlines()
+    assert (
+        lines[-2] == f"teacher cache: built by another process meanwhile → {out}"
+        and lines[-1] == f"teacher cache: {out}"
+    )
+
+
 @pytest.mark.slow  # 36 s; the run-level kill-and-resume tests stay in the default suite
 def test_killed_build_resumes_to_a_byte_identical_cache(tiny_cache, tmp_path):
     over = [*SMALL, "data.max_documents=40", "teacher.cache_k=16"]

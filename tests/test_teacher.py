@@ -464,3 +464,12 @@ def test_every_export_has_a_model_card_the_hub_parses(tiny_cache, tmp_path):
     assert hub["base_model"] == "Qwen/Qwen3-8B" and hub["datasets"] == ["HuggingFaceFW/fineweb-edu"]
     local = ModelCard(model_card(tiny_cfg(tiny_cache, f"teacher.path={tmp_path / 'hf'}"), record, {})).data.to_dict()
     assert "base_model" not in local
+    # the card's own snippet, as written, in a fresh interpreter with no terminal: it loads without a prompt (before:
+    # its AutoTokenizer line stopped at transformers' "run the custom code? [y/N]" for a post-norm export)
+    snippet = card.text.split("```python\n", 1)[1].split("```", 1)[0].replace("PATH", str(tmp_path / "hf"))
+    snippet += "print(type(model).__name__, type(tokenizer).__name__, tokenizer('def f').input_ids[:1])\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("NormgrowForCausalLM "), proc.stderr[-2000:]

@@ -54,7 +54,8 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     rows, labels, signs_same, small = _contrast_rows(a, rows_a, b, rows_b)
-    L += rows
+    L += rows or ["| (none in common) | — | — | — | — | — | — |"]
+    L += left_out(a, b)
     compared = sum(labels.values())
     claims = [
         (ca, cb)
@@ -82,6 +83,33 @@ def compare_studies(base_dir: Path, other_dir: Path) -> list[str]:
         ),
     ]
     return L
+
+
+def left_out(a: StudyConfig, b: StudyConfig) -> list[str]:
+    """What the table leaves out, and why: contrasts only one study defines, or that both name on different arms
+    (before: a table with no rows and "none of 0 contrasts", with no word why)."""
+    only_a = [n for n in a.contrasts if n not in b.contrasts]
+    only_b = [n for n in b.contrasts if n not in a.contrasts]
+    other = [
+        f"{n} (base {a.contrasts[n]}, other {b.contrasts[n]})"
+        for n in b.contrasts
+        if n in a.contrasts and a.contrasts[n] != b.contrasts[n]
+    ]
+    parts = [
+        *([f"only the base defines {', '.join(only_a)}"] if only_a else []),
+        *([f"only the other defines {', '.join(only_b)}"] if only_b else []),
+        *([f"defined on other arms: {'; '.join(other)}"] if other else []),
+    ]
+    return (
+        [
+            "",
+            "Left out (a contrast is compared where both studies define it on the same arms): "
+            + "; ".join(parts)
+            + ".",
+        ]
+        if parts
+        else []
+    )
 
 
 def _contrast_rows(

@@ -20,6 +20,7 @@ changed is evaluated again, a matching one is read back.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -29,15 +30,16 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.config import RunConfig, load_config
 from normgrow.data import prepare
-from normgrow.errors import NormgrowError
-from normgrow.export import export_student
+from normgrow.dist import pick_device
+from normgrow.errors import ConfigError, NormgrowError
+from normgrow.export import export_damage, export_record, export_student, run_source
 from normgrow.study.config import EvaluateConfig, StudyConfig
 from normgrow.study.record import RunRecord, verified_results
 from normgrow.study.stats import estimate, paired
 
 LOCAL_TASK = "normgrow_continuation"
 ITEMS, CONTEXT, CONTINUATION, CHOICES = 200, 32, 8, 4
-FIELDS = ["task", "metric", "arm", "seed", "value"]
+FIELDS = ["task", "metric", "arm", "seed", "value", "source"]  # source: the export's (export.source_id)
 
 
 def local_task(study_dir: Path, cfg) -> Path:
@@ -103,6 +105,29 @@ def _model_args(export: Path) -> dict:
     return {"pretrained": str(export), "dtype": "float32", "trust_remote_code": model_type == "normgrow"}
 
 
+@contextlib.contextmanager
+def quiet_git():
+    """lm_eval records the git commit of the working directory by running `git describe` with its stderr on ours:
+    outside a repository every evaluation ended with git's "fatal: not a git repository". The same call, its stderr
+    discarded, while lm_eval evaluates (its result, a hash or None, unchanged)."""
+    import subprocess
+
+    from lm_eval import evaluator
+
+    def commit() -> str | None:
+        try:
+            return subprocess.check_output(["git", "describe", "--always"], stderr=subprocess.DEVNULL).strip().decode()
+        except (subprocess.CalledProcessError, FileNotFoundError):
+            return None
+
+    before = evaluator.get_git_commit_hash
+    evaluator.get_git_commit_hash = commit
+    try:
+        yield
+    finally:
+        evaluator.get_git_commit_hash = before
+
+
 def evaluate_export(
     export: Path, tasks: list[str], include: list[Path], batch_size: int, limit: int | None, device: str
 ) -> dict:
@@ -118,16 +143,17 @@ def evaluate_export(
             f"evaluate --tasks: {', '.join(unknown)}: not among lm_eval's tasks or the include paths' "
             "(offline, a hub task's data must already be in the datasets cache)"
         )
-    res = lm_eval.simple_evaluate(
-        model="hf",
-        model_args=_model_args(export),
-        tasks=tasks,
-        task_manager=manager,
-        batch_size=batch_size,
-        limit=limit,
-        device=device,
-        log_samples=True,
-    )
+    with quiet_git():
+        res = lm_eval.simple_evaluate(
+            model="hf",
+            model_args=_model_args(export),
+            tasks=tasks,
+            task_manager=manager,
+            batch_size=batch_size,
+            limit=limit,
+            device=device,
+            log_samples=True,
+        )
     if res is None:  # lm_eval returns None on ranks other than 0
         return {}
     out = {}
@@ -158,23 +184,21 @@ def evaluate_study(
     if LOCAL_TASK in tasks:
         include = [local_task(study_dir, _first_config(records)), *include]
     rows: list[dict] = []
-    for i, r in enumerate(records):
-        export = root / "exports" / r.job
-        if not (export / "config.json").is_file():
-            export_student(study_dir / r.run_dir, export)
+    exports = [current_export(study_dir, r, root, log) for r in records]  # every export verified before any score
+    for i, (r, (export, source)) in enumerate(zip(records, exports, strict=True)):
         done = root / "runs" / r.job
-        todo = [t for t in tasks if _stored(done, t) != task_key(t, include, batch_size, limit)]
+        key = {t: f"{task_key(t, include, batch_size, limit)}-{source}" for t in tasks}  # the export's scores only
+        todo = [t for t in tasks if _stored(done, t) != key[t]]
         if todo:
             log(f"evaluate: {r.job} ({i + 1} of {len(records)}): {', '.join(todo)}")
             for task, (metrics, samples) in evaluate_export(export, todo, include, batch_size, limit, device).items():
                 done.mkdir(parents=True, exist_ok=True)
                 atomic.write_text(done / f"{task}.samples.jsonl", "".join(json.dumps(s) + "\n" for s in samples))
-                record = {"key": task_key(task, include, batch_size, limit), "metrics": metrics}
-                atomic.write_text(done / f"{task}.json", json.dumps(record, indent=1))
+                atomic.write_text(done / f"{task}.json", json.dumps({"key": key[task], "metrics": metrics}, indent=1))
         for task in tasks:
             metrics = json.loads((done / f"{task}.json").read_text())["metrics"]
             rows += [
-                {"task": task, "metric": m.split(",")[0], "arm": r.arm, "seed": r.seed, "value": v}
+                {"task": task, "metric": m.split(",")[0], "arm": r.arm, "seed": r.seed, "value": v, "source": source}
                 for m, v in metrics.items()
                 if "," in m and "_stderr" not in m and isinstance(v, int | float)
             ]
@@ -185,6 +209,49 @@ def evaluate_study(
         w.writerows(rows)
     log(f"evaluate: {len(records)} run(s) × {len(tasks)} task(s) → {path}")
     return path
+
+
+def current_export(study_dir: Path, r: RunRecord, root: Path, log=print) -> tuple[Path, str]:
+    """The run's export for scoring, and its source id, made from the run's current checkpoint and verified: an
+    export that is missing is made; one made from an earlier training of the run (retrained since), from before
+    exports recorded their source, or whose files no longer match their recorded hashes (damaged, cut) is set aside
+    with the run's scores (evaluate/stale/<time>/, never mixed with the current ones) and made again; where the run
+    has no checkpoint left to make it from, that is one line."""
+    export, run_dir = root / "exports" / r.job, study_dir / r.run_dir
+    source = run_source(run_dir)
+    if export.exists():
+        record = export_record(export) or {}
+        if record.get("source") is None:
+            why = "was made before exports recorded the checkpoint they came from"
+        elif source is not None and record["source"] != source:
+            why = "was made from an earlier training of the run (retrained since)"
+        else:
+            damage = export_damage(export)
+            if damage is None:
+                return export, record["source"]
+            why = f"does not verify: {damage}"
+        if source is None:
+            raise NormgrowError(f"{export}: {why}, and its run {run_dir} has no checkpoint to export again from")
+        aside = set_aside(root, r.job)
+        log(f"evaluate: the export of {r.job} {why}; set aside with its scores in {aside}, exported again")
+    export_student(run_dir, export)
+    made = export_record(export)
+    assert made is not None  # export_student just wrote it
+    return export, made["source"]
+
+
+def set_aside(root: Path, job: str) -> Path:
+    """A job's export and scores moved to evaluate/stale/<UTC time>/ (kept for inspection, read by nothing)."""
+    import datetime
+    import os
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    aside = root / "stale" / stamp
+    for part in ("exports", "runs"):
+        if (root / part / job).exists():
+            (aside / part).mkdir(parents=True, exist_ok=True)
+            os.rename(root / part / job, aside / part / job)
+    return aside
 
 
 def _stored(done: Path, task: str) -> str | None:
@@ -200,25 +267,37 @@ def _first_config(records: list[RunRecord]) -> RunConfig:
     return load_config(str(r.study_dir / r.run_dir / "config.yaml"))
 
 
-def read_summary(study_dir: Path) -> dict[tuple[str, str], dict[str, dict[int, float]]]:
-    """summary.csv as {(task, metric): {arm: {seed: value}}}; empty when the study was never evaluated."""
+def read_summary(study_dir: Path) -> tuple[dict[tuple[str, str], dict[str, dict[int, float]]], int]:
+    """summary.csv's current scores as {(task, metric): {arm: {seed: value}}} (empty when the study was never
+    evaluated), and how many rows it left out: scores of an export that is not of the run's current checkpoint
+    (the run retrained since `normgrow evaluate` ran), or rows from before scores recorded their export. A run whose
+    checkpoints are not on disk (a study archived without them) is read as the file says."""
     path = study_dir / "evaluate" / "summary.csv"
     if not path.is_file():
-        return {}
+        return {}, 0
+    now = {}
+    for r in verified_results(study_dir):
+        if r.ok and r.kept:
+            now[(r.arm, r.seed)] = run_source(study_dir / r.run_dir)
     out: dict = {}
+    stale = 0
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
+            want = now.get((row["arm"], int(row["seed"])))
+            if not row.get("source") or (want is not None and row["source"] != want):
+                stale += 1
+                continue
             out.setdefault((row["task"], row["metric"]), {}).setdefault(row["arm"], {})[int(row["seed"])] = float(
                 row["value"]
             )
-    return out
+    return out, stale
 
 
 def downstream_section(study: StudyConfig, study_dir: Path) -> list[str]:
     """The report's "Downstream tasks": per task and metric, each arm's mean over seeds with its 95% interval and
     each contrast (b − a, paired over seeds) with its own; descriptive, outside the claims."""
-    scores = read_summary(study_dir)
-    if not scores:
+    scores, stale = read_summary(study_dir)
+    if not scores and not stale:
         return []
     L = [
         "## Downstream tasks (lm-evaluation-harness)",
@@ -228,6 +307,13 @@ def downstream_section(study: StudyConfig, study_dir: Path) -> list[str]:
         "accuracy, positive = b scores higher). Descriptive: no claim reads them.",
         "",
     ]
+    if stale:
+        L += [
+            f"**{stale} score(s) left out**: of an export that is not the run's current checkpoint (the run was "
+            f"retrained after `normgrow evaluate` ran) or recorded before scores named their export; run "
+            f"`normgrow evaluate {study_dir}` again to score the current runs.",
+            "",
+        ]
     for (task, metric), arms in sorted(scores.items()):
         L += [f"**{task}** — `{metric}`", "", "| arm | n | mean | 95% CI |", "|---|---|---|---|"]
         for arm, values in arms.items():
@@ -262,6 +348,12 @@ def settings(
         import torch
 
         dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev.startswith("cuda"):  # a device this machine lacks: one line now, not lm-eval's AssertionError later
+        try:
+            pick_device(dev)
+        except ConfigError as e:
+            field = "--device" if device else "evaluate.device"
+            raise ConfigError(f"{field}: {str(e).removeprefix('train.device: ')}") from None
     return {
         "tasks": names,
         "include": [*map(Path, cfg.include_path), *include],

@@ -268,9 +268,13 @@ def write_prediction(study: StudyConfig, curves: dict[str, Curves], out: Path, s
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+    when = BEFORE if not started else f"{AFTER} {len(started)} of its runs had begun: not a test"
     with open(out / STUDY_LOG, "a") as f:
-        f.write(f"{stamp} {PREDICTION} sha256 {_sha(data)} (budget {study.holdout:g}, before its runs)\n")
-    return f"prediction of budget {study.holdout:g} written before its runs: {PREDICTION}, sha256 {_sha(data)[:12]}"
+        f.write(f"{stamp} {PREDICTION} sha256 {_sha(data)} (budget {study.holdout:g}, {when})\n")
+    return f"prediction of budget {study.holdout:g} written {when}: {PREDICTION}, sha256 {_sha(data)[:12]}"
+
+
+BEFORE, AFTER = "before its runs", "after"  # how study.log says when a prediction was written
 
 
 def read_prediction(out: Path) -> tuple[dict | None, str]:
@@ -281,11 +285,19 @@ def read_prediction(out: Path) -> tuple[dict | None, str]:
         return None, f"no {PREDICTION}: nothing was predicted before the held-out budget ran"
     data = path.read_bytes()
     log = (out / STUDY_LOG).read_text() if (out / STUDY_LOG).is_file() else ""
-    logged = [line.split()[3] for line in log.splitlines() if len(line.split()) > 3 and line.split()[1] == PREDICTION]
+    logged = {
+        line.split()[3]: line for line in log.splitlines() if len(line.split()) > 3 and line.split()[1] == PREDICTION
+    }  # every prediction this study wrote (one more each time the file was deleted and written again)
     if not logged:
         return None, f"{STUDY_LOG} records no hash of {PREDICTION}: it cannot be shown to predate the held-out runs"
-    if _sha(data) != logged[0]:
-        return None, f"{PREDICTION} is not the file whose sha256 {STUDY_LOG} recorded when it was written: edited since"
+    line = logged.get(_sha(data))
+    if line is None:
+        return None, f"{PREDICTION} is not a file whose sha256 {STUDY_LOG} recorded when it was written: edited since"
+    if not line.rstrip().endswith(f"{BEFORE})"):
+        return None, (
+            f"{PREDICTION} was written ({line.split()[0]}) after runs of the budget it predicts had begun (its line "
+            f"in {STUDY_LOG}): it was not written blind, so it tests nothing"
+        )
     try:
         return json.loads(data), ""
     except ValueError:

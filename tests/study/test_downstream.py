@@ -10,7 +10,7 @@ import sys
 import pytest
 from test_runner import write_study
 
-from conftest import cli
+from conftest import cli, cli_process
 from normgrow.study.downstream import CHOICES, CONTEXT, CONTINUATION, ITEMS, LOCAL_TASK
 
 pytest.importorskip("lm_eval")  # installed by `make setup` (the `eval` extra)
@@ -100,3 +100,95 @@ def test_the_local_task_by_hand_and_a_rerun_reads_back(evaluated):
     assert "evaluate: " in again.stdout and "post-s0 (" not in again.stdout
     assert (out / "evaluate" / "summary.csv").read_bytes() == before
     assert CONTEXT + CONTINUATION == 40
+
+
+def _copy(out, tmp_path):
+    import shutil
+
+    shutil.copytree(out, tmp_path / "study")
+    return tmp_path / "study"
+
+
+@pytest.mark.parametrize("harm", ["flipped", "cut", "retrained"])
+def test_an_export_that_is_not_its_runs_current_checkpoint_is_set_aside_and_made_again(evaluated, tmp_path, harm):
+    """Before: `evaluate` reused any export whose config.json existed and any score whose task key matched — a
+    retrained run kept its old export and scores, and an export with 64 bytes overwritten was scored (0.111 against
+    0.222). Now an export is checked against its recorded hashes and its run's current checkpoint before it is
+    scored: damaged, cut, or made from an earlier training (here its recorded source edited), it is set aside with
+    its scores and made again — the same bytes as the intact export, the same scores."""
+    out, _ = evaluated
+    study = _copy(out, tmp_path)
+    export = study / "evaluate" / "exports" / "pre-s0"
+    weights = export / "model.safetensors"
+    if harm == "flipped":
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+        weights.write_bytes(bytes(data))
+    elif harm == "cut":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        record = json.loads((export / "normgrow_export.json").read_text())
+        record["source"] = "0" * 16
+        (export / "normgrow_export.json").write_text(json.dumps(record))
+    if harm == "flipped":  # a real process outside any git repository: lm_eval's `git describe` stays quiet
+        proc = cli_process("evaluate", study, cwd=tmp_path)
+        assert "not a git repository" not in proc.stderr, proc.stderr[-2000:]
+    else:
+        proc = cli("evaluate", study)
+    assert "evaluate: the export of pre-s0 " in proc.stdout and "set aside with its scores in " in proc.stdout
+    assert proc.stdout.count("set aside") == 1  # the other exports verify and are kept (a copied study's local task
+    # names its own path, so every run is scored again here: the same scores)
+    assert weights.read_bytes() == (out / "evaluate" / "exports" / "pre-s0" / "model.safetensors").read_bytes()
+    assert (study / "evaluate" / "summary.csv").read_bytes() == (out / "evaluate" / "summary.csv").read_bytes()
+    aside = list((study / "evaluate" / "stale").glob("*/exports/pre-s0"))
+    assert len(aside) == 1 and (aside[0].parent.parent / "runs" / "pre-s0" / f"{LOCAL_TASK}.json").is_file()
+    assert len(list((study / "evaluate" / "stale").iterdir())) == 1
+
+
+def test_a_damaged_export_whose_run_has_no_checkpoint_left_is_refused_in_one_line(evaluated, tmp_path):
+    import shutil
+
+    out, _ = evaluated
+    study = _copy(out, tmp_path)
+    weights = study / "evaluate" / "exports" / "post-s1" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    shutil.rmtree(study / "runs" / "post-s1" / "checkpoints")
+    proc = cli("evaluate", study, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "model.safetensors does not match its recorded sha256" in lines[0]
+    assert "has no checkpoint to export again from" in lines[0]
+
+
+def test_the_report_leaves_out_scores_of_an_earlier_training_of_a_run(evaluated, tmp_path):
+    """summary.csv names each score's export; the report shows only scores of each run's current checkpoint and says
+    how many it left out (before: the old downstream table stood beside the retrained runs' val/ce)."""
+    out, _ = evaluated
+    study = _copy(out, tmp_path)
+    path = study / "evaluate" / "summary.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert all(len(r["source"]) == 16 for r in rows)
+    next(r for r in rows if (r["arm"], r["seed"]) == ("pre", "0"))["source"] = "0" * 16  # an earlier training's
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    cli("report", study)
+    report = (study / "report.md").read_text()
+    assert "**1 score(s) left out**" in report
+    section = report.split("## Downstream tasks", 1)[1]
+    assert next(x for x in section.splitlines() if x.startswith("| pre | ")).startswith("| pre | 1 | ")
+
+
+def test_evaluate_on_a_device_this_machine_lacks_is_one_line(evaluated):
+    """Before: `evaluate --device cuda` on a CPU-only torch ended in lm_eval's AssertionError traceback."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    out, _ = evaluated
+    proc = cli("evaluate", out, "--device", "cuda", check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith("normgrow: error: --device: cuda:0 is not on this machine; it has cpu only")

@@ -175,10 +175,31 @@ def test_an_edited_prediction_is_not_a_prediction(tmp_path):
 
 
 def test_a_prediction_written_after_held_out_runs_started_tests_nothing(tmp_path):
+    """study.log says when it was written, truthfully: before the held-out budget's runs, or after some had begun —
+    also when a finished ladder's prediction is deleted and a rerun writes another (before: logged "before its runs",
+    and the report called it "edited since")."""
     s, c = study(tmp_path), curves(random.Random(3))
-    write_prediction(s, c, tmp_path, started=["b4/pre_g-s0"])
+    line = write_prediction(s, c, tmp_path, started=["b4/pre_g-s0"])
+    assert "written after 1 of its runs had begun: not a test" in line
+    assert (tmp_path / STUDY_LOG).read_text().rstrip().endswith("(budget 4, after 1 of its runs had begun: not a test)")
     gate, _ = extrapolation(s, tmp_path, c)
-    assert gate.verdict == NOT_TESTED and "after held-out runs had started" in gate.sentence
+    assert gate.verdict == NOT_TESTED and "after runs of the budget it predicts had begun" in gate.sentence
+    assert "edited since" not in gate.sentence
+
+
+def test_a_deleted_prediction_rewritten_after_its_budget_ran_is_named_so(tmp_path):
+    s, c = study(tmp_path), curves(random.Random(3))
+    write_prediction(s, c, tmp_path, started=[])  # blind: before the held-out runs
+    assert read_prediction(tmp_path)[0] is not None
+    (tmp_path / PREDICTION).unlink()  # a finished ladder's prediction deleted, the ladder rerun
+    line = write_prediction(s, curves(random.Random(4)), tmp_path, started=["b4/pre_g-s0", "b4/post_g-s0"])
+    assert "after 2 of its runs had begun" in line and "before its runs" not in line
+    got, why = read_prediction(tmp_path)
+    assert got is None and "after runs of the budget it predicts had begun" in why and "edited since" not in why
+    log = (tmp_path / STUDY_LOG).read_text().splitlines()
+    assert log[0].endswith("(budget 4, before its runs)") and log[1].endswith(
+        "after 2 of its runs had begun: not a test)"
+    )
 
 
 def test_extrapolation_holds_on_the_law_and_fails_on_a_curve_that_bends_away(tmp_path):

@@ -286,3 +286,17 @@ def test_plan_of_a_branch_ladder_counts_each_trunk_once_and_each_branch_from_its
     )
     assert sum(p.tokens for p in direct) == 2 * 256 * sum(steps.values())
     assert sum(p.tokens for p in plans) == 2 * 256 * (starts[2] + sum(n - starts[b] for b, n in steps.items()))
+
+
+def test_the_probes_step_line_adds_up_at_full_depth():
+    """Before: `plan tiny` printed "a 11.1 ms + b 0.0 ms/block (9.3 ms at 3 blocks)": a full-depth step faster than
+    one block's (noise) clipped b to 0 and kept a at the one-block step. By hand, a + b·n is the full step always."""
+    from normgrow.speed import depth_fit
+
+    assert depth_fit(0.0111, 0.0093, 3) == (0.0093, 0.0)  # noise: every depth at the full step's rate
+    a, b = depth_fit(0.010, 0.050, 5)  # b = 0.04 / 4 = 0.01, a = 0.010 − 0.01 = 0
+    assert a == pytest.approx(0.0, abs=1e-15) and b == pytest.approx(0.01) and a + 5 * b == pytest.approx(0.050)
+    a, b = depth_fit(0.020, 0.100, 9)  # b = 0.08 / 8 = 0.01, a = 0.01
+    assert a == pytest.approx(0.010) and b == pytest.approx(0.010) and a + 9 * b == pytest.approx(0.100)
+    a, b = depth_fit(0.001, 0.100, 2)  # b = 0.099 > one step: a would be negative, so a = 0 and b = 0.100 / 2
+    assert (a, b) == (0.0, 0.05)

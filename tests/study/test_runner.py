@@ -511,6 +511,24 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
     )
     # the joint-gap claim (a tie within ±0.01): [−0.150, −0.050] excludes the margin, [−0.187, +0.020] straddles it
     assert "| joint_gap | contradicted | undetermined | **no** |" in out
+    assert "Left out" not in out  # both define both contrasts on the same arms
+    # a study with no contrast in common: the table says none, and why (before: an empty table, "none of 0")
+    other = dirs[1.0].parent / "renamed"
+    import shutil
+
+    shutil.copytree(dirs[1.0], other)
+    spec = (other / "study.yaml").read_text()
+    (other / "study.yaml").write_text(
+        spec.replace(
+            "contrasts: {gap: [pre, post], far: [pre, big]}", "contrasts: {gap: [pre, big], wide: [post, big]}"
+        )
+    )
+    out = cli("report", other, "--against", dirs[0.5]).stdout
+    assert "| (none in common) |" in out and "none of 0 contrasts" in out
+    assert (
+        "Left out (a contrast is compared where both studies define it on the same arms): only the base defines far; "
+        "only the other defines wide; defined on other arms: gap (base ['pre', 'post'], other ['pre', 'big'])." in out
+    )
     bad = cli("report", dirs[1.0], "--against", tmp_path / "nowhere", check=False)
     line = bad.stderr.strip().splitlines()[-1]
     assert bad.returncode == 2 and "--against" in line and "nowhere: no such directory" in line
