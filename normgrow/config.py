@@ -16,8 +16,10 @@ against their registry (registry.py), so names user code registers are valid too
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.resources
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -353,7 +355,22 @@ def _preset_layers(preset: str, seen: tuple[str, ...] = ()) -> list[tuple[str, d
 def load_config(preset: str | None = None, overrides: tuple[str, ...] | list[str] = ()) -> RunConfig:
     """Defaults ← preset YAML (name or path, after the presets it names with `base:`) ← dotted
     overrides, type-checked and validated."""
-    cfg = load_structured(RunConfig, _preset_layers(preset) if preset is not None else [], overrides)
+    layers = _preset_layers(preset) if preset is not None else []
+    key = json.dumps([layers, list(overrides)], sort_keys=True, default=str)  # the files' contents, not their names
+    if key in _LOADED:
+        return copy.deepcopy(_LOADED[key])
+    cfg = _load(layers, overrides)
+    if len(_LOADED) >= 512:
+        _LOADED.pop(next(iter(_LOADED)))
+    _LOADED[key] = cfg
+    return copy.deepcopy(cfg)
+
+
+_LOADED: dict[str, RunConfig] = {}  # load_config's results by their inputs: a study plans hundreds of one config
+
+
+def _load(layers: list[tuple[str, dict]], overrides: tuple[str, ...] | list[str]) -> RunConfig:
+    cfg = load_structured(RunConfig, layers, overrides)
     tps = cfg.train.tokens_per_step
     if tps is not None:  # the step's size in tokens fixes its size in sequences
         need(

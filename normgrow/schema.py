@@ -145,6 +145,11 @@ def omegaconf_message(e: OmegaConfBaseException, source: str) -> str:
     return f"{source}: {key}: {msg}"
 
 
+def shown(item: str, most: int = 120) -> str:
+    """An override as an error quotes it: whole up to `most` characters, else its start and its length."""
+    return item if len(item) <= most else f"{item[: most - 20]}… ({len(item):,} characters)"
+
+
 def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: list[str] | tuple[str, ...] = ()):
     """The one merge loop: `schema`'s defaults ← each (source, mapping) layer in order ← dotted
     `key=value` overrides, type-checked by OmegaConf. Every error is one line naming its source and key."""
@@ -156,7 +161,7 @@ def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: lis
             raise ConfigError(omegaconf_message(e, source)) from None
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override '{item}': expected key=value (e.g. model.norm=post)")
+            raise ConfigError(f"override '{shown(item)}': expected key=value (e.g. model.norm=post)")
         key, _, raw = item.partition("=")
         try:
             if any(part.isdigit() for part in key.split(".")):  # into a list's entry: curriculum.stages.1.tokens=…
@@ -164,10 +169,10 @@ def load_structured(schema: type, layers: list[tuple[str, dict]], overrides: lis
             else:
                 merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
         except OmegaConfBaseException as e:
-            raise ConfigError(omegaconf_message(e, f"override '{item}'")) from None
+            raise ConfigError(omegaconf_message(e, f"override '{shown(item)}'")) from None
         except yaml.YAMLError as e:  # a YAML tag (never executed) or broken flow syntax in the value
             raise ConfigError(
-                f"override '{item}': {key}: the value is not plain YAML ({str(e).splitlines()[0]})"
+                f"override '{shown(item)}': {key}: the value is not plain YAML ({str(e).splitlines()[0]})"
             ) from None
     try:
         return OmegaConf.to_object(merged)

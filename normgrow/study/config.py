@@ -306,7 +306,46 @@ def canonical(study: StudyConfig) -> StudyConfig:
     return dataclasses.replace(study, claims=normalize_claims(study.claims, study.arms))
 
 
+# the longest list a study may give each field, and its most runs: what the paper and its ablations need, and less
+LIST_LIMITS = {"arms": 500, "seeds": 1000, "budgets": 64, "lr_pilot.lrs": 64, "lr_pilot.seeds": 100,
+               "lr_pilot.envelope_seeds": 100, "evaluate.tasks": 500}  # fmt: skip
+MAX_RUNS = 5_000  # arms × seeds × budgets × rates: a study beyond this is refused
+
+
+def check_sizes(s: StudyConfig) -> None:
+    """Every list a user types is refused in one line beyond its limit (LIST_LIMITS), and so is a study of more than
+    MAX_RUNS runs, before anything is planned: a mistyped range would otherwise stall `plan` or `study` silently."""
+    sizes = {"arms": len(s.arms), "seeds": len(s.seeds), "budgets": len(s.budgets), "lr_pilot.lrs": len(s.lr_pilot.lrs),
+             "lr_pilot.seeds": len(s.lr_pilot.seeds), "lr_pilot.envelope_seeds": len(s.lr_pilot.envelope_seeds),
+             "evaluate.tasks": len(s.evaluate.tasks)}  # fmt: skip
+    for key, n in sizes.items():
+        need(n <= LIST_LIMITS[key], key, f"{n:,} entries: at most {LIST_LIMITS[key]:,}")
+    for name, arm in s.arms.items():
+        for key, n in (("lrs", len(arm.lrs)), ("budgets", len(arm.budgets))):
+            need(n <= 64, f"arms.{name}.{key}", f"{n:,} entries: at most 64")
+    rates = max([len(a.lrs) for a in s.arms.values()] + [len(s.lr_pilot.lrs), 1])
+    runs = len(s.arms) * len(s.seeds) * max(1, len(s.budgets)) * rates
+    need(runs <= MAX_RUNS, "seeds", f"the study would plan about {runs:,} runs (arms × seeds × budgets × rates): "
+         f"at most {MAX_RUNS:,}")  # fmt: skip
+
+
+def validate_rivals(s: StudyConfig) -> None:
+    for rname, rival in s.rivals.items():
+        for key, pair in (("against", rival.against), ("reference", rival.reference)):
+            need(
+                (key == "reference" and not pair) or (len(pair) == 2 and all(a in s.arms for a in pair)),
+                f"rivals.{rname}.{key}",
+                f"expected two arm names [joint, grow], got {pair}",
+            )
+        need(
+            bool(rival.reference) or all(s.claims.get(r) for r in ("pre_joint", "pre_grow")),
+            f"rivals.{rname}.reference",
+            "not given, and the study's claims name no pre_joint and pre_grow arms to read it against",
+        )
+
+
 def validate_study(s: StudyConfig) -> None:
+    check_sizes(s)
     check_numbers(s, STUDY_UPPER)
     need(len(s.arms) > 0, "arms", "a study needs at least one arm")
     need(len(s.seeds) > 0 and len(set(s.seeds)) == len(s.seeds), "seeds", f"need distinct seeds, got {s.seeds}")
@@ -341,18 +380,7 @@ def validate_study(s: StudyConfig) -> None:
         need(
             not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}"
         )
-    for rname, rival in s.rivals.items():
-        for key, pair in (("against", rival.against), ("reference", rival.reference)):
-            need(
-                (key == "reference" and not pair) or (len(pair) == 2 and all(a in s.arms for a in pair)),
-                f"rivals.{rname}.{key}",
-                f"expected two arm names [joint, grow], got {pair}",
-            )
-        need(
-            bool(rival.reference) or all(s.claims.get(r) for r in ("pre_joint", "pre_grow")),
-            f"rivals.{rname}.reference",
-            "not given, and the study's claims name no pre_joint and pre_grow arms to read it against",
-        )
+    validate_rivals(s)
     validate_evaluate(s)
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
     validate_sweep(s.sweep, RUN_SECTIONS)

@@ -142,13 +142,16 @@ def plan_jobs(study: StudyConfig, out: Path, point: str = "") -> list[Job]:
     for arm in arm_order(study):
         a = study.arms[arm]
         for lr in a.lrs or [None]:  # type: ignore[list-item]  # None: the arm's own rate
+            first = None
             for seed in study.seeds:
-                sweep = [f"train.lr={lr}", f"data.select_tokens={study.select_tokens}"] if lr is not None else []
-                over = [*study.overrides, *a.overrides, *sweep, f"seed={seed}", f"name={arm}"]
-                try:
-                    cfg = budget_recipe(load_config(a.preset or study.base, over), study)
-                except ConfigError as e:
-                    raise ConfigError(f"arms.{arm}: {e}") from None
+                if first is None:  # resolved once per arm and rate; the seed changes no other field
+                    sweep = [f"train.lr={lr}", f"data.select_tokens={study.select_tokens}"] if lr is not None else []
+                    over = [*study.overrides, *a.overrides, *sweep, f"seed={seed}", f"name={arm}"]
+                    try:
+                        first = budget_recipe(load_config(a.preset or study.base, over), study)
+                    except ConfigError as e:
+                        raise ConfigError(f"arms.{arm}: {e}") from None
+                cfg = dataclasses.replace(first, seed=seed)
                 nproc = study.launcher.torchrun_nproc
                 if cfg.train.batch_size % nproc:  # caught here: under torchrun each rank would fail, then torchrun
                     raise ConfigError(

@@ -22,10 +22,12 @@ import functools
 import json
 import multiprocessing
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from multiprocessing import forkserver
 from pathlib import Path
@@ -234,7 +236,8 @@ def server_dies_with_parent() -> None:
 
 def forked_job(argv: list[str], log_path: str, env: dict[str, str]) -> None:
     """A job's process under launcher.preload, forked from the server: the environment a fresh one gets (job_env),
-    stdin from /dev/null, stdout and stderr into its log, then `normgrow <argv>`; its exit status is main's."""
+    stdin from /dev/null, stdout and stderr into its log, then `python -m normgrow.cli <argv>` in this process (the
+    module already imported by the server); its exit status is the command line's."""
     os.environ.update(env)
     null = os.open(os.devnull, os.O_RDONLY)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -243,9 +246,12 @@ def forked_job(argv: list[str], log_path: str, env: dict[str, str]) -> None:
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
-    from normgrow.cli import main
-
-    sys.exit(main(argv))
+    sys.argv = ["normgrow", *argv]
+    with warnings.catch_warnings():  # runpy's note that the server imported the module already: it did, on purpose
+        warnings.filterwarnings(
+            "ignore", message=".*found in sys.modules after import of package", category=RuntimeWarning
+        )
+        runpy.run_module("normgrow.cli", run_name="__main__", alter_sys=True)  # as `python -m normgrow.cli`: its exit
 
 
 @functools.cache

@@ -20,7 +20,7 @@ from normgrow.study.envelope import envelope_section
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.measures import Measures
 from normgrow.study.overview import opening, overview_figure, rates_line, study_lines
-from normgrow.study.pilot import choice_lines, confirm_lines, header_line
+from normgrow.study.rates import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
 from normgrow.study.rivals import RIVALS_TITLE, rivals_intro

@@ -42,7 +42,8 @@ from normgrow.study.measures import Measures
 from normgrow.study.mechanism import dose_claims, dose_gate
 from normgrow.study.multiplier import multiplier_lines, multiplier_sentence
 from normgrow.study.overview import ladder_opening, opening, overview_figure
-from normgrow.study.pilot import check_lines, choice_at, confirm_lines, rate_gate
+from normgrow.study.pilot import choice_at, rate_gate
+from normgrow.study.rates import check_lines, confirm_lines
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
 from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
 from normgrow.study.report import (

@@ -25,7 +25,8 @@ from normgrow.study.config import (
 from normgrow.study.jobs import sweep_plan, write_study_yaml
 from normgrow.study.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
 from normgrow.study.measures import BoundaryEvent, RunMeasures
-from normgrow.study.pilot import choice_lines, choose_rates, pilot_study, with_rates
+from normgrow.study.pilot import choose_rates, pilot_study, with_rates
+from normgrow.study.rates import choice_lines
 from normgrow.study.record import from_row, values
 from normgrow.study.regime import (
     ABSENT,

@@ -331,6 +331,16 @@ def test_the_shipped_studies_match_compute_in_the_direction_that_tests_it(name):
         (["claims.roles={nope: pre-joint}"], "claims.roles.nope: no registered claim"),
         (["claims.roles={post_grow: nobody}"], "claims.roles.post_grow: no arm"),
         (["claims.magnitude=0.5"], "claims.magnitude: must be at least 1"),
+        # lists a user can type, refused before any work (before: 5,000 pilot rates stalled `plan` past a minute)
+        ([f"lr_pilot.lrs={[0.001 * (1 + i / 1000) for i in range(65)]}"], "lr_pilot.lrs: 65 entries: at most 64"),
+        ([f"seeds={list(range(1001))}"], "seeds: 1,001 entries: at most 1,000"),
+        ([f"budgets={[0.5 * (i + 1) for i in range(65)]}"], "budgets: 65 entries: at most 64"),
+        (
+            [f"seeds={list(range(900))}"],
+            "seeds: the study would plan about 5,400 runs (arms × seeds × budgets × rates)",
+        ),
+        # a list longer than YAML's expansion limit: the error quotes the override's start and its length, not all of it
+        ([f"seeds={list(range(20000))}"], "… (128,896 characters)': seeds: the value is not plain YAML"),
     ],
 )
 def test_bad_study_input_is_one_line(tmp_path, over, needle):
@@ -338,6 +348,7 @@ def test_bad_study_input_is_one_line(tmp_path, over, needle):
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and err[0].startswith("normgrow: error:")
+    assert len(err[0]) < 500  # one readable line
     assert not (tmp_path / "s").exists()
 
 
@@ -624,3 +635,21 @@ def test_the_gap_studys_renormalized_arms_put_post_norm_exactly_above_each_growt
         assert [i for i, n in enumerate(norms) if n == "post"] == sorted(boundaries) and set(norms) == {"pre", "post"}
         assert dataclasses.replace(jobs[arm].cfg.model, block_norms=[]) == jobs[twin].cfg.model
         assert jobs[arm].cfg.curriculum == jobs[twin].cfg.curriculum
+
+
+@pytest.mark.parametrize("name", ["default", "gap"])
+def test_a_jobs_config_is_what_loading_it_with_its_seed_gives(name, tmp_path):
+    """plan_jobs resolves each arm once and sets the seed on its copies (the seed changes no other field): every job's
+    config equals the one load_config gives with that seed, field for field."""
+    from normgrow.study.jobs import budget_recipe
+
+    study = load_study(name)
+    for job in plan_jobs(study, tmp_path):
+        a = study.arms[job.arm]
+        over = [*study.overrides, *a.overrides, f"seed={job.seed}", f"name={job.arm}"]
+        full = budget_recipe(load_config(a.preset or study.base, over), study)
+        # the job's own fields set after loading (its tracker identity, a matched arm's reference) taken from `full`
+        assert dataclasses.replace(job.cfg, train=dataclasses.replace(job.cfg.train, **{
+            k: getattr(full.train, k) for k in ("track_group", "track_job_type", "track_tags")
+        }), curriculum=dataclasses.replace(job.cfg.curriculum, match_budget=full.curriculum.match_budget,
+                                           match_stages=full.curriculum.match_stages)) == full  # fmt: skip
