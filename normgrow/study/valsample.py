@@ -49,13 +49,24 @@ def _var(xs: list[float]) -> float:
     return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
+def kept(summary: dict) -> list[float] | None:
+    """A run's per-sequence ce as its summary holds it, or None when it holds none or one that cannot be its own: not
+    a list of finite numbers, or not averaging to the run's val/ce (a summary.json edited by hand)."""
+    xs, ce = summary.get(KEY), summary.get("val/ce")
+    if not isinstance(xs, list) or not xs or not isinstance(ce, int | float):
+        return None
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in xs):
+        return None
+    return xs if abs(sum(xs) / len(xs) - ce) <= 1e-9 * max(1.0, abs(ce)) else None
+
+
 def split(records: list[RunRecord], a: str, b: str) -> Split | None:
     """The contrast b − a with its seed and validation-set terms (module docstring); None where fewer than two
     sequences are kept for a pair of runs."""
     ra, rb = finished(records, a), finished(records, b)
     per = {}
     for s in sorted(set(ra) & set(rb)):
-        xa, xb = ra[s].summary.get(KEY), rb[s].summary.get(KEY)
+        xa, xb = kept(ra[s].summary), kept(rb[s].summary)
         if xa and xb and len(xa) == len(xb) and len(xa) >= 2:
             per[s] = [y - x for x, y in zip(xa, xb, strict=True)]
     if not per or len({len(v) for v in per.values()}) != 1:
@@ -91,7 +102,9 @@ def split_lines(contrasts: dict[str, list[str]], records: list[RunRecord]) -> li
     ]
     for name, sp in rows.items():
         if sp is None:
-            L.append(f"| {name} | — | — | — | — | — | — | no per-sequence ce (runs written before it was kept) |")
+            L.append(
+                f"| {name} | — | — | — | — | — | — | no per-sequence ce (runs written before it was kept, or edited) |"
+            )
             continue
         seed = "—" if sp.seed_half is None else f"{sp.seed_half:.4f}"
         both = "—" if sp.both_half is None else f"{sp.both_half:.4f}"

@@ -217,6 +217,14 @@ def test_a_two_budget_ladder_under_envelope_rates_end_to_end(tiny_cache, tmp_pat
     before = {p: (out / p).read_text() for p in ("report.md", "results.csv", "lr_choice.json", "budgets/b1/report.md")}
     cli("report", out)
     assert {p: (out / p).read_text() for p in before} == before
+    # the choice is an output, never an input: cut, edited or deleted between reruns, the rebuild writes it again
+    (out / "lr_choice.json").write_text(before["lr_choice.json"][:100])
+    (out / "budgets" / "b1" / "report.md").unlink()
+    cli("report", out)
+    assert {p: (out / p).read_text() for p in before} == before
+    (out / "lr_choice.json").unlink()
+    cli("study", spec, "-o", out, "--no-progress")  # the study rerun: nothing trains again, the same files
+    assert {p: (out / p).read_text() for p in before} == before
 
 
 def test_without_a_pilot_the_envelope_anchors_at_each_arms_own_rate():

@@ -42,3 +42,25 @@ def test_the_seed_and_set_terms_by_hand():
     lines = split_lines({"gap": ["a", "b"], "old": ["c", "d"]}, rows)
     assert any(line.startswith("| gap | +0.3000 | 2 | 4 | ") and "the validation set |" in line for line in lines)
     assert any(line.startswith("| old | — |") for line in lines)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda xs: xs[:-1],  # cut: no longer averages to val/ce
+        lambda xs: [xs[0] + 1.0, *xs[1:]],  # a value changed
+        lambda xs: ["x", *xs[1:]],  # not a number
+        lambda xs: [float("nan"), *xs[1:]],
+        lambda xs: None,
+        lambda xs: {"0": xs[0]},
+    ],
+)
+def test_a_per_sequence_list_that_cannot_be_the_runs_own_is_not_read(edit):
+    """Before: a summary.json whose per-sequence ce was edited by hand entered the set term as written (or crashed the
+    report on a string). Now a list that is not finite numbers averaging to the run's val/ce is left out."""
+    rows = [rec("a", s, [0.0] * 4) for s in (0, 1)]
+    rows += [rec("b", 0, [0.1, 0.2, 0.3, 0.4]), rec("b", 1, [0.2, 0.3, 0.4, 0.5])]
+    rows[2].summary["val/ce_per_sequence"] = edit(rows[2].summary["val/ce_per_sequence"])
+    sp = split(rows, "a", "b")
+    assert sp is not None and sp.seeds == 1  # seed 0's pair left out, seed 1's read
+    assert sp.delta == pytest.approx(0.35)
