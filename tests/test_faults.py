@@ -141,6 +141,26 @@ def test_a_second_study_is_refused_and_killing_a_study_ends_its_runs(tiny_cache,
     assert no_repeated_steps(run_dir)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+def test_a_study_told_to_stop_stops_its_runs_now(tiny_cache, tmp_path):
+    """SIGTERM to a study (what a scheduler or `kill` sends): its run stops at once, checkpointing, and the study
+    exits. Before: the study's exit waited for its forked runs (multiprocessing joins its children at exit), so a
+    stopped study trained on until its runs finished."""
+    spec = long_study(tmp_path, tiny_cache).read_text().replace("tokens: 15000", "tokens: 3000000")
+    (tmp_path / "s.yaml").write_text(spec)
+    out = tmp_path / "study"
+    study = start_study(tmp_path / "s.yaml", out)
+    run_dir = out / "runs" / "a-s0"
+    ckpts = run_dir / "checkpoints"
+    wait_for(lambda: ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir()))
+    trainer = int((run_dir / ".lock").read_text().split()[0])
+    os.kill(study.pid, signal.SIGTERM)
+    assert study.wait(timeout=60) != 0  # stopped, not finished: the run alone needs minutes
+    wait_for(lambda: not alive(trainer), timeout=30)
+    assert not (run_dir / "summary.json").exists()
+    assert "stopped by SIGTERM" in (out / "logs" / "a-s0.log").read_text()  # the run stopped itself, checkpointing
+
+
 def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
     out = tmp_path / "run"
     args = [

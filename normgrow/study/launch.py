@@ -287,6 +287,9 @@ class _Forked:
     def poll(self) -> int | None:
         return None if self.proc.is_alive() else self.proc.exitcode
 
+    def terminate(self) -> None:
+        self.proc.terminate()
+
 
 def forks(options: LauncherConfig) -> bool:
     """Are the jobs forked from the preloaded server (the local launcher, launcher.preload, one process a job)?"""
@@ -321,19 +324,24 @@ def local(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progres
     """Processes on this machine, `options.parallel` at a time."""
     status: dict[str, str] = {}
     queue, running = list(jobs), dict[str, tuple[Job, Any, Any]]()  # name → (job, process, log file or None)
-    while queue or running:
-        while queue and len(running) < options.parallel:
-            job = queue.pop(0)
-            running[job.name] = (job, *start_job(job, options))
-        for name, (job, proc, logf) in list(running.items()):
-            rc = proc.poll()
-            if rc is not None:
-                if logf is not None:
-                    logf.close()
-                status[name] = job_status(job, rc)
-                del running[name]
-        progress.poll(status)
-        time.sleep(0.5)
+    try:
+        while queue or running:
+            while queue and len(running) < options.parallel:
+                job = queue.pop(0)
+                running[job.name] = (job, *start_job(job, options))
+            for name, (job, proc, logf) in list(running.items()):
+                rc = proc.poll()
+                if rc is not None:
+                    if logf is not None:
+                        logf.close()
+                    status[name] = job_status(job, rc)
+                    del running[name]
+            progress.poll(status)
+            time.sleep(0.5)
+    finally:  # stopped (SIGTERM, Ctrl-C, an error): each run still going is told to stop, checkpointing as it does
+        for _, proc, _ in running.values():
+            if proc.poll() is None:
+                proc.terminate()
     return status
 
 
