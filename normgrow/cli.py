@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from normgrow.config import RunConfig, load_config, resolved_head_dim, to_yaml
 from normgrow.curriculum import match_budget
 from normgrow.data import cache_root
@@ -91,6 +93,11 @@ def _is_main_process() -> bool:
 
 def cmd_config(args: argparse.Namespace) -> None:
     if args.fields or args.study:
+        if args.config or args.overrides:
+            given = " ".join([args.config or "", *args.overrides]).strip()
+            raise NormgrowError(
+                f"config --{'study' if args.study else 'fields'} lists every field; it takes no preset or overrides (got {given!r})"
+            )
         for key, default, doc in study_fields() if args.study else describe_fields(RunConfig):
             print(f"{key:40s} {default:>14s}  {doc}")
         return
@@ -117,7 +124,8 @@ def cmd_model(args: argparse.Namespace) -> None:
     if m.vocab_size is None:  # the tokenizer decides; preparing is cached after the first call
         _, prep = prepare_data(cfg, log=quiet)
         m = dataclasses.replace(m, vocab_size=prep.vocab_size)
-    student = Student(m)
+    with torch.device("meta"):  # shapes and counts only: no memory, at any size
+        student = Student(m)
     counts = count_parameters(student)
     hd = resolved_head_dim(m)
     print(
@@ -205,6 +213,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     if args.against:
         if len(dirs) != 1:
             raise NormgrowError("--against: give one study directory to compare")
+        if Path(args.against).resolve() == Path(dirs[0]).resolve():
+            raise NormgrowError(f"--against: {args.against} is the study itself; give another study to compare with")
         print("\n".join(compare_studies(Path(args.against), dirs[0])))
         return
     if len(dirs) == 1 and (dirs[0] / "study.yaml").is_file():
@@ -245,8 +255,6 @@ def cmd_plan(args: argparse.Namespace) -> None:
         if config is not None and is_study(config):
             parallel, threads, forked = study.launcher.parallel, threads_per_job(study.launcher), forks(study.launcher)
         else:
-            import torch
-
             parallel, threads = 1, cfgs[0].train.threads or torch.get_num_threads()
         lines += ["", *wall_lines(jobs, cfgs, parallel, threads, again=args.remeasure, forked=forked)]
     for line in lines:
@@ -441,12 +449,15 @@ def _add_plan_command(sub) -> None:
         metavar="DIR",
         help="a finished pilot study: what this study's seeds can resolve, from its per-seed sd",
     )
-    p.add_argument(
+    timing = p.add_mutually_exclusive_group()
+    timing.add_argument(
         "--no-measure",
         action="store_true",
         help="skip the wall-time prediction (it times a few training steps of each shape on this machine)",
     )
-    p.add_argument("--remeasure", action="store_true", help="time the shapes again instead of reusing the cached probe")
+    timing.add_argument(
+        "--remeasure", action="store_true", help="time the shapes again instead of reusing the cached probe"
+    )
     p.set_defaults(func=cmd_plan)
 
 
@@ -466,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     except NormgrowError as e:
         print(f"normgrow: error: {e}", file=sys.stderr)
         return getattr(e, "exit_code", 2)
+    except BrokenPipeError:  # the reader went away (`normgrow config --fields | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as e:  # one place for the OS's errors on a path the user gave (or the cache): one line
         line = os_error_line(e)
         if line is None:

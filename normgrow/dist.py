@@ -27,12 +27,17 @@ class DistInfo:
         return self.rank == 0
 
 
+def mps_available() -> bool:
+    return torch.backends.mps.is_available()
+
+
 def available_devices() -> str:
     """What this machine offers to `train.device`, in words."""
+    mps = " and mps" if mps_available() else ""
     if not torch.cuda.is_available():
         built = "this torch has no CUDA support" if torch.version.cuda is None else "no CUDA device is visible"
-        return f"cpu only ({built})"
-    return f"cpu and {torch.cuda.device_count()} CUDA device(s): cuda:0 … cuda:{torch.cuda.device_count() - 1}"
+        return f"cpu{mps} only ({built})"
+    return f"cpu{mps} and {torch.cuda.device_count()} CUDA device(s): cuda:0 … cuda:{torch.cuda.device_count() - 1}"
 
 
 def pick_device(pref: str, local_rank: int = 0) -> torch.device:
@@ -41,7 +46,10 @@ def pick_device(pref: str, local_rank: int = 0) -> torch.device:
     if pref == "auto":
         pref = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device("cuda", local_rank) if pref == "cuda" else torch.device(pref)
+    missing = device.type == "mps" and not mps_available()
     if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        missing = True
+    if missing:
         rank = f" (local rank {local_rank})" if pref == "cuda" and local_rank else ""
         raise ConfigError(f"train.device: {device}{rank} is not on this machine; it has {available_devices()}")
     return device

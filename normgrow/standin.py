@@ -151,6 +151,8 @@ def make_standin(
     if out.exists():
         raise StandInError(f"{out}: already exists (give a new directory)")
     texts = _documents(documents)
+    if len(texts) < documents:  # not silently fewer than asked (the corpus is this Python's standard library)
+        raise StandInError(f"--documents: {documents:,} asked; the embedded corpus has {len(texts):,} documents")
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         import shutil

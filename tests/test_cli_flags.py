@@ -136,3 +136,64 @@ def test_argparse_errors_are_one_line_in_a_real_process():
     assert proc.stderr.startswith("normgrow: error: plan: argument --mfu: expected a finite number, got 'nan'")
     proc = cli("export", check=False)  # a missing argument
     assert proc.returncode == 2 and "the following arguments are required: run_dir, -o/--output" in proc.stderr
+
+
+def test_values_that_parse_but_cannot_be_honoured_are_one_line(tmp_path, monkeypatch):
+    """The walk of every flag with values that pass its check but not the verb (issue 51, item 6). Before: `plan
+    --world-size 3` planned a batch of 8 split three ways (the run refuses it), `--no-measure --remeasure` measured
+    nothing silently, `config tiny --fields` ignored `tiny`, `standin --documents 100000` wrote 731 documents,
+    `report S --against S` compared a study with itself."""
+    monkeypatch.chdir(tmp_path)
+    study = tmp_path / "s"  # the path check's finished-study files; the verb refuses before reading them
+    study.mkdir()
+    for name in ("study.yaml", "results.csv"):
+        (study / name).write_text("")
+    cases = [
+        (
+            ["plan", "tiny", "--world-size=3", "--no-measure"],
+            "train.batch_size: 8 is not divisible by the world size 3",
+        ),
+        (
+            ["plan", "tiny", "--no-measure", "--remeasure"],
+            "argument --remeasure: not allowed with argument --no-measure",
+        ),
+        (["config", "tiny", "--fields"], "config --fields lists every field; it takes no preset or overrides"),
+        (["config", "--study", "model.norm=post"], "config --study lists every field; it takes no preset or overrides"),
+        (["standin", tmp_path / "new", "--documents=100000"], "--documents: 100,000 asked; the embedded corpus has "),
+        (["report", study, "--against", f"{study}/."], "is the study itself; give another study to compare with"),
+    ]
+    for args, expected in cases:
+        proc = cli(*args, check=False)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # nothing written
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly():
+    """`normgrow config --fields | head -1`: before, a BrokenPipeError traceback; now what `cat` does (exit 141).
+    The pipe's reading end is closed before normgrow writes, so the first write fails (no race with a reader)."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "normgrow.cli", "config", "--fields"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+def test_model_prints_any_size_without_allocating_it():
+    """`normgrow model` counts a student of 9 × 10^12 parameters (before: torch's allocation error traceback)."""
+    out = cli("model", "tiny", "model.d_model=1000000", "model.n_head=4").stdout
+    d, v, ff, hd = 1_000_000, 512, 64, 250_000  # tiny: 2 kv heads, d_ff 64; head_dim d / 4
+    block = d * d + 2 * (d // 2) * d + d * d + 2 * hd + 3 * ff * d + 2 * d  # q, k and v, o, q/k norms, MLP, 2 norms
+    assert f"block 0: {block:,}" in out
+    assert f"parameters: total {3 * block + 2 * v * d + d:,} = embedding {v * d:,}" in out

@@ -159,7 +159,10 @@ def _finished_study(d: Path) -> tuple[StudyConfig, list[RunRecord]]:
             "budgets); compare two of its budgets instead (DIR/budgets/<label>, e.g. "
             f"{d / 'budgets' / budget_label(study.budgets[-1])})"
         )
-    return study, [r for r in verified_results(d) if r.kept]
+    rows = [r for r in verified_results(d) if r.kept]
+    if not any(r.ok for r in rows):
+        raise NormgrowError(f"{d}: no finished runs to compare")
+    return study, rows
 
 
 def _sign(c: Contrast) -> str:

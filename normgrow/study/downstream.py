@@ -7,6 +7,7 @@ kept, and per task each arm's score and each contrast paired over seeds with its
       exports/<job>/                             each run's export (`normgrow export`)
       runs/<job>/<task>.json                     lm_eval's metrics for the task and the key they were computed under
       runs/<job>/<task>.samples.jsonl            its per-item records: doc id, target, responses, metrics
+      runs/<job>/lm_eval.log                     what lm_eval wrote to stderr (progress bars, warnings)
       summary.csv                                task, metric, arm, seed, value: what the report reads
 
 The local task (offline: hub tasks cannot be downloaded here) is multiple choice over the study's own held-out text:
@@ -128,10 +129,37 @@ def quiet_git():
         evaluator.get_git_commit_hash = before
 
 
+@contextlib.contextmanager
+def output_to(log: Path):
+    """The process's stderr (file descriptor 2: lm_eval's and datasets' progress bars, its logging, warnings from C
+    code) appended to `log` while lm_eval runs, so that normgrow's output stays its own; restored afterwards, also
+    when lm_eval raises."""
+    import os
+    import sys
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log, "ab") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def evaluate_export(
-    export: Path, tasks: list[str], include: list[Path], batch_size: int, limit: int | None, device: str
+    export: Path,
+    tasks: list[str],
+    include: list[Path],
+    batch_size: int,
+    limit: int | None,
+    device: str,
+    log: Path | None = None,
 ) -> dict:
-    """lm_eval.simple_evaluate on one export: {task: (metrics, samples)}."""
+    """lm_eval.simple_evaluate on one export: {task: (metrics, samples)}; lm_eval's own output into `log` if given."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -143,7 +171,7 @@ def evaluate_export(
             f"evaluate --tasks: {', '.join(unknown)}: not among lm_eval's tasks or the include paths' "
             "(offline, a hub task's data must already be in the datasets cache)"
         )
-    with quiet_git():
+    with quiet_git(), output_to(log) if log else contextlib.nullcontext():
         res = lm_eval.simple_evaluate(
             model="hf",
             model_args=_model_args(export),
@@ -191,7 +219,8 @@ def evaluate_study(
         todo = [t for t in tasks if _stored(done, t) != key[t]]
         if todo:
             log(f"evaluate: {r.job} ({i + 1} of {len(records)}): {', '.join(todo)}")
-            for task, (metrics, samples) in evaluate_export(export, todo, include, batch_size, limit, device).items():
+            scored = evaluate_export(export, todo, include, batch_size, limit, device, done / "lm_eval.log")
+            for task, (metrics, samples) in scored.items():
                 done.mkdir(parents=True, exist_ok=True)
                 atomic.write_text(done / f"{task}.samples.jsonl", "".join(json.dumps(s) + "\n" for s in samples))
                 atomic.write_text(done / f"{task}.json", json.dumps({"key": key[task], "metrics": metrics}, indent=1))
@@ -348,7 +377,7 @@ def settings(
         import torch
 
         dev = "cuda" if torch.cuda.is_available() else "cpu"
-    if dev.startswith("cuda"):  # a device this machine lacks: one line now, not lm-eval's AssertionError later
+    if dev != "cpu":  # a device this machine lacks: one line now, not lm-eval's AssertionError later
         try:
             pick_device(dev)
         except ConfigError as e:

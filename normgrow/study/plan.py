@@ -91,6 +91,8 @@ def window_steps(plans: list, start: int, stop: int) -> list[int]:
 def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False, start: int = 0, stop: int = 0) -> JobPlan:
     """What a job trains and holds: its tokens and FLOPs (a branch's from `start`, a trunk's up to `stop`), memory."""
     cfg = with_vocab(cfg)
+    if cfg.train.batch_size % world:  # what the run itself refuses (data/batches.py), said before it is planned
+        raise ConfigError(f"train.batch_size: {cfg.train.batch_size} is not divisible by the world size {world}")
     plans = plan_stages(cfg)
     if cfg.data.train_pool_sequences:  # the pool's size is the config's (the whole split's is known once it is read)
         check_pool_repeats(cfg, cfg.data.train_pool_sequences, plans)
@@ -354,6 +356,12 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
         raise NormgrowError(f"{pilot_dir}: is a sweep study; pass one of its points (DIR/points/<label>) as --pilot")
     rows = [r for r in read_results(pilot_dir / "results.csv", runs=False) if r.kept]
     n, delta = len(study.seeds), study_roles(study.claims).margin
+    have = {r.arm for r in rows}
+    if not any(a in have and b in have for a, b in study.contrasts.values()):
+        raise NormgrowError(
+            f"--pilot {pilot_dir}: has none of this study's contrasts (its arms: {', '.join(sorted(have)) or 'none'}; "
+            f"the contrasts read {', '.join(sorted({x for pair in study.contrasts.values() for x in pair}))})"
+        )
     L = [
         f"Power from the pilot {pilot_dir} (budget scale {pilot.budget_scale}; this study: {study.budget_scale}), "
         f"paired over seeds, two-sided 95%, {power:.0%} power; this study plans {n} seeds, margin δ = {delta:g}:",
@@ -363,6 +371,10 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
         "|---|---|---|---|---|---|",
     ]
     for name, (a, b) in study.contrasts.items():
+        if a not in have or b not in have:
+            missing = ", ".join(x for x in (a, b) if x not in have)
+            L.append(f"| {name} | — | not in the pilot: no arm {missing} | — | — | — |")
+            continue
         c = contrast(rows, a, b).est
         if c.n < 2 or not c.sd:
             mean = "—" if c.mean is None else f"{c.mean:+.4f}"

@@ -130,9 +130,13 @@ def test_an_export_that_is_not_its_runs_current_checkpoint_is_set_aside_and_made
         record = json.loads((export / "normgrow_export.json").read_text())
         record["source"] = "0" * 16
         (export / "normgrow_export.json").write_text(json.dumps(record))
-    if harm == "flipped":  # a real process outside any git repository: lm_eval's `git describe` stays quiet
+    if harm == "flipped":  # a real process outside any git repository: lm_eval's `git describe` stays quiet, and
+        # lm_eval's and datasets' progress bars go to each run's lm_eval.log, not normgrow's stderr (before: "fatal:
+        # not a git repository" and 14 lines of bars per evaluation)
         proc = cli_process("evaluate", study, cwd=tmp_path)
-        assert "not a git repository" not in proc.stderr, proc.stderr[-2000:]
+        assert proc.stderr == "", proc.stderr[-2000:]
+        log = (study / "evaluate" / "runs" / "pre-s0" / "lm_eval.log").read_text()
+        assert "Running loglikelihood requests" in log and "not a git repository" not in log
     else:
         proc = cli("evaluate", study)
     assert "evaluate: the export of pre-s0 " in proc.stdout and "set aside with its scores in " in proc.stdout
@@ -181,14 +185,16 @@ def test_the_report_leaves_out_scores_of_an_earlier_training_of_a_run(evaluated,
     assert next(x for x in section.splitlines() if x.startswith("| pre | ")).startswith("| pre | 1 | ")
 
 
-def test_evaluate_on_a_device_this_machine_lacks_is_one_line(evaluated):
-    """Before: `evaluate --device cuda` on a CPU-only torch ended in lm_eval's AssertionError traceback."""
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_evaluate_on_a_device_this_machine_lacks_is_one_line(evaluated, device):
+    """Before: `evaluate --device cuda` on a CPU-only torch ended in lm_eval's AssertionError traceback, and
+    `--device mps` in torch's RuntimeError."""
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a CUDA device")
+    if torch.cuda.is_available() if device == "cuda" else torch.backends.mps.is_available():
+        pytest.skip(f"this machine has {device}")
     out, _ = evaluated
-    proc = cli("evaluate", out, "--device", "cuda", check=False)
+    proc = cli("evaluate", out, "--device", device, check=False)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert lines[0].startswith("normgrow: error: --device: cuda:0 is not on this machine; it has cpu only")
+    assert lines[0].startswith(f"normgrow: error: --device: {device}{':0' * (device == 'cuda')} is not on this machine")

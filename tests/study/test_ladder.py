@@ -242,6 +242,15 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
     assert bad.returncode == 2 and "budgets/<label>" in bad.stderr.strip().splitlines()[-1]
     cmp = cli("report", out / "budgets" / "b1", "--against", out / "budgets" / "b0.5").stdout
     assert f"| {m1 - m0:+.4f} | {m1 / m0:+.2f}" in cmp
+    # a study against itself, or against one with no finished run (before: a table of "—" rows), is one line
+    bad = cli("report", out / "budgets" / "b1", "--against", out / "budgets" / "b1", check=False)
+    assert bad.returncode == 2 and "is the study itself" in bad.stderr and bad.stderr.count("\n") == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "study.yaml").write_bytes((out / "budgets" / "b1" / "study.yaml").read_bytes())
+    (empty / "results.csv").write_text((out / "budgets" / "b1" / "results.csv").read_text().splitlines()[0] + "\n")
+    bad = cli("report", out / "budgets" / "b1", "--against", empty, check=False)
+    assert bad.returncode == 2 and f"{empty}: no finished runs to compare" in bad.stderr, bad.stderr
 
     # a rerun skips every finished run; an extended ladder reuses its finished budgets
     again = cli("study", spec, "-o", out, "--no-progress", "budgets=[0.5,1]")

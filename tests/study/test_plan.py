@@ -169,11 +169,17 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     line = next(x for x in out.splitlines() if x.startswith("| joint_gap"))
     assert "+0.0300 (3)" in line and "| 0.0200 [" in line
     assert f"| {4.302653 * 0.02 / 3**0.5:.4f} |" in line
-    assert "grow_gap | — (0)" in out  # the pilot has no grow arms
+    # the pilot has no grow arms: said so (before: "— (0) unknown: fewer than two paired seeds")
+    assert "| grow_gap | — | not in the pilot: no arm pre-grow, post-grow |" in out
     # seeds for δ = 0.01 at sd 0.02 (effect size 0.5): 34 by the noncentral t (the textbook table's 34)
     assert "| 34 (" in line
     bad = cli("plan", "default", "--pilot", tmp_path, check=False)
     assert bad.returncode == 2 and "--pilot" in bad.stderr and "not a finished study directory" in bad.stderr
+    (pilot / "study.yaml").write_text((pilot / "study.yaml").read_text().replace("joint", "shallow"))
+    write_results([r | {"arm": r["arm"].replace("joint", "shallow")} for r in rows], pilot / "results.csv")
+    bad = cli("plan", "default", "--no-measure", "--pilot", pilot, check=False)  # a pilot of none of its contrasts
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "has none of this study's contrasts (its arms: post-shallow, pre-shallow;" in bad.stderr
 
 
 # ----------------------------------------------------------------------------- wall time from measured speed
