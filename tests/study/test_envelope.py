@@ -5,6 +5,8 @@ leaves undetermined; the study fields' one-line errors; the check a ladder no lo
 
 import math
 
+import shutil
+
 import pytest
 from test_pilot import _rec
 
@@ -225,6 +227,18 @@ def test_a_two_budget_ladder_under_envelope_rates_end_to_end(tiny_cache, tmp_pat
     (out / "lr_choice.json").unlink()
     cli("study", spec, "-o", out, "--no-progress")  # the study rerun: nothing trains again, the same files
     assert {p: (out / p).read_text() for p in before} == before
+    # a bracket's run deleted, another's summary cut, between reruns: exactly those two train again, to the same
+    # numbers and the same choice (the wall times aside)
+    rows = results(out / "budgets" / "b1")
+    gone, cut = [r["run_dir"] for r in rows if r["seed"] == "0" and r["selected"] == "no"][:2]
+    shutil.rmtree(out / "budgets" / "b1" / gone)
+    summary = out / "budgets" / "b1" / cut / "summary.json"
+    summary.write_text(summary.read_text()[:50])
+    again = cli("study", spec, "-o", out, "--no-progress")
+    assert "1 of 3 runs already finished" in again.stdout  # the bracket at budget 1: its two harmed runs train
+    timeless = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in results(out / "budgets" / "b1")]
+    assert timeless == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows]
+    assert (out / "lr_choice.json").read_text() == before["lr_choice.json"]
 
 
 def test_without_a_pilot_the_envelope_anchors_at_each_arms_own_rate():
