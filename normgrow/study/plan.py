@@ -127,6 +127,12 @@ def cache_size_lines(cfg: RunConfig, tokens: int) -> list[str]:
     ]
 
 
+def amount(x: float, digits: int = 1) -> str:
+    """A count for a person: grouped digits, or 3 significant ones where those would run to dozens of digits or
+    round to nothing (a rate of 1e-300 tokens per hour gives 10^302 device-hours)."""
+    return f"{x:,.{digits}f}" if x == 0 or 10**-digits <= abs(x) < 1e12 else f"{x:.3g}"
+
+
 def flop_rate(jobs: list[JobPlan], rate: dict) -> float:
     """FLOP/s per device: the assumed peak × utilization, or what the measured tokens per device-hour of a
     distillation step (student and teacher together) imply at the study's FLOPs per token."""
@@ -147,7 +153,7 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     L.append("")
     if rate.get("tokens_per_hour"):
         L.append(
-            f"throughput: {rate['tokens_per_hour']:,.0f} tokens per device-hour ({rate.get('source', 'measured')})"
+            f"throughput: {amount(rate['tokens_per_hour'], 0)} tokens per device-hour ({rate.get('source', 'measured')})"
         )
     else:
         L.append(
@@ -167,11 +173,11 @@ def describe(jobs: list[JobPlan], cfgs: list[RunConfig], rate: dict, title: str)
     tokens = sum(j.tokens for j in jobs)
     L.append(f"{len(jobs)} run(s), {tokens:,} training tokens in all")
     L += tokens_per_param_lines(jobs, cfgs)
-    L.append(f"device-hours, teacher online in every run: {online:,.1f}")
+    L.append(f"device-hours, teacher online in every run: {amount(online)}")
     if teacher_once:
         L.append(
             f"device-hours with the teacher cache (one teacher pass over {cache_tokens:,} tokens, then the "
-            f"students alone): {with_cache:,.1f}"
+            f"students alone): {amount(with_cache)}"
         )
         L += cache_size_lines(cfgs[0], cache_tokens)
     L.append(

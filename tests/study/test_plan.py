@@ -80,6 +80,11 @@ def test_device_hours_from_measured_throughput():
     assert "device-hours, teacher online in every run: 1.0" in out
     # from the cache, the step's teacher share is spent once (one run: the same tokens), so the total is the same
     assert "then the students alone): 1.0" in out
+    # an absurd rate gives a readable number (before: 306 digits): 19,968 tokens at 1e-300 and 1e-9 per hour
+    out = cli("plan", "--no-measure", tiny_yaml, "model.vocab_size=512", "--tokens-per-hour", "1e-300").stdout
+    assert "throughput: 1e-300 tokens per device-hour" in out and "in every run: 2e+304\n" in out
+    out = cli("plan", "--no-measure", tiny_yaml, "model.vocab_size=512", "--tokens-per-hour", "1e-9").stdout
+    assert "in every run: 2e+13\n" in out
 
 
 def test_plan_of_the_coord_study_prints_each_budgets_tokens_per_parameter_and_not_the_pilots():
