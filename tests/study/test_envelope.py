@@ -4,7 +4,6 @@ vertex by hand, the shared-rate reading, the marks the statistics keep, and the 
 leaves undetermined; the study fields' one-line errors; the check a ladder no longer runs at its pilot's budget."""
 
 import math
-
 import shutil
 
 import pytest
