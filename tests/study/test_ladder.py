@@ -369,18 +369,26 @@ def test_a_ladder_confirms_the_rates_at_its_largest_budget_and_gates_that_budget
     assert "rate confirmation at budget 1: each core arm at half and twice its rate" in said
 
 
-def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_prediction(tiny_cache, tmp_path):
+@pytest.mark.parametrize("envelope", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_prediction(tiny_cache, tmp_path, envelope):
+    """Under envelope rates too (each budget's brackets r/2, r, 2r on seed 0, anchored at each arm's train.lr at the
+    first): the prediction is written after every fitted budget's runs, brackets included, and before any run of the
+    held-out budget, its brackets included."""
+    rates = "lr_pilot: {lrs: [], envelope_seeds: [0], envelope_widen: 1}\n" if envelope else ""
     spec = write_study(
         tmp_path / "s.yaml",
         tiny_cache,
         {"pre": "{overrides: [model.norm=pre]}", "post": "{overrides: [model.norm=post]}"},
         launcher="inline",
         extra="contrasts: {gap: [pre, post]}\nclaims: {pre_joint: pre, post_joint: post}\n"
-        "budgets: [0.125, 0.25, 0.5, 1, 2]\nholdout: 2\n",
+        f"budgets: [0.125, 0.25, 0.5, 1, 2]\nholdout: 2\n{rates}",
     )
     out = tmp_path / "ladder"
     proc = cli("study", spec, "-o", out, "--no-progress")
     assert all(r["status"] == "ok" for r in results(out))
+    if envelope:  # the held-out budget ran its own brackets: three rates at least for each arm on seed 0
+        held_rows = results(out / "budgets" / "b2")
+        assert all(len({r["lr"] for r in held_rows if r["arm"] == a and r["seed"] == "0"}) >= 3 for a in ("pre", "post"))
     line = next(x for x in proc.stdout.splitlines() if x.startswith("prediction of budget 2"))
     assert "written before its runs" in line
     written = (out / "prediction.json").stat().st_mtime
