@@ -388,7 +388,9 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
     assert all(r["status"] == "ok" for r in results(out))
     if envelope:  # the held-out budget ran its own brackets: three rates at least for each arm on seed 0
         held_rows = results(out / "budgets" / "b2")
-        assert all(len({r["lr"] for r in held_rows if r["arm"] == a and r["seed"] == "0"}) >= 3 for a in ("pre", "post"))
+        assert all(
+            len({r["lr"] for r in held_rows if r["arm"] == a and r["seed"] == "0"}) >= 3 for a in ("pre", "post")
+        )
     line = next(x for x in proc.stdout.splitlines() if x.startswith("prediction of budget 2"))
     assert "written before its runs" in line
     written = (out / "prediction.json").stat().st_mtime
