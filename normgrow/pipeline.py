@@ -260,7 +260,7 @@ def default_teacher_config(cfg: RunConfig) -> RunConfig:
 
 def default_teacher_key(cfg: RunConfig) -> str:
     """Hash of the default teacher's training recipe: its resolved config as the key sees it, which each field
-    declares in config.py (`Meaning`: key-free fields at their defaults, fields added later left out at their
+    declares in config/fields.py (`Meaning`: key-free fields at their defaults, fields added later left out at their
     old behaviour), so that a setting which cannot change the teacher's weights does not retrain it."""
     recipe = teacher_key_view(default_teacher_config(cfg))
     return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.create(recipe), sort_keys=False).encode()).hexdigest()[:16]

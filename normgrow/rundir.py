@@ -8,7 +8,7 @@
     tensorboard/       with train.loggers=[tensorboard]: a mirror of metrics.jsonl
 
 A run directory holds one run: reopening it with a different config (other than where it runs and
-how a step is laid out in memory: the fields config.py marks `resume=True`) is an error. Only rank 0
+how a step is laid out in memory: the fields config/fields.py marks `resume=True`) is an error. Only rank 0
 writes here.
 """
 
@@ -39,7 +39,7 @@ def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
 
 
 def check_same_run(out: Path, cfg: RunConfig) -> None:
-    """Raise unless the run directory's saved config is `cfg`, up to the fields config.py declares may differ on
+    """Raise unless the run directory's saved config is `cfg`, up to the fields config/fields.py declares may differ on
     resume (`resume_may_differ`: where it runs, how a step is laid out in memory)."""
     old = load_config(str(out / "config.yaml"))
     may_differ = resume_may_differ()

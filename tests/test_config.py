@@ -133,7 +133,7 @@ def test_every_field_declares_its_meaning():
         if getattr(meaning_of(cls, f), what) is None
     ]
     assert not undecided, (
-        f"config fields without a declared meaning: {', '.join(undecided)}. In normgrow/config.py "
+        f"config fields without a declared meaning: {', '.join(undecided)}. In normgrow/config/fields.py "
         "declare each with setting(default, key=True|False, resume=True|False), or its whole "
         "section with @section(key=..., resume=...) (see schema.Meaning)"
     )

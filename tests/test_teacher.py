@@ -343,7 +343,7 @@ def test_student_embeddings_copied_from_the_teacher(tiny_cache, tmp_path):
 
 
 KEY_FIX = (
-    "normgrow/config.py declares what enters the key, with each field: setting(..., key=False) for a field "
+    "normgrow/config/fields.py declares what enters the key, with each field: setting(..., key=False) for a field "
     "that cannot change the teacher's weights, before=<the behaviour from before it existed> for a new field, "
     "old_default=<the old default> for a changed default (see config.Meaning)"
 )

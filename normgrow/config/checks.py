@@ -1,21 +1,12 @@
 """Semantic checks of a run config that its types cannot express: each raises a one-line ConfigError naming the
-field (config.load_config calls `validate` on every config it builds). It does not import config.py, which imports
-it: the config's dataclasses are annotated as Any here."""
+field (load.load_config calls `validate` on every config it builds). Typed against the dataclasses of fields.py."""
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
-
 from normgrow import registry
+from normgrow.config.fields import DataConfig, ModelConfig, RunConfig, TeacherConfig, TrainConfig
 from normgrow.errors import ConfigError
 from normgrow.schema import check_numbers, need, non_negative, parse_train_blocks, positive
-
-# config.py imports this module, so its dataclasses are not imported here (no cycle, not even a typing-only one)
-DataConfig: TypeAlias = Any
-ModelConfig: TypeAlias = Any
-RunConfig: TypeAlias = Any
-TeacherConfig: TypeAlias = Any
-TrainConfig: TypeAlias = Any
 
 # Placement names that are rules over positions rather than one block class (model.placement_of resolves them).
 PLACEMENT_RULES = ("mixln",)
