@@ -35,6 +35,12 @@ ENTRY_POINT_GROUP = "normgrow.extensions"
 # config field → the registry holding its valid names (filled as registries are created)
 BY_FIELD: dict[str, Registry] = {}
 
+# The config fields a registry backs, fixed here rather than by which modules happen to be imported: a check of one
+# of them before its registry exists is an import-order bug, raised as such, never a silent pass.
+BACKED = frozenset(
+    {"model.norm", "model.norm_kind", "curriculum.growth", "diagnostics.include", "data.format", "launcher.kind"}
+)
+
 
 class Registry(Generic[T]):
     """Names → entries of one extension point; `field` is the config key that selects an entry."""
@@ -74,6 +80,8 @@ class Registry(Generic[T]):
 def check(field: str, name: str, key: str | None = None) -> None:
     """Raise a one-line ConfigError if `name` is not registered for `field` (reported as `key`)."""
     registry = BY_FIELD.get(field)
+    if registry is None and field in BACKED:
+        raise RuntimeError(f"{field}: checked before the module that creates its registry was imported")
     if registry is not None and name not in registry:
         raise ConfigError(
             f"{key or field}: unknown {registry.kind} '{name}' (registered: {', '.join(registry.names())})"

@@ -393,3 +393,19 @@ def test_a_growth_operator_brings_its_own_trainability_and_optimizer_policy(newb
     assert steps2["layers.2.mlp.up_proj.weight"] == steps2["layers.3.mlp.up_proj.weight"] == 80
     assert not any(n.startswith(("layers.0.", "layers.1.", "embed_tokens.")) for n in steps2)
     assert_same_run(full, killed)
+
+
+def test_a_registry_backed_field_checked_before_its_registry_exists_is_an_error(monkeypatch):
+    """registry.check used to pass any name when the field's registry had not been created yet, so a check worked
+    only through import order. The registry-backed fields are now fixed (registry.BACKED): each has its registry once
+    normgrow is imported, a check of one without it raises, and a field no registry backs passes as before."""
+    from normgrow import registry
+
+    assert registry.BACKED <= set(registry.BY_FIELD)  # every backed field's registry exists after `import normgrow`
+    registry.check("model.norm", "post")
+    with pytest.raises(ConfigError, match="model.norm: unknown placement 'nope'"):
+        registry.check("model.norm", "nope")
+    monkeypatch.delitem(registry.BY_FIELD, "model.norm")
+    with pytest.raises(RuntimeError, match="model.norm: checked before the module that creates its registry"):
+        registry.check("model.norm", "nope")
+    registry.check("train.lr", "anything")  # no registry backs it: nothing to check
