@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from normgrow import cache
 from normgrow.config import load_config
-from normgrow.curriculum import plan_stages
 from normgrow.data import BatchIterator, n_sequences, train_pool
-from normgrow.growth import set_trainable
-from normgrow.pipeline import build_inputs, teacher_path
-from normgrow.step import build_optimizer, train_step, wrap_for_training
-from normgrow.train import build_student
+from normgrow.run.pipeline import build_inputs, teacher_path
+from normgrow.teacher import cache
+from normgrow.train.growth import set_trainable
+from normgrow.train.loop import build_student
+from normgrow.train.stages import plan_stages
+from normgrow.train.step import build_optimizer, train_step, wrap_for_training
 
 
 def main() -> None:

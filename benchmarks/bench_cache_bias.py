@@ -29,13 +29,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from normgrow import cache
 from normgrow.config import load_config
 from normgrow.data import BatchIterator, prepare
-from normgrow.export import _latest_student
-from normgrow.losses import SampledTeacher, SparseTeacher, distill_loss, tail_logsumexp
-from normgrow.pipeline import teacher_path
-from normgrow.teacher import load_teacher
+from normgrow.nn.losses import SampledTeacher, SparseTeacher, distill_loss, tail_logsumexp
+from normgrow.run.export import _latest_student
+from normgrow.run.pipeline import teacher_path
+from normgrow.teacher import cache
+from normgrow.teacher.load import load_teacher
 
 TOPK, SAMPLES = (8, 64), (4, 12, 32)
 

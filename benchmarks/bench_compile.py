@@ -23,12 +23,12 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, torch
 from normgrow.config import load_config
-from normgrow.dtypes import resolved
-from normgrow.speed import time_steps
+from normgrow.machine.dtypes import resolved
+from normgrow.machine.speed import time_steps
 from normgrow.data import cache_root
-from normgrow.dist import pick_device
+from normgrow.parallel.dist import pick_device
 import dataclasses
-from normgrow.costs import with_vocab
+from normgrow.machine.costs import with_vocab
 cfg = with_vocab(load_config(sys.argv[1], json.loads(sys.argv[2])))
 torch.set_num_threads(cfg.train.threads or 1)
 device = pick_device(cfg.train.device)
@@ -42,7 +42,7 @@ print(json.dumps({"compiled": c, "eager": e, "dtype": cfg.train.dtype}))
 
 def arm_configs(study_name: str, overrides: list[str]) -> list[tuple[str, list[str]]]:
     """(arm, the run overrides its job resolves to) for the first arm of each placement set."""
-    from normgrow.speed import full_placements
+    from normgrow.machine.speed import full_placements
     from normgrow.study.config import load_study
     from normgrow.study.jobs import plan_jobs
 
@@ -64,8 +64,8 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=3, help="fresh interpreters per arm (the first one cold)")
     args = ap.parse_args()
     from normgrow.config import to_yaml
-    from normgrow.curriculum import plan_stages
-    from normgrow.hardware import cpu_info
+    from normgrow.machine.hardware import cpu_info
+    from normgrow.train.stages import plan_stages
 
     print(f"machine: {cpu_info().model}; {args.study} {' '.join(args.overrides)}")
     for arm, cfg in arm_configs(args.study, args.overrides):

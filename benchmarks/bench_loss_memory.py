@@ -23,7 +23,7 @@ def child(kind: str, n: int, v: int, c: int, chunk: int) -> None:
     import torch
     import torch.nn.functional as F
 
-    from normgrow.losses import TeacherChunks, distill_loss
+    from normgrow.nn.losses import TeacherChunks, distill_loss
 
     torch.manual_seed(0)
     h = torch.randn(n, c, requires_grad=True)

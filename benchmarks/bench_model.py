@@ -22,9 +22,9 @@ import time
 import torch
 
 from normgrow.config import ModelConfig
-from normgrow.curriculum import flops_per_token
-from normgrow.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
-from normgrow.model import Student, hf_config, to_hf_state_dict
+from normgrow.machine.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
+from normgrow.nn.model import Student, hf_config, to_hf_state_dict
+from normgrow.train.stages import flops_per_token
 
 MODES = {  # name: (autocast dtype or None, compile: False, "model" (whole model) or "blocks" (each block))
     "fp32-eager": (None, False),
@@ -58,7 +58,7 @@ def default_modes() -> tuple[list[str], str]:
 def run_mode(mode: str, models: dict, idx: torch.Tensor, args) -> dict[str, float]:
     """Median seconds per fwd+bwd step of every model in this mode (compiled copies for compiled modes)."""
     dtype, compiled = MODES[mode]
-    if compiled == "blocks":  # normgrow's train.compile (compiling.py); transformers' decoder layers the same way
+    if compiled == "blocks":  # normgrow's train.compile (nn/compiling.py); transformers' decoder layers the same way
         for m, is_hf in models.values():
             for layer in m.model.layers if is_hf else m.layers:
                 if getattr(layer, "_compiled_call_impl", None) is None:

@@ -28,14 +28,14 @@ import time
 import torch
 
 from normgrow.config import load_config, resolved_head_dim
-from normgrow.costs import teacher_flops_per_token
-from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
 from normgrow.data import BatchIterator
-from normgrow.growth import set_trainable
-from normgrow.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
-from normgrow.pipeline import build_inputs
-from normgrow.step import build_optimizer, train_step, wrap_for_training
-from normgrow.train import build_student
+from normgrow.machine.costs import teacher_flops_per_token
+from normgrow.machine.hardware import BF16_FLAGS, cpu_info, matmul_peak, native_bf16
+from normgrow.run.pipeline import build_inputs
+from normgrow.train.growth import set_trainable
+from normgrow.train.loop import build_student
+from normgrow.train.stages import plan_stages, step_cost, tokens_per_step
+from normgrow.train.step import build_optimizer, train_step, wrap_for_training
 
 FP32_EAGER = ["train.dtype=float32", "teacher.dtype=float32", "train.compile=false"]
 
@@ -62,7 +62,7 @@ class Variant:
         self.first: list[float] = []
 
     def step_flops(self) -> float:
-        """FLOPs of one train_step: the student's (curriculum.step_cost) and an online teacher's forward."""
+        """FLOPs of one train_step: the student's (stages.step_cost) and an online teacher's forward."""
         plan = plan_stages(self.cfg)[-1]
         teacher = teacher_flops_per_token(self.cfg) if self.inputs.cache is None else 0
         return step_cost(self.cfg, plan)["flops"] + teacher * tokens_per_step(self.cfg)

@@ -26,10 +26,10 @@ import torch
 
 from normgrow.config import ModelConfig, load_config
 from normgrow.data import cache_root
-from normgrow.hardware import matmul_peak, record_gpu_smoke
-from normgrow.losses import TeacherChunks, distill_loss
-from normgrow.model import Student, hf_config, parameters_of, to_hf_state_dict
-from normgrow.teacher import KNOWN_SHAPES
+from normgrow.machine.hardware import matmul_peak, record_gpu_smoke
+from normgrow.nn.losses import TeacherChunks, distill_loss
+from normgrow.nn.model import Student, hf_config, parameters_of, to_hf_state_dict
+from normgrow.teacher.load import KNOWN_SHAPES
 
 CPU_STUDENT = dict(n_layer=2, d_model=64, n_head=4, n_kv_head=2, head_dim=16, d_ff=192, vocab_size=4096)
 CPU_TEACHER = dict(n_layer=2, d_model=128, n_head=4, n_kv_head=2, head_dim=32, d_ff=384, vocab_size=4096)

@@ -1,7 +1,7 @@
 """normgrow: controlled distillation studies of normalization placement under curriculum depth growth.
 
 Importing the package fills the extension registries with their built-in entries, registers the
-exported model classes with transformers' Auto classes (export.py), and exposes the calls that add
+exported model classes with transformers' Auto classes (run/export.py), and exposes the calls that add
 more (see registry.py):
 
     normgrow.register_placement(name, BlockSubclass)          model.norm / model.block_norms
@@ -25,14 +25,14 @@ if "torch" not in _sys.modules:
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Registers NormgrowConfig / NormgrowForCausalLM with transformers' Auto classes, so that after a plain
-# `import normgrow` AutoModelForCausalLM.from_pretrained loads any export (normgrow/modeling_normgrow.py).
-import normgrow.export  # noqa: E402, F401
-from normgrow.curriculum import GrowthOperator, register_growth  # noqa: E402
+# `import normgrow` AutoModelForCausalLM.from_pretrained loads any export (normgrow/nn/modeling_normgrow.py).
+import normgrow.run.export  # noqa: E402, F401
 from normgrow.data import CorpusSource, register_corpus_source  # noqa: E402
-from normgrow.diagnostics import Observation, register_diagnostic  # noqa: E402
-from normgrow.model import Block, register_norm_kind, register_placement  # noqa: E402
+from normgrow.nn.model import Block, register_norm_kind, register_placement  # noqa: E402
 from normgrow.study.launch import register_launcher  # noqa: E402
 from normgrow.study.verdicts import register_claim  # noqa: E402
+from normgrow.train.diagnostics import Observation, register_diagnostic  # noqa: E402
+from normgrow.train.growth import GrowthOperator, register_growth  # noqa: E402
 from normgrow.version import __version__  # noqa: E402
 
 __all__ = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 import tempfile
@@ -119,3 +120,12 @@ def publish_directory(final: Path, write: Callable[[Path], None]) -> None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
+
+
+def sha256_file(path: Path) -> str:
+    """The file's SHA-256, hex, read in 1 MiB blocks (checkpoints, exports and the teacher cache record it)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

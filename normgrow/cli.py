@@ -30,17 +30,16 @@ from pathlib import Path
 import torch
 
 from normgrow.config import RunConfig, load_config, resolved_head_dim, to_yaml
-from normgrow.curriculum import match_budget
+from normgrow.config.schema import describe_fields
 from normgrow.data import cache_root
 from normgrow.errors import NormgrowError, RunsFailed, Stopped, catch_stop_signals, os_error_line, restore_signals
-from normgrow.export import export_student
 from normgrow.flags import Parser, count, device, folder, fraction, names, new_folder, output, positive
-from normgrow.model import Student, count_parameters
-from normgrow.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
-from normgrow.plots import plot_runs
+from normgrow.nn.model import Student, count_parameters
 from normgrow.registry import load_extensions
-from normgrow.schema import describe_fields
-from normgrow.standin import make_standin, study_overrides
+from normgrow.run.budget import match_budget
+from normgrow.run.export import export_student
+from normgrow.run.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
+from normgrow.run.plots import plot_runs
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study, study_fields
 from normgrow.study.downstream import evaluate_study, settings
@@ -58,6 +57,7 @@ from normgrow.study.plan import (
     wall_lines,
 )
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
+from normgrow.teacher.standin import make_standin, study_overrides
 from normgrow.version import __version__
 
 RUN_DIR = folder(("config.yaml",), "a run directory")

@@ -1,13 +1,13 @@
 """Extension points as plain registries: a dict from a config name to a small class or function.
 
-normgrow has seven: placements (`model.norm`, model.py), norm kinds (`model.norm_kind`, model.py), growth operators (`curriculum.growth`,
-curriculum.py), diagnostics (`diagnostics.include`, diagnostics.py), launchers (`launcher.kind`,
+normgrow has seven: placements (`model.norm`, nn/model.py), norm kinds (`model.norm_kind`, nn/model.py), growth operators (`curriculum.growth`,
+train/growth.py), diagnostics (`diagnostics.include`, train/diagnostics.py), launchers (`launcher.kind`,
 study/launch.py), corpus sources (`data.format`, data/sources.py) and claims (every study's
 claims, study/verdicts.py; the paper's in study/paper.py). Each module fills its registry with explicit `register(...)` calls
 for the built-in entries; user code makes the same calls, before the config is loaded:
 
     import normgrow
-    from normgrow.model import Block, register_placement
+    from normgrow.nn.model import Block, register_placement
 
     class Residual2(Block): ...
     register_placement("residual2", Residual2)     # now model.norm=residual2 is valid

@@ -18,7 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_WAIT_POLICY", "ACTIVE")
 
 from normgrow.config import load_config  # noqa: E402
-from normgrow.pipeline import build_default_teacher  # noqa: E402
+from normgrow.run.pipeline import build_default_teacher  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +80,7 @@ def without_perf(rows: list[dict]) -> list[dict]:
 def final_weights(run_dir) -> dict:
     from safetensors.torch import load_file
 
-    from normgrow import checkpoint
+    from normgrow.train import checkpoint
 
     return load_file(str(checkpoint.latest(Path(run_dir) / "checkpoints") / "model.safetensors"))
 
@@ -143,8 +143,8 @@ def assert_same_run(a, b) -> None:
 
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory) -> Path:
-    """The paper path's CPU stand-in (normgrow/standin.py): a Qwen3-8B-shaped teacher with a padded head and
+    """The paper path's CPU stand-in (normgrow/teacher/standin.py): a Qwen3-8B-shaped teacher with a padded head and
     Qwen-style tokenizer, and a FineWeb-Edu-shaped local dataset; 150 documents for the fast tests."""
-    from normgrow.standin import make_standin
+    from normgrow.teacher.standin import make_standin
 
     return make_standin(tmp_path_factory.mktemp("stand in ß") / "s é", documents=150, base_vocab=400)

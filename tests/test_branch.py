@@ -1,4 +1,4 @@
-"""Decay branches (branch.py): a run started from a trunk's checkpoint at its decay start equals, bit for bit, the
+"""Decay branches (train/branch.py): a run started from a trunk's checkpoint at its decay start equals, bit for bit, the
 run trained directly at its budget — for a joint and for a grown student — and a branch that could not equal it is
 refused in one line."""
 
@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from conftest import assert_same_run, cli, events
-from normgrow.branch import decay_start_step
 from normgrow.config import load_config
+from normgrow.train.branch import decay_start_step
 
 PER_STEP = 8 * 32  # tiny: batch 8 × seq_len 32
 RECIPE = ["train.schedule=wsd", "train.decay_fraction=0.2", "train.threads=1", "--no-progress", "--no-plots"]

@@ -14,15 +14,15 @@ import pytest
 import torch
 
 from conftest import cli, tiny_cfg
-from normgrow import cache
 from normgrow.data import POOL_RULE, BatchIterator, n_sequences, prepare, train_pool
-from normgrow.dist import DistInfo
 from normgrow.errors import ConfigError
-from normgrow.losses import SparseTeacher, distill_loss
-from normgrow.model import Student
-from normgrow.pipeline import resolve_config, teacher_path
-from normgrow.teacher import load_teacher
-from normgrow.train import RunInputs
+from normgrow.nn.losses import SparseTeacher, distill_loss
+from normgrow.nn.model import Student
+from normgrow.parallel.dist import DistInfo
+from normgrow.run.pipeline import resolve_config, teacher_path
+from normgrow.teacher import cache
+from normgrow.teacher.load import load_teacher
+from normgrow.train.loop import RunInputs
 
 SMALL = [
     "data.max_documents=12",

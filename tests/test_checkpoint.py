@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from normgrow import checkpoint
+from normgrow.train import checkpoint
 
 
 def test_round_trip_restores_weights_optimizer_rng_and_state(tmp_path):

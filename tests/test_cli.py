@@ -5,7 +5,7 @@ import json
 from conftest import cli, cli_process
 from normgrow import __version__
 from normgrow.config import load_config
-from normgrow.model import Student, count_parameters
+from normgrow.nn.model import Student, count_parameters
 
 
 def test_version_and_help():

@@ -12,9 +12,9 @@ from normgrow.config import (
     save_config,
     to_dict,
 )
+from normgrow.config.schema import describe_fields, field_docs, leaf_fields, meaning_of, teacher_key_view
 from normgrow.errors import ConfigError
-from normgrow.rundir import check_same_run
-from normgrow.schema import describe_fields, field_docs, leaf_fields, meaning_of, teacher_key_view
+from normgrow.train.rundir import check_same_run
 
 
 def test_every_preset_loads_and_validates():
@@ -187,8 +187,8 @@ def test_a_resumed_run_may_change_where_it_runs_not_what_it_computes(tmp_path):
 def test_a_micro_batch_that_does_not_divide_a_ranks_share_is_refused():
     import torch
 
-    from normgrow.dist import DistInfo
-    from normgrow.step import check_micro_batch
+    from normgrow.parallel.dist import DistInfo
+    from normgrow.train.step import check_micro_batch
 
     cfg = load_config("tiny", ["train.batch_size=12", "train.micro_batch_size=4"])  # 4 divides 12 ...
     check_micro_batch(cfg, DistInfo(0, 1, 0, torch.device("cpu")))

@@ -19,8 +19,8 @@ from test_hostile import refused, tree_hash
 
 from conftest import cli
 from normgrow.config import RunConfig, load_config
+from normgrow.config.schema import field_docs, leaf_fields
 from normgrow.errors import ConfigError
-from normgrow.schema import field_docs, leaf_fields
 from normgrow.study.config import StudyConfig, load_study
 
 BAD = ("nan", "inf", "-inf", "0", "-1", "1e300")

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from conftest import assert_same_run, cli, events, kill_and_resume, stage_started, tiny_cfg
-from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
-from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
-from normgrow.growth import rebuild_optimizer, set_trainable
-from normgrow.model import Student
-from normgrow.pipeline import run
-from normgrow.step import build_optimizer
+from normgrow.nn.model import Student
+from normgrow.run.pipeline import run
+from normgrow.train import checkpoint
+from normgrow.train.growth import GROWTH, rebuild_optimizer, set_trainable
+from normgrow.train.stages import plan_stages
+from normgrow.train.step import build_optimizer
 
 QUIET = dict(log=lambda *_: None, progress=False)
 APPEND = GROWTH["append"]
@@ -112,7 +112,7 @@ def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
     old = {n: {k: v.clone() for k, v in opt.state[p].items()} for n, p in model.named_parameters()}
     APPEND.apply(model, 4, "zero", seed=0)
     set_trainable(model, plans[1])
-    new_opt = rebuild_optimizer(opt, model, cfg, torch.device("cpu"))
+    new_opt = rebuild_optimizer(opt, model, cfg, torch.device("cpu"), plans[1])
     in_opt = {id(p) for g in new_opt.param_groups for p in g["params"]}
     for n, p in model.named_parameters():
         assert id(p) in in_opt, n
@@ -130,6 +130,7 @@ def test_keep_policy_keeps_old_moments_and_new_blocks_join_the_optimizer():
         model,
         dataclasses.replace(cfg, curriculum=dataclasses.replace(cfg.curriculum, optimizer="reset")),
         torch.device("cpu"),
+        plans[1],
     )
     assert len(reset.state) == 0
 
@@ -243,7 +244,7 @@ def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, 
         "curriculum.match_by=tokens",
         "curriculum.stages=[{n_layer: 3, tokens: 1}]",
     )
-    from normgrow.curriculum import match_budget
+    from normgrow.run.budget import match_budget
 
     matched, rec = match_budget(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=512)))
     assert matched.curriculum.stages[0].tokens == grow_sum["compute"]["tokens"]
@@ -303,7 +304,8 @@ def test_matching_lands_within_one_step_upward_and_downward(tmp_path, stages):
     """A grow run given a joint run's active-layer tokens (upward: it had fewer) and a joint run given the grow
     run's (downward) both land within one step of their target, and the record says which way the match went."""
     from normgrow.config import save_config
-    from normgrow.curriculum import match_budget, planned_totals
+    from normgrow.run.budget import match_budget
+    from normgrow.train.stages import planned_totals
 
     grow = load_config("tiny", ["model.vocab_size=512", f"curriculum.stages={stages}"])
     joint = load_config("tiny", ["model.vocab_size=512", "curriculum.stages=[{n_layer: 3, tokens: 40000}]"])

@@ -8,16 +8,16 @@ import pytest
 import torch
 
 from conftest import assert_same_run, events, kill_and_resume, tiny_cfg
-from normgrow import checkpoint
 from normgrow.config import load_config
-from normgrow.curriculum import plan_stages, student_at_stage
 from normgrow.data import val_sequences
-from normgrow.dist import DistInfo
 from normgrow.errors import ConfigError
-from normgrow.evaluate import evaluate
-from normgrow.pipeline import build_inputs, run
+from normgrow.parallel.dist import DistInfo
+from normgrow.run.pipeline import build_inputs, run
 from normgrow.study.figures import after_growth_curves
-from normgrow.train import build_student
+from normgrow.train import checkpoint
+from normgrow.train.evaluate import evaluate
+from normgrow.train.loop import build_student
+from normgrow.train.stages import plan_stages, student_at_stage
 
 CPU = DistInfo(0, 1, 0, torch.device("cpu"))
 

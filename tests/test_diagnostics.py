@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from conftest import cli, tiny_cfg
-from normgrow import checkpoint
 from normgrow.config import DiagnosticsConfig, ModelConfig
-from normgrow.diagnostics import Observation, collapse, diagnose, identity_stats, make_probe
-from normgrow.model import Student
-from normgrow.pipeline import run
+from normgrow.nn.model import Student
+from normgrow.run.pipeline import run
+from normgrow.train import checkpoint
+from normgrow.train.diagnostics import Observation, collapse, diagnose, identity_stats, make_probe
 
 QUIET = dict(log=lambda *_: None, progress=False)
 

@@ -12,8 +12,8 @@ from test_teacher import QUIET, trained_student
 from conftest import cli, events, tiny_cfg
 from normgrow.config import ModelConfig
 from normgrow.errors import ConfigError
-from normgrow.model import Student
-from normgrow.pipeline import run
+from normgrow.nn.model import Student
+from normgrow.run.pipeline import run
 
 STAGES = "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
 

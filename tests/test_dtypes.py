@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from conftest import cli
-from normgrow import dist, dtypes
 from normgrow.config import load_config, save_config
-from normgrow.dtypes import MIN_SPEEDUP, keep_saved, machine_dtype
-from normgrow.hardware import BF16_FLAGS, cpu_info
+from normgrow.machine import dtypes
+from normgrow.machine.dtypes import MIN_SPEEDUP, keep_saved, machine_dtype
+from normgrow.machine.hardware import BF16_FLAGS, cpu_info
+from normgrow.parallel import dist
 
 AVX2 = """processor\t: 0
 model name\t: AMD EPYC 7B13

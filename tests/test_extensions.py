@@ -15,20 +15,20 @@ import torch
 
 import normgrow
 from conftest import assert_same_run, cli, kill_and_resume, stage_started, tiny_cfg
-from normgrow import checkpoint
 from normgrow.config import ModelConfig, load_config
-from normgrow.curriculum import GROWTH, plan_stages, student_at_stage
 from normgrow.data import SOURCES, corpus_sha256, prepare
-from normgrow.diagnostics import DIAGNOSTICS
 from normgrow.errors import ConfigError
-from normgrow.growth import set_trainable
-from normgrow.model import PLACEMENTS, Student, block_parameters, count_parameters
-from normgrow.pipeline import run
-from normgrow.step import build_optimizer
+from normgrow.nn.model import PLACEMENTS, Student, block_parameters, count_parameters
+from normgrow.run.pipeline import run
 from normgrow.study.config import load_study
 from normgrow.study.launch import LAUNCHERS, inline
 from normgrow.study.runner import run_study
 from normgrow.study.verdicts import CLAIMS, ROLES, sign_claim, values
+from normgrow.train import checkpoint
+from normgrow.train.diagnostics import DIAGNOSTICS
+from normgrow.train.growth import GROWTH, set_trainable
+from normgrow.train.stages import plan_stages, student_at_stage
+from normgrow.train.step import build_optimizer
 
 QUIET = dict(log=lambda *_: None, progress=False)
 
@@ -203,7 +203,7 @@ def test_an_entry_point_registers_a_placement_for_the_command_line(tiny_cache, t
     pkg = tmp_path / "site"
     pkg.mkdir()
     (pkg / "toyext.py").write_text("""import normgrow
-from normgrow.model import PreNormBlock
+from normgrow.nn.model import PreNormBlock
 
 class Halved(PreNormBlock):
     def forward(self, h, cos, sin):

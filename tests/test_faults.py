@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_same_run, cli, events, kill_and_resume
-from normgrow import checkpoint
+from normgrow.train import checkpoint
 
 ARGS = [
     "curriculum.stages=[{n_layer: 3, tokens: 16384}]",

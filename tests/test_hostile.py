@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, tiny_cfg
-from normgrow.pipeline import quiet, run
+from normgrow.run.pipeline import quiet, run
 
 
 def tree_hash(root: Path) -> str:
@@ -131,7 +131,7 @@ def test_a_binary_file_as_config_is_one_line(tmp_path):
 def test_a_teacher_shorter_than_the_sequence_is_one_line(tiny_cache, tmp_path):
     import shutil
 
-    from normgrow.pipeline import default_teacher_dir
+    from normgrow.run.pipeline import default_teacher_dir
 
     short = tmp_path / "short-teacher"
     shutil.copytree(default_teacher_dir(tiny_cfg(tiny_cache)), short)
@@ -178,7 +178,7 @@ def test_a_corpus_edited_in_place_gets_its_own_default_teacher(tiny_cache, tmp_p
     modification time put back) leads the next run to a new teacher instead of the one trained on the old text."""
     import sysconfig
 
-    from normgrow.pipeline import default_teacher_dir
+    from normgrow.run.pipeline import default_teacher_dir
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -202,7 +202,7 @@ def test_a_default_teacher_with_another_tokenizer_is_one_line(tiny_cache, tmp_pa
     vocabulary's teacher) is refused, naming both tokenizers' hashes."""
     import shutil
 
-    from normgrow.pipeline import default_teacher_dir
+    from normgrow.run.pipeline import default_teacher_dir
 
     tiny = default_teacher_dir(tiny_cfg(tiny_cache))
     recorded = json.loads((tiny / "normgrow_teacher.json").read_text())["tokenizer_sha256"]
@@ -231,7 +231,7 @@ def test_a_default_teacher_with_another_tokenizer_is_one_line(tiny_cache, tmp_pa
 def test_a_teacher_rewritten_in_place_is_hashed_again(tmp_path):
     """The memo of teacher weight hashes (a 16 GB teacher is hashed once) must not vouch for a file rewritten
     in place with its size and modification time put back."""
-    from normgrow.cache import teacher_identity
+    from normgrow.teacher.cache import teacher_identity
 
     teacher = tmp_path / "teacher"
     teacher.mkdir()

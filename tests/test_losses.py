@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normgrow.losses import TeacherChunks, distill_loss, eval_sums, token_losses
+from normgrow.nn.losses import TeacherChunks, distill_loss, eval_sums, token_losses
 
 torch.manual_seed(0)
 N, C, V = 37, 16, 53  # deliberately not multiples of the chunk size
@@ -124,7 +124,7 @@ def test_no_teacher_is_next_token_nll():
 def test_sparse_tail_is_exact_when_the_tail_is_tiny():
     """The student's tail mass is summed over the tail, not taken as 1 − Σ top-k: with a tail of ~1e-9
     (float32 rounds 1 − Σ top-k to 0 or to ~1e-7) the loss and its gradient match a float64 reference."""
-    from normgrow.losses import SparseTeacher, sparse_token_losses
+    from normgrow.nn.losses import SparseTeacher, sparse_token_losses
 
     V, k = 64, 4
     logits = torch.full((3, V), -12.0)
@@ -152,7 +152,7 @@ def test_sparse_tail_is_exact_when_the_tail_is_tiny():
 def test_implicit_ids_are_the_online_losses_bit_for_bit():
     """A full-distribution cache row (ids None: the V log-probs in vocabulary order, no tail) gives token_losses'
     values exactly, with the τ² scaling and the NLL term; a token of teacher probability 0 (−inf) adds 0 to kl."""
-    from normgrow.losses import SparseTeacher, sparse_token_losses, token_losses
+    from normgrow.nn.losses import SparseTeacher, sparse_token_losses, token_losses
 
     g = torch.Generator().manual_seed(3)
     s, t_logits = torch.randn(6, 40, generator=g), torch.randn(6, 40, generator=g) * 2

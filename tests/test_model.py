@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from normgrow.config import ModelConfig
-from normgrow.model import Student, count_parameters, hf_config, to_hf_state_dict
+from normgrow.nn.model import Student, count_parameters, hf_config, to_hf_state_dict
 
 torch.manual_seed(0)
 
@@ -188,7 +188,7 @@ def test_attention_weights_match_sdpa_output():
 @pytest.mark.parametrize("norms", [["pre"] * 3, ["post"] * 3, ["sandwich"] * 3, ["post", "pre", "sandwich"]])
 def test_block_parameter_counts_used_for_flops_are_the_built_blocks(norms):
     """curriculum's FLOP estimate counts block parameters through block_parameters: tie it to real modules."""
-    from normgrow.model import PostNormBlock, PreNormBlock, SandwichBlock, block_parameters
+    from normgrow.nn.model import PostNormBlock, PreNormBlock, SandwichBlock, block_parameters
 
     cfg = tiny(block_norms=norms)
     model = Student(cfg)
@@ -255,7 +255,7 @@ def test_a_padded_batch_gives_every_row_its_unpadded_logits(placement):
             assert torch.equal(model(ids, attention_mask=torch.ones_like(mask)), model(ids))
     attn, x = model.layers[0].self_attn, torch.randn(3, 11, cfg.d_model)
     cos, sin = model.rotary(11, x.device)
-    from normgrow.blocks import KEY_MASK
+    from normgrow.nn.blocks import KEY_MASK
 
     token = KEY_MASK.set(mask.bool())
     try:

@@ -11,11 +11,11 @@ from test_model import norm_by_hand, sublayers_by_hand
 
 from conftest import assert_same_run, cli, events, kill_and_resume, stage_started
 from normgrow.config import ModelConfig, load_config
-from normgrow.curriculum import GROWTH, grow, plan_stages
 from normgrow.errors import ConfigError
-from normgrow.growth import rebuild_optimizer, set_trainable
-from normgrow.model import Student, count_parameters
-from normgrow.step import build_optimizer
+from normgrow.nn.model import Student, count_parameters
+from normgrow.train.growth import GROWTH, grow, rebuild_optimizer, set_trainable
+from normgrow.train.stages import plan_stages
+from normgrow.train.step import build_optimizer
 
 KINDS = ["rmsnorm", "layernorm", "dyt"]
 PLACEMENTS = ["pre", "post", "sandwich", "deepnorm", "reordered", "hybrid", "lnscale", "keel", "sandwich-ds"]
@@ -98,7 +98,7 @@ def test_every_placement_in_every_norm_kind_follows_its_equation(placement, kind
 
 
 def test_the_norm_kinds_equal_torchs_own_norms_and_dyt_its_formula():
-    from normgrow.norms import DyT, LayerNorm, RMSNorm
+    from normgrow.nn.norms import DyT, LayerNorm, RMSNorm
 
     x = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(2)) * 3 + 1
     g, b = torch.rand(16) + 0.5, torch.randn(16)
@@ -391,8 +391,8 @@ def test_a_registered_norm_kind_builds_every_norm_and_draws_nothing():
     """The extending guide's ScaleNorm, registered: every norm of the student is one, the linear weights are those of
     the same seed with RMSNorm, and an unknown kind is one line naming the field."""
     import normgrow
-    from normgrow.model import NORM_KINDS
-    from normgrow.norms import NORM_KINDS as BUILT
+    from normgrow.nn.model import NORM_KINDS
+    from normgrow.nn.norms import NORM_KINDS as BUILT
 
     class ScaleNorm(torch.nn.Module):
         is_norm = True

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normgrow.losses import SampledTeacher, distill_loss, draw_samples, sampled_token_losses
+from normgrow.nn.losses import SampledTeacher, distill_loss, draw_samples, sampled_token_losses
 
 P_T = torch.tensor([[0.40, 0.25, 0.15, 0.10, 0.07, 0.03], [0.05, 0.05, 0.10, 0.20, 0.25, 0.35]])
 S_LOGITS = torch.tensor([[1.0, 0.2, -0.3, 0.5, -1.0, 0.1], [-0.4, 0.9, 0.0, 0.3, -0.2, 1.2]])

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from test_cache import SMALL, kill_and_resume_build, setup_cache
 
 from conftest import cli
-from normgrow import cache
 from normgrow.data import n_sequences, train_pool
-from normgrow.losses import distill_loss, inverse_cdf
+from normgrow.nn.losses import distill_loss, inverse_cdf
+from normgrow.teacher import cache
 
 SAMPLED = ["teacher.cache_kind=sampled", "teacher.cache_samples=6"]
 SIGMAS = 4.5  # a deviation beyond 4.5 standard deviations of the estimator: p ≈ 7e-6 per checked quantity

@@ -11,8 +11,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from conftest import cli, cli_process
 from normgrow.config import load_config
 from normgrow.data import DataError, bos_id, is_val, iter_documents, prepare
-from normgrow.standin import study_overrides
-from normgrow.teacher import TeacherError, load_teacher
+from normgrow.teacher.load import TeacherError, load_teacher
+from normgrow.teacher.standin import study_overrides
 
 
 def paper_cfg_args(standin):
@@ -154,7 +154,7 @@ def test_two_local_hf_directories_of_the_same_name_are_read_each_as_itself(tmp_p
     """`datasets` keys its cache of a local directory by the directory's base name and configuration; normgrow
     gives each version of a local directory its own cache, so neither a namesake nor an edit reads stale rows."""
     from normgrow.config import DataConfig
-    from normgrow.standin import write_dataset
+    from normgrow.teacher.standin import write_dataset
 
     a, b = tmp_path / "a" / "dataset", tmp_path / "b" / "dataset"
     write_dataset(a, ["alpha one", "alpha two"], shards=1)
@@ -185,7 +185,7 @@ def test_a_streamed_hf_corpus_gives_the_downloaded_documents_and_shards_and_read
 
     from normgrow.config import load_config
     from normgrow.data import prepare
-    from normgrow.standin import SHARD_DIR, write_dataset
+    from normgrow.teacher.standin import SHARD_DIR, write_dataset
 
     texts = [text for _, text in itertools.islice(iter_documents(load_config("tiny").data), 90)]
     root = tmp_path / "dataset"

@@ -1,8 +1,9 @@
 """The package's shape, written down as tests: no import cycle between modules (the packages' `__init__`
 modules included), no normgrow import hidden inside a function, no module over 600 lines and no function over 60,
-the study layer above the core — nothing outside normgrow/study/ imports it but the command line and the
-package's own `__init__` (which re-exports the registration calls) — and the verdict engine apart from the paper's
-claims: nothing it imports, directly or through other modules, is a module of claims."""
+the folders in layers — each imports only the utilities and the folders below it, so nothing outside normgrow/study/
+imports the study wing but the command line and the package's own `__init__` (which re-exports the registration
+calls) — and the verdict engine apart from the paper's claims: nothing it imports, directly or through other modules,
+is a module of claims."""
 
 import ast
 from pathlib import Path
@@ -15,6 +16,20 @@ MAX_MODULE_LINES = 600
 ENGINE = "normgrow.study.verdicts"
 PAPER = {"normgrow.study.paper", "normgrow.study.mechanism"}  # the paper's claims, registered on the engine
 STUDY_USERS = {"normgrow", "normgrow.cli"}  # the only modules outside normgrow.study that may import it
+# The floor plan, bottom up: a module imports only modules of its own floor and of the floors below. The package
+# root holds the shared utilities (the ground floor) and the face: the command line and `__init__`, on top.
+FLOORS: list[set[str]] = [
+    {"errors", "atomic", "locks", "registry", "progress", "version", "flags"},
+    {"config"},
+    {"nn", "data"},  # side by side: neither imports the other
+    {"parallel"},
+    {"teacher"},
+    {"train"},
+    {"machine"},
+    {"run"},
+    {"study"},
+    {"cli", ""},  # "": the package's __init__
+]
 
 
 def module_name(path: Path) -> str:
@@ -150,3 +165,39 @@ def test_the_verdict_engine_does_not_import_the_papers_claims():
     below = reachable({k: v - {"normgrow.study"} for k, v in graph.items()}, ENGINE)
     assert not below & PAPER, below & PAPER
     assert ENGINE in reachable(graph, "normgrow.study.paper")  # the paper is registered on the engine, not beside it
+
+
+def room(module: str) -> str:
+    """normgrow.train.loop → train; normgrow.atomic → atomic; normgrow → "" (the package's __init__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def floor(module: str) -> int:
+    r = room(module)
+    matches = [i for i, rooms in enumerate(FLOORS) if r in rooms]
+    assert matches, f"{module}: in no floor of FLOORS (a new folder or root module: give it its floor)"
+    return matches[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor, or of a side-by-side folder on the same floor."""
+    return sorted(
+        f"{name} → {dep}"
+        for name, deps in graph.items()
+        for dep in deps
+        if floor(dep) > floor(name) or (floor(dep) == floor(name) and room(dep) != room(name) and floor(name) > 0)
+    )
+
+
+def test_each_folder_imports_only_the_floors_below_it():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_floor_check_catches_a_planted_upward_import():
+    graph = import_graph()
+    planted = {**graph, "normgrow.nn.model": graph["normgrow.nn.model"] | {"normgrow.run.pipeline"}}
+    assert upward_imports(planted) == ["normgrow.nn.model → normgrow.run.pipeline"]
+    sideways = {**graph, "normgrow.data.shards": graph["normgrow.data.shards"] | {"normgrow.nn.model"}}
+    assert upward_imports(sideways) == ["normgrow.data.shards → normgrow.nn.model"]
+    assert upward_imports({**graph, "normgrow.run.export": graph["normgrow.run.export"] | {"normgrow.nn.model"}}) == []

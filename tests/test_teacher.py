@@ -10,10 +10,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
 from conftest import cli, tiny_cfg
-from normgrow import checkpoint
-from normgrow.model import Student
-from normgrow.pipeline import default_teacher_dir, run
-from normgrow.teacher import TeacherError, load_teacher
+from normgrow.nn.model import Student
+from normgrow.run.pipeline import default_teacher_dir, run
+from normgrow.teacher.load import TeacherError, load_teacher
+from normgrow.train import checkpoint
 
 QUIET = dict(log=lambda *_: None, progress=False)
 
@@ -141,7 +141,7 @@ def check_exports(tiny_cache, tmp_path, variants: dict[str, list[str]]) -> None:
         with torch.no_grad():
             expected[name] = trained_student(tmp_path / f"run-{name}")(idx)
     for prelude, kwargs, module in (
-        ("import normgrow", "", "normgrow.export"),
+        ("import normgrow", "", "normgrow.run.export"),
         ("sys.modules['normgrow'] = None  # as if not installed", "trust_remote_code=True", "transformers_modules"),
     ):
         logits = LOAD_ALL.format(idx=str(tmp_path / "idx.pt"), names=list(variants), root=str(tmp_path), kwargs=kwargs)
@@ -352,7 +352,7 @@ KEY_FIX = (
 def test_default_teacher_key_covers_its_recipe_only(tmp_path):
     """Settings that cannot change the default teacher's weights do not retrain it; its recipe does."""
     from normgrow.config import load_config
-    from normgrow.pipeline import default_teacher_key
+    from normgrow.run.pipeline import default_teacher_key
 
     def key(*student, teacher_yaml=""):
         preset = "teacher-tiny"
@@ -399,8 +399,8 @@ def test_cached_default_teachers_keep_their_keys():
     orphan them (values pinned when they were first built; the default's on a CPU without native bfloat16,
     where `auto` resolves to float32 as the dtype it was trained in)."""
     from normgrow.config import load_config
-    from normgrow.hardware import BF16_FLAGS, cpu_info
-    from normgrow.pipeline import default_teacher_key
+    from normgrow.machine.hardware import BF16_FLAGS, cpu_info
+    from normgrow.run.pipeline import default_teacher_key
 
     pinned = {"tiny": "1220da9fb7215c4e"}
     if not cpu_info().flags & BF16_FLAGS:  # the default teacher since issue 13's redesign (4 × d_model 192)
@@ -438,7 +438,7 @@ def test_every_export_has_a_model_card_the_hub_parses(tiny_cache, tmp_path):
     import yaml
     from huggingface_hub import ModelCard
 
-    from normgrow.export import model_card
+    from normgrow.run.export import model_card
 
     run(
         tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", "model.norm=post"),

@@ -13,10 +13,10 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import assert_same_run, cli, events, kill_and_resume, tiny_cfg
-from normgrow import checkpoint
-from normgrow.cadence import lr_at
 from normgrow.config import load_config
-from normgrow.pipeline import run
+from normgrow.run.pipeline import run
+from normgrow.train import checkpoint
+from normgrow.train.cadence import lr_at
 
 
 def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
@@ -367,9 +367,9 @@ def test_eval_is_exact_full_vocabulary(tiny_cache, tmp_path):
     """val/ce recomputed here from the exported student and the teacher, with plain softmaxes, matches the log."""
     from transformers import AutoModelForCausalLM
 
-    import normgrow.export  # noqa: F401  (registers the normgrow model type)
+    import normgrow.run.export  # noqa: F401  (registers the normgrow model type)
     from normgrow.data import prepare, val_sequences
-    from normgrow.pipeline import default_teacher_dir
+    from normgrow.run.pipeline import default_teacher_dir
 
     cfg = tiny_cfg(tiny_cache, "model.norm=post", "data.val_tokens=256")
     summary = run(cfg, tmp_path / "run", log=lambda *_: None, progress=False)
@@ -397,13 +397,13 @@ def test_kept_teacher_log_probs_give_the_same_evaluation_bit_for_bit(tiny_cache)
     later evaluations skip the teacher and give exactly the numbers a fresh teacher pass gives."""
     import dataclasses
 
-    from normgrow.curriculum import plan_stages
     from normgrow.data import val_sequences
-    from normgrow.diagnostics import diagnose, make_probe
-    from normgrow.dist import DistInfo
-    from normgrow.evaluate import evaluate
-    from normgrow.pipeline import build_inputs
-    from normgrow.train import build_student
+    from normgrow.parallel.dist import DistInfo
+    from normgrow.run.pipeline import build_inputs
+    from normgrow.train.diagnostics import diagnose, make_probe
+    from normgrow.train.evaluate import evaluate
+    from normgrow.train.loop import build_student
+    from normgrow.train.stages import plan_stages
 
     info = DistInfo(0, 1, 0, torch.device("cpu"))
     inputs = build_inputs(tiny_cfg(tiny_cache), info, log=lambda *_: None)
@@ -448,7 +448,7 @@ def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path, monkeypa
     """Compiled blocks (inductor on the CPU), compiled again for the appended block after a growth event, give
     eager's results to rounding. The tests' cache root holds a space, which inductor's C++ build cannot take, so
     the compile cache stays torch's own (test_where_the_compile_cache_goes covers a root without one)."""
-    from normgrow.compiling import torch_default_cache_dir
+    from normgrow.nn.compiling import torch_default_cache_dir
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", torch_default_cache_dir())
     stages = "curriculum.stages=[{n_layer: 2, tokens: 4096}, {n_layer: 3, tokens: 4096}]"
@@ -478,7 +478,7 @@ def test_where_the_compile_cache_goes(tmp_path, monkeypatch):
     leaves TORCHINDUCTOR_CACHE_DIR as it was, so torch uses its own location; a writable root gets
     `<root>/compile` — also when the variable holds torch's default, which torch writes there itself once anything
     asks (importing transformers does); a user's own value wins."""
-    from normgrow.compiling import CACHE_ENV, torch_default_cache_dir, use_compile_cache
+    from normgrow.nn.compiling import CACHE_ENV, torch_default_cache_dir, use_compile_cache
 
     monkeypatch.delenv(CACHE_ENV, raising=False)  # restored after the test, whatever use_compile_cache sets
     (tmp_path / "blocked").mkdir()
@@ -499,7 +499,7 @@ def test_a_corrupted_compile_cache_is_compiled_again_to_the_same_run(tiny_cache,
     it cannot load (torch logs a warning), compiles again and trains the same run: the same val/ce to rounding
     (two compilations of a graph agree to rounding, not bitwise: 1.4e-5 nats apart here, docs/LOG.md)."""
     from conftest import cli_process
-    from normgrow.compiling import CACHE_ENV
+    from normgrow.nn.compiling import CACHE_ENV
 
     cache = tmp_path / "cache"
     shutil.copytree(tiny_cache, cache, ignore=shutil.ignore_patterns("compile"))
@@ -521,8 +521,8 @@ def test_compiled_blocks_share_one_graph_across_depth_and_growth(tiny_cache):
     event) compiles nothing new; a second placement adds exactly one."""
     from torch._dynamo.utils import counters
 
-    from normgrow.compiling import compile_blocks
-    from normgrow.model import Student, init_block, make_block
+    from normgrow.nn.compiling import compile_blocks
+    from normgrow.nn.model import Student, init_block, make_block
 
     cfg = tiny_cfg(tiny_cache, "model.n_layer=4", "model.block_norms=[pre, pre, pre, post]").model
     cfg.vocab_size = 64
@@ -546,7 +546,7 @@ def test_compiled_blocks_share_one_graph_across_depth_and_growth(tiny_cache):
 
 
 def test_w_and_b_run_ids_are_stable_per_directory_and_distinct_across_studies(tmp_path):
-    from normgrow.rundir import wandb_run_id
+    from normgrow.train.rundir import wandb_run_id
 
     a = tmp_path / "study1" / "runs" / "post-grow-s0"
     b = tmp_path / "study2" / "runs" / "post-grow-s0"
@@ -555,7 +555,7 @@ def test_w_and_b_run_ids_are_stable_per_directory_and_distinct_across_studies(tm
 
 
 def test_a_missing_logger_package_is_a_one_line_error_before_the_run_dir_exists(tiny_cache, tmp_path, monkeypatch):
-    from normgrow import rundir
+    from normgrow.train import rundir
 
     # `make setup` installs the trackers: stand for a machine without wandb by naming a package no machine has
     monkeypatch.setitem(rundir.LOGGER_PACKAGES, "wandb", "wandb_not_installed_here")
@@ -583,8 +583,8 @@ def test_new_block_lr_scales_the_appended_blocks_first_adam_step_alone(tiny_cach
     (layers.1, layers.2) sit in groups of their own with lr_scale 0.25, every other parameter in the two usual groups.
     AdamW's first step moves a parameter without weight decay by lr · g / (|g| + eps), so with all gradients 1 a norm
     gain of an appended block moves by exactly a quarter of a prefix block's. A run with it grows and finishes."""
-    from normgrow.model import Student
-    from normgrow.step import build_optimizer, set_lr
+    from normgrow.nn.model import Student
+    from normgrow.train.step import build_optimizer, set_lr
 
     stages = "curriculum.stages=[{n_layer: 1, tokens: 512}, {n_layer: 2, tokens: 512}, {n_layer: 3, tokens: 512}]"
     cfg = load_config("tiny", ["model.vocab_size=64", stages, "curriculum.new_block_lr=0.25"])

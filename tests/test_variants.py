@@ -11,9 +11,10 @@ from test_model import randomize_norms, rms, sublayers_by_hand
 
 from conftest import assert_same_run, cli, events, kill_and_resume, stage_started
 from normgrow.config import ModelConfig, load_config
-from normgrow.curriculum import GROWTH, plan_stages
 from normgrow.errors import ConfigError
-from normgrow.model import DeepNormBlock, PostNormBlock, PreNormBlock, SandwichBlock, Student, count_parameters
+from normgrow.nn.model import DeepNormBlock, PostNormBlock, PreNormBlock, SandwichBlock, Student, count_parameters
+from normgrow.train.growth import GROWTH
+from normgrow.train.stages import plan_stages
 
 
 def tiny(**kw) -> ModelConfig:

@@ -8,7 +8,7 @@ Every field carries a one-line attribute docstring, read back by `schema.field_d
 (`normgrow config --fields`), and declares its meaning (`schema.setting`, `schema.section`): whether it enters the
 default teacher's key and whether a resumed run may change it (`resume_may_differ`). A config saved with
 `save_config` reloads equal. The machinery (meanings, the YAML reader, the merge loop shared with study files,
-number bounds) lives in schema.py; this module holds the run's fields and their validation. Presets are the YAML
+number bounds) lives in config/schema.py; this module holds the run's fields and their validation. Presets are the YAML
 files in `configs/` (the package `normgrow.configs`), named by file stem (`tiny`) or given as a path. Fields that
 name an extension (a placement, a norm kind, a growth operator, a diagnostic, a launcher) are strings checked
 against their registry (registry.py), so names user code registers are valid too.

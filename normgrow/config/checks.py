@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from normgrow import registry
 from normgrow.config.fields import DataConfig, ModelConfig, RunConfig, TeacherConfig, TrainConfig
+from normgrow.config.schema import check_numbers, need, non_negative, parse_train_blocks, positive
 from normgrow.errors import ConfigError
-from normgrow.schema import check_numbers, need, non_negative, parse_train_blocks, positive
 
 # Placement names that are rules over positions rather than one block class (model.placement_of resolves them).
 PLACEMENT_RULES = ("mixln",)
@@ -247,7 +247,7 @@ def _validate_train(r: TrainConfig) -> None:
 
 
 def _validate_stops(cfg: RunConfig) -> None:
-    """train.stop_tokens and train.checkpoint_tokens fall on step ends (whether before the run's end: train.py)."""
+    """train.stop_tokens and train.checkpoint_tokens fall on step ends (whether before the run's end: train/loop.py)."""
     per_step, t = cfg.train.batch_size * cfg.data.seq_len, cfg.train
     for key, values in (("stop_tokens", [t.stop_tokens]), ("checkpoint_tokens", t.checkpoint_tokens)):
         for v in values:

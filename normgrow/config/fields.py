@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from normgrow.schema import section, setting
+from normgrow.config.schema import section, setting
 
 
 @section(resume=False)
@@ -113,7 +113,7 @@ class TeacherConfig:
     path: str = "default"
     """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher; 'none' = plain next-token training."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = setting("auto", old_default="float32")
-    """Dtype the teacher is loaded in; 'auto' = bfloat16 only where it is native and its forward of this run's shape is measured ≥ 1.2× faster (dtypes.py), else float32."""
+    """Dtype the teacher is loaded in; 'auto' = bfloat16 only where it is native and its forward of this run's shape is measured ≥ 1.2× faster (machine/dtypes.py), else float32."""
     default_preset: str = "teacher"
     """Preset whose run trains the embedded default teacher (used when path is 'default')."""
     sharding: Literal["none", "fsdp"] = setting("none", resume=True, before="none")
@@ -215,7 +215,7 @@ class TrainConfig:
     grad_clip: float = setting(1.0, key=True)
     """Max global gradient norm (0 = off)."""
     dtype: Literal["auto", "float32", "bfloat16"] = setting("auto", key=True)
-    """Autocast dtype for the student's forward; 'auto' = bfloat16 only where it is native and measured faster (CUDA with bf16; CPUs with AMX/AVX-512-BF16 whose matmul probe and then this run's own training step are ≥ 1.5× and ≥ 1.2× faster in it; cached), else float32 (dtypes.py)."""
+    """Autocast dtype for the student's forward; 'auto' = bfloat16 only where it is native and measured faster (CUDA with bf16; CPUs with AMX/AVX-512-BF16 whose matmul probe and then this run's own training step are ≥ 1.5× and ≥ 1.2× faster in it; cached), else float32 (machine/dtypes.py)."""
     compile: bool = setting(False, key=False)
     """torch.compile each block (one graph per placement, reused at every depth; caches under <cache>/compile; not with train.sharding=fsdp across ranks)."""
     sharding: Literal["ddp", "fsdp"] = setting("ddp", key=False, resume=True, before="ddp")
@@ -243,7 +243,7 @@ class TrainConfig:
     stop_tokens: int = setting(0, key=False, before=0)
     """Stop after this many tokens, checkpointed, without a summary (0 = train to the end): a ladder's trunk."""
     init_from: str | None = setting(None, key=False, resume=True, before=None)
-    """Start from this checkpoint of another run (…/checkpoints/step_N), not step 0: a decay branch (branch.py)."""
+    """Start from this checkpoint of another run (…/checkpoints/step_N), not step 0: a decay branch (train/branch.py)."""
     loggers: list[str] = setting(factory=list, key=False)
     """Extra metric sinks besides metrics.jsonl: 'tensorboard', 'wandb' (offline unless WANDB_MODE says otherwise), 'trackio' (local)."""
     track_group: str = setting("", key=False, resume=True, before="")

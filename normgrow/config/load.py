@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 from normgrow import atomic
 from normgrow.config.checks import validate
 from normgrow.config.fields import RunConfig
+from normgrow.config.schema import leaf_fields, load_structured, meaning_of, need, read_yaml
 from normgrow.errors import ConfigError
-from normgrow.schema import leaf_fields, load_structured, meaning_of, need, read_yaml
 
 
 def preset_names() -> list[str]:

@@ -18,7 +18,7 @@ the claims' verdicts and a report — all rebuilt from the study directory alone
     report.py     report.md;  figures.py  its figures
     sweep.py      sweep axes and the sweep report;  compare.py  `report --against`
     ladder.py     budget ladders: each contrast's retention ratio between budgets and its label (also --against's)
-    branches.py   a ladder trained as trunks and decay branches (`ladder: branches`; the runs' side: branch.py)
+    branches.py   a ladder trained as trunks and decay branches (`ladder: branches`; the runs' side: train/branch.py)
     fits.py       L(B) = E + A·B^−α per arm, jackknife over seeds;  limits.py  the limit, the held-out prediction,
                   the claims at the limit (the paper's: paper_limits.py);  limit_figures.py  their figures
     regime.py     pre-registered regime checks (health, distance from the teacher, the mechanism's precondition)

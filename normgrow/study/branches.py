@@ -25,12 +25,13 @@ import dataclasses
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.branch import decay_start_step
 from normgrow.config import RunConfig, to_yaml
-from normgrow.costs import with_vocab
-from normgrow.curriculum import match_budget, planned_totals, tokens_per_step
+from normgrow.machine.costs import with_vocab
+from normgrow.run.budget import match_budget
 from normgrow.study.config import StudyConfig
 from normgrow.study.jobs import Job, job_name
+from normgrow.train.branch import decay_start_step
+from normgrow.train.stages import planned_totals, tokens_per_step
 
 TRUNKS = "trunks"  # the ladder's directory of trunks
 

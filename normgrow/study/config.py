@@ -34,8 +34,8 @@ from typing import Any, Literal
 from omegaconf import OmegaConf
 
 from normgrow import registry
+from normgrow.config.schema import check_numbers, describe_fields, load_structured, need, read_yaml
 from normgrow.errors import ConfigError
-from normgrow.schema import check_numbers, describe_fields, load_structured, need, read_yaml
 from normgrow.study.sections import (
     RegimeConfig,
     SweepConfig,

@@ -31,9 +31,9 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.config import RunConfig, load_config
 from normgrow.data import prepare
-from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.export import export_damage, export_record, export_student, run_source
+from normgrow.parallel.dist import pick_device
+from normgrow.run.export import export_damage, export_record, export_student, run_source
 from normgrow.study.config import EvaluateConfig, StudyConfig
 from normgrow.study.record import RunRecord, verified_results
 from normgrow.study.stats import estimate, paired

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from normgrow.plots import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
+from normgrow.run.plots import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
 from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.measures import Measures, scale_ratios

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Literal
 
 from normgrow import atomic
-from normgrow.branch import needs_flat_schedule
 from normgrow.config import RunConfig, load_config, resume_may_differ, to_dict, to_yaml
+from normgrow.config.schema import load_structured, read_yaml
 from normgrow.errors import ConfigError
-from normgrow.rundir import config_differences, read_summary
-from normgrow.schema import load_structured, read_yaml
 from normgrow.study.config import StudyConfig, canonical, study_yaml
 from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
+from normgrow.train.branch import needs_flat_schedule
+from normgrow.train.rundir import config_differences, read_summary
 
 
 @dataclass

@@ -35,10 +35,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from normgrow.costs import stage_costs
-from normgrow.pipeline import quiet, run
+from normgrow.machine.costs import stage_costs
 from normgrow.progress import progress_bar
 from normgrow.registry import Registry
+from normgrow.run.pipeline import quiet, run
 from normgrow.study.config import LauncherConfig
 from normgrow.study.jobs import Job
 
@@ -217,7 +217,7 @@ def inline(jobs: list[Job], options: LauncherConfig, out: Path, progress: Progre
 
 # What the fork server imports once (launcher.preload): everything a `normgrow run` process imports before training,
 # this module first (its import in the server asks for the server's end with the launcher: server_dies_with_parent).
-PRELOAD = ["normgrow.study.launch", "normgrow.cli", "normgrow.pipeline", "normgrow.train"]
+PRELOAD = ["normgrow.study.launch", "normgrow.cli", "normgrow.run.pipeline", "normgrow.train.loop"]
 FORK_SERVER = "NORMGROW_FORK_SERVER"
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from normgrow.plots import COLORS, pyplot, save_figure
+from normgrow.run.plots import COLORS, pyplot, save_figure
 from normgrow.study.config import StudyConfig
 from normgrow.study.fits import Curves, Resampled, arm_stat, at_budget, complete_seeds, contrast_stat, jackknife
 from normgrow.study.limits import Check, Limits

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normgrow.config import RunConfig
-from normgrow.costs import teacher_flops_per_token
+from normgrow.machine.costs import teacher_flops_per_token
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normgrow.plots import COLORS, pyplot, save_figure
+from normgrow.run.plots import COLORS, pyplot, save_figure
 from normgrow.study.envelope import ENVELOPE
 from normgrow.study.record import RunRecord, values
 from normgrow.study.stats import Estimate, estimate

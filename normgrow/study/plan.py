@@ -1,7 +1,7 @@
 """`normgrow plan STUDY|CONFIG`: memory per device and device-hours of a study (or one run), computed from
 its configs before anything runs — no model is built, no data is read, no teacher is loaded.
 
-Memory per device of one job: the cost model of normgrow.costs, every term printed. Device-hours: each job's FLOPs — the student's training FLOPs (curriculum.flops_per_token, 6·N per token
+Memory per device of one job: the cost model of normgrow.machine.costs, every term printed. Device-hours: each job's FLOPs — the student's training FLOPs (stages.flops_per_token, 6·N per token
 plus attention, per stage) and the teacher's forward (2·N_teacher per token plus attention) — divided by
 a throughput: `--tokens-per-hour` measured by the GPU smoke check (benchmarks/gpu_smoke.sh) when given,
 else peak FLOP/s × an assumed utilization (`--peak-tflops`, `--mfu`; both printed as assumptions).
@@ -27,15 +27,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from normgrow import dtypes, speed
 from normgrow.config import RunConfig
-from normgrow.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
-from normgrow.curriculum import check_pool_repeats, match_budget, plan_stages, step_cost
+from normgrow.config.schema import read_yaml
 from normgrow.data import cache_root
-from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.hardware import cpu_info, recorded_gpu_rate
-from normgrow.schema import read_yaml
+from normgrow.machine import dtypes, speed
+from normgrow.machine.costs import job_memory, teacher_flops_per_token, vocab_of, with_vocab
+from normgrow.machine.hardware import cpu_info, recorded_gpu_rate
+from normgrow.parallel.dist import pick_device
+from normgrow.run.budget import match_budget
 from normgrow.study.branches import branched
 from normgrow.study.config import StudyConfig, envelope_on, load_study, study_preset_names
 from normgrow.study.contrasts import contrast
@@ -56,6 +56,7 @@ from normgrow.study.sections import budget_label
 from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
 from normgrow.study.verdicts import study_roles
+from normgrow.train.stages import check_pool_repeats, plan_stages, step_cost
 
 GIB = 2**30
 
@@ -106,7 +107,7 @@ def job_plan(name: str, cfg: RunConfig, world: int, fsdp: bool = False, start: i
 
 
 def cache_bytes_per_token(cfg: RunConfig, kind: str | None = None) -> int:
-    """What cache.py stores per token for `kind` (default: the config's): top-k log-probs, ids and the tail, or at
+    """What teacher/cache.py stores per token for `kind` (default: the config's): top-k log-probs, ids and the tail, or at
     k = V the V log-probs alone; sampled, n ids and the entropy."""
     v = vocab_of(cfg)
     k, s, i = min(cfg.teacher.cache_k, v), 4 if cfg.teacher.cache_dtype == "float32" else 2, 2 if v <= 65536 else 4

@@ -33,10 +33,10 @@ from typing import Any, cast
 from normgrow import atomic
 from normgrow.config import RunConfig, load_config
 from normgrow.errors import NormgrowError
-from normgrow.rundir import read_jsonl, read_summary
 from normgrow.study.config import StudyConfig
 from normgrow.study.jobs import Job, job_name
 from normgrow.study.measures import Measures, RunMeasures, run_measures
+from normgrow.train.rundir import read_jsonl, read_summary
 
 COMPUTE = ("tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")
 FIELDS = [

@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from normgrow import dtypes
 from normgrow.data import cache_root
-from normgrow.dist import pick_device
 from normgrow.errors import NormgrowError
 from normgrow.locks import DirLock
-from normgrow.pipeline import build_cache, prepare_data
+from normgrow.machine import dtypes
+from normgrow.parallel.dist import pick_device
+from normgrow.run.pipeline import build_cache, prepare_data
 from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
 from normgrow.study.config import StudyConfig, envelope_on, load_study
 from normgrow.study.downstream import evaluate_study, settings

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from normgrow.schema import need
+from normgrow.config.schema import need
 
 
 class _Arm(Protocol):

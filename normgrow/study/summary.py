@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from normgrow import atomic
-from normgrow.rundir import log_once
 from normgrow.study.config import StudyConfig, envelope_on
 from normgrow.study.contrasts import Aggregate, aggregate, contrast
 from normgrow.study.envelope import ENVELOPE, bracketed, ladder_lines, mark
@@ -57,6 +56,7 @@ from normgrow.study.report import (
 from normgrow.study.rivals import rival_claims
 from normgrow.study.sweep import Point, axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
 from normgrow.study.verdicts import Claim, evaluate_claims
+from normgrow.train.rundir import log_once
 
 
 class Summary(NamedTuple):

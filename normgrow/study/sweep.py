@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from normgrow.config import ModelConfig, RunConfig
-from normgrow.model import block_parameters
-from normgrow.plots import pyplot
+from normgrow.nn.model import block_parameters
+from normgrow.run.plots import pyplot
 from normgrow.study.config import StudyConfig
 from normgrow.study.sections import SweepConfig, arms_at, budget_label
 from normgrow.study.stats import Contrast
 from normgrow.study.verdicts import roles_within
-from normgrow.teacher import teacher_shape
+from normgrow.teacher.load import teacher_shape
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
+from normgrow.config.schema import need
 from normgrow.errors import ConfigError
 from normgrow.registry import Registry
-from normgrow.schema import need
 from normgrow.study.measures import Measures
 from normgrow.study.stats import Estimate, estimate, holm
 

@@ -28,8 +28,8 @@ from normgrow.data import (
     train_pool,
     val_sequences,
 )
-from normgrow.diagnostics import make_probe
 from normgrow.errors import ConfigError, DataError
+from normgrow.train.diagnostics import make_probe
 
 
 def make_cfg(cache, *overrides):

@@ -415,7 +415,7 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
     continued-training recipe, every budget from step 0): every run's events, final val/ce and weights the same, for a
     grown arm and a joint arm matched per budget to it (a joint arm unmatched is tests/test_branch.py's)."""
     from conftest import assert_same_run
-    from normgrow import checkpoint
+    from normgrow.train import checkpoint
 
     spec = write_study(
         tmp_path / "s.yaml",

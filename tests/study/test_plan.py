@@ -11,7 +11,7 @@ import pytest
 import normgrow
 from conftest import cli
 from normgrow.config import load_config
-from normgrow.costs import job_memory
+from normgrow.machine.costs import job_memory
 from normgrow.study.plan import fit_micro_batch, job_plan
 
 
@@ -191,7 +191,7 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
 
 
 def test_the_local_launchers_schedule_by_hand():
-    from normgrow.speed import schedule
+    from normgrow.machine.speed import schedule
 
     assert schedule([3, 1, 1, 1], 2) == 3  # one slot takes the 3, the other the three 1s
     assert schedule([2, 2, 2], 2) == 4 and schedule([2, 2, 2], 1) == 6 and schedule([5], 4) == 5
@@ -202,9 +202,9 @@ def test_the_evaluation_schedule_is_the_one_a_run_logs(tiny_cache, tmp_path):
     """What plan counts per stage (full evaluations, curve evaluations, diagnoses, the selection set) against the
     events a real growth run writes, with a dense window, interval evaluations and interval diagnoses."""
     from conftest import events, tiny_cfg
-    from normgrow.cadence import evaluation_counts
-    from normgrow.curriculum import plan_stages
-    from normgrow.pipeline import run
+    from normgrow.run.pipeline import run
+    from normgrow.train.cadence import evaluation_counts
+    from normgrow.train.stages import plan_stages
 
     cfg = tiny_cfg(
         tiny_cache,
@@ -246,7 +246,7 @@ def test_plan_measures_this_machines_step_and_reuses_the_measurement(tmp_path):
     assert re.search(r"predicted wall time: ([\d.]+) min", again).group(1) == f"{minutes:.1f}"
     assert "measured now" in cli(*args, "--remeasure").stdout
     assert "wall time" not in cli(*args, "--no-measure").stdout
-    from normgrow import speed
+    from normgrow.machine import speed
 
     speed._MEASURED.clear()  # a new process: what the cache holds is all it knows
     saved[0].write_text("{}")  # damaged records: measured again, never predicted from
@@ -259,7 +259,7 @@ def test_a_gpu_smoke_record_is_read_back_for_its_kind_of_gpu(tmp_path):
     """gpu_smoke.py's figures, recorded per kind of GPU: the distillation step with the teacher online takes
     1/student + 1/teacher seconds per token (here 1/1000 + 1/3000 s, so 750 tokens/s = 2,700,000 an hour), read
     back for that device name only; a damaged record is none."""
-    from normgrow.hardware import gpu_smoke_path, record_gpu_smoke, recorded_gpu_rate
+    from normgrow.machine.hardware import gpu_smoke_path, record_gpu_smoke, recorded_gpu_rate
 
     path = record_gpu_smoke(tmp_path, "NVIDIA H200", 1000.0, 3000.0, {"student": {"n_layer": 9}})
     got = recorded_gpu_rate(tmp_path, "NVIDIA H200")
@@ -302,7 +302,7 @@ def test_plan_of_a_branch_ladder_counts_each_trunk_once_and_each_branch_from_its
 def test_the_probes_step_line_adds_up_at_full_depth():
     """Before: `plan tiny` printed "a 11.1 ms + b 0.0 ms/block (9.3 ms at 3 blocks)": a full-depth step faster than
     one block's (noise) clipped b to 0 and kept a at the one-block step. By hand, a + b·n is the full step always."""
-    from normgrow.speed import depth_fit
+    from normgrow.machine.speed import depth_fit
 
     assert depth_fit(0.0111, 0.0093, 3) == (0.0093, 0.0)  # noise: every depth at the full step's rate
     a, b = depth_fit(0.010, 0.050, 5)  # b = 0.04 / 4 = 0.01, a = 0.010 − 0.01 = 0

@@ -412,10 +412,10 @@ def test_budget_scale_shrinks_stages_and_warmup_together(tmp_path):
 def test_progress_weighs_each_step_by_its_student_and_teacher_flops(tmp_path):
     import torch
 
-    from normgrow.curriculum import plan_stages, step_cost, tokens_per_step
-    from normgrow.model import Student, count_parameters
+    from normgrow.nn.model import Student, count_parameters
     from normgrow.study.jobs import plan_jobs
     from normgrow.study.launch import cost_of_steps, job_costs
+    from normgrow.train.stages import plan_stages, step_cost, tokens_per_step
 
     jobs = {j.arm: j for j in plan_jobs(load_study("default"), tmp_path)}
     grow, joint = job_costs(jobs["pre-grow"]), job_costs(jobs["pre-joint"])

@@ -35,13 +35,14 @@ from typing import Literal
 
 import torch
 
-from normgrow import atomic, dist
+from normgrow import atomic
 from normgrow.config import RunConfig, load_config
 from normgrow.errors import ConfigError
-from normgrow.hardware import BF16_FLAGS, cpu_info, machine_key, probe_cpu_bf16
-from normgrow.losses import TeacherChunks
-from normgrow.model import Decoder
-from normgrow.speed import build_step, online_teacher, probe_vocab, shape_of
+from normgrow.machine.hardware import BF16_FLAGS, cpu_info, machine_key, probe_cpu_bf16
+from normgrow.machine.speed import build_step, online_teacher, probe_vocab, shape_of
+from normgrow.nn.losses import TeacherChunks
+from normgrow.nn.model import Decoder
+from normgrow.parallel import dist
 from normgrow.version import __version__
 
 MIN_SPEEDUP = 1.5  # rule 1: margin over 1.0, autocast adds casts the probe's bare matmul does not pay

@@ -1,7 +1,7 @@
 """The architecture of a normgrow student, self-contained: this module imports only torch and its sibling
 norms.py (the norm kinds), so `normgrow export` copies both next to the exported model's modeling file and
 `trust_remote_code=True` loads a student on a machine without normgrow. Everything that is normgrow's own (the
-placement and norm-kind registries, initialization records, parameter counts, the Qwen3 mapping) is in model.py,
+placement and norm-kind registries, initialization records, parameter counts, the Qwen3 mapping) is in nn/model.py,
 which builds on this.
 
 `cfg` below is any object with the fields of normgrow.config.ModelConfig (the dataclass itself, or a
@@ -594,7 +594,7 @@ class Decoder(nn.Module):
         self, idx: torch.Tensor, hidden_only: bool = False, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Logits (B, T, V), or with `hidden_only` the final hidden states (B, T, C): losses over large
-        vocabularies apply `lm_head` chunk by chunk (losses.py), and going through forward keeps
+        vocabularies apply `lm_head` chunk by chunk (nn/losses.py), and going through forward keeps
         DistributedDataParallel's hooks in the loop. `attention_mask`: a padded batch (see hidden)."""
         h = self.hidden(idx, attention_mask=attention_mask)
         return h if hidden_only else self.lm_head(h)

@@ -89,7 +89,7 @@ def _scale_and_add_nll(
 
 @dataclass
 class SparseTeacher:
-    """The teacher's distribution from a cache (cache.py), one row per token: k log-probs at temperature τ, their
+    """The teacher's distribution from a cache (teacher/cache.py), one row per token: k log-probs at temperature τ, their
     ids, and the log of the remaining (tail) mass; or, from a full-distribution cache (k = V), ids and tail None:
     the V log-probs in vocabulary order (the ids are implicit) and no tail."""
 

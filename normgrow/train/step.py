@@ -7,9 +7,9 @@ the precision it runs in, its micro-batches, the optimizer, the module it calls 
         for each micro-batch:  teacher(x, index) → autocast forward → chunked distillation loss → backward
         clip → non-finite check → AdamW step
 
-The training loop (train.py) calls `train_step` for every step of a run; the speed probe behind `normgrow plan`
-and `dtype: auto` (speed.py) calls the same function on a synthetic batch, so what `plan` times is the step a run
-takes. Evaluation (evaluate.py) shares `autocast` and `micro_batch_size`.
+The training loop (train/loop.py) calls `train_step` for every step of a run; the speed probe behind `normgrow plan`
+and `dtype: auto` (machine/speed.py) calls the same function on a synthetic batch, so what `plan` times is the step a run
+takes. Evaluation (train/evaluate.py) shares `autocast` and `micro_batch_size`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from collections.abc import Callable
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from normgrow import dist, sharding
-from normgrow.compiling import compile_blocks, use_compile_cache
 from normgrow.config import RunConfig
 from normgrow.data import Batch, cache_root
 from normgrow.errors import ConfigError
-from normgrow.losses import SampledTeacher, SparseTeacher, TeacherChunks, distill_loss
-from normgrow.model import Student
+from normgrow.nn.compiling import compile_blocks, use_compile_cache
+from normgrow.nn.losses import SampledTeacher, SparseTeacher, TeacherChunks, distill_loss
+from normgrow.nn.model import Student
+from normgrow.parallel import dist, sharding
 
 # the teacher's distribution for training inputs x (b, T), the sequences `index` of the split (None: no teacher)
 TeacherFn = Callable[[torch.Tensor, torch.Tensor], TeacherChunks | SparseTeacher | SampledTeacher | None]
@@ -104,7 +104,7 @@ def uses_fsdp(cfg: RunConfig, info: dist.DistInfo) -> bool:
 
 def wrap_for_training(model: Student, info: dist.DistInfo, cfg: RunConfig) -> torch.nn.Module:
     """The module the training step calls: DDP across ranks (a sharded model is its own wrapper), its blocks
-    compiled where `train.compile` asks (compiling.py: each block on its own, so wrapping again after growth
+    compiled where `train.compile` asks (nn/compiling.py: each block on its own, so wrapping again after growth
     compiles only the appended blocks, and they reuse their placement's graph)."""
     if cfg.train.compile:
         if uses_fsdp(cfg, info):

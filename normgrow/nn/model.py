@@ -29,11 +29,11 @@ Initialization (every constant and the depth it uses is in `init_record()`):
 - a placement may define its own (DeepNormBlock: β-scaled weights, no 1/√(2D)) by overriding
   `Block.init_weights`; its constants are in `init_record()["placements"]`.
 
-The architecture itself (blocks, placements, the decoder trunk) is in blocks.py, which imports only
+The architecture itself (blocks, placements, the decoder trunk) is in nn/blocks.py, which imports only
 torch so that exports can carry it; this module adds the registry, initialization and records.
 
 The model holds the blocks of its current depth (`Student.depth`, logged as `n_layer`); growth
-operators (curriculum.py) insert blocks into `layers`. The forward pass can return the residual
+operators (train/growth.py) insert blocks into `layers`. The forward pass can return the residual
 stream entering every block and leaving the last (diagnostics).
 """
 
@@ -46,8 +46,9 @@ from collections.abc import Iterable
 import torch
 import torch.nn as nn
 
-from normgrow import norms
-from normgrow.blocks import (  # noqa: F401 - the architecture's names, re-exported where normgrow always had them
+from normgrow.config import ModelConfig, resolved_head_dim
+from normgrow.nn import norms
+from normgrow.nn.blocks import (  # noqa: F401 - the architecture's names, re-exported where normgrow always had them
     BUILTIN_NORM_KINDS,
     BUILTIN_PLACEMENTS,
     MLP,
@@ -73,7 +74,6 @@ from normgrow.blocks import (  # noqa: F401 - the architecture's names, re-expor
     placement_of,
     rotary_tables,
 )
-from normgrow.config import ModelConfig, resolved_head_dim
 from normgrow.registry import Registry
 
 PLACEMENTS: Registry[type[Block]] = Registry("placement", field="model.norm")
@@ -82,7 +82,7 @@ PLACEMENTS: Registry[type[Block]] = Registry("placement", field="model.norm")
 def register_placement(name: str, block_class: type[Block], replace: bool = False) -> type[Block]:
     """Make `model.norm=<name>` (and `model.block_norms` entries) build `block_class` blocks."""
     if not (isinstance(block_class, type) and issubclass(block_class, Block)):
-        raise TypeError(f"placement '{name}': expected a subclass of normgrow.model.Block, got {block_class!r}")
+        raise TypeError(f"placement '{name}': expected a subclass of normgrow.Block, got {block_class!r}")
     return PLACEMENTS.register(name, block_class, replace=replace)
 
 
@@ -125,7 +125,7 @@ class Student(Decoder):
     ):
         """A student holding `depth` blocks (default cfg.n_layer, the full depth; a growth curriculum
         starts shallower and inserts blocks) of the given `placements` (default: placement_of each
-        index; a curriculum passes its first stage's, curriculum.StagePlan) at the given `indices` in the
+        index; a curriculum passes its first stage's, growth.StagePlan) at the given `indices` in the
         full-depth student (default 0 … depth − 1; a curriculum passes its first stage's), initialized (module
         docstring). cfg.vocab_size must be resolved."""
         depth = cfg.n_layer if depth is None else depth

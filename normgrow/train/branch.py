@@ -22,11 +22,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from normgrow import atomic, checkpoint
+from normgrow import atomic
 from normgrow.config import RunConfig, load_config, resume_may_differ, to_dict
-from normgrow.curriculum import StagePlan, plan_stages, tokens_per_step
 from normgrow.errors import ConfigError
-from normgrow.rundir import config_differences
+from normgrow.train import checkpoint
+from normgrow.train.growth import StagePlan
+from normgrow.train.rundir import config_differences
+from normgrow.train.stages import plan_stages, tokens_per_step
 
 # fields a trunk and its branch may differ in: the budget (checked stage by stage below), the trunk's stop and
 # checkpoints, the branch's own pointer, the name, the matched reference's path (the budget it yields is compared)

@@ -18,19 +18,18 @@
         write_summary(run)
 
 The growth event itself (new blocks, what trains, the optimizer state carried over, its measurement) is in
-growth.py; evaluation (validation, model selection, the diagnostics' probe) in evaluate.py; the step itself
-(autocast, micro-batches, the optimizer, DDP and compiled blocks) in step.py; the lr schedule and what is due after
-each step in cadence.py.
+train/growth.py; evaluation (validation, model selection, the diagnostics' probe) in train/evaluate.py; the step itself
+(autocast, micro-batches, the optimizer, DDP and compiled blocks) in train/step.py; the lr schedule and what is due after
+each step in train/cadence.py.
 
-Everything a run writes goes into its run directory (rundir.py). Running again on an existing run
+Everything a run writes goes into its run directory (train/rundir.py). Running again on an existing run
 directory resumes from its latest checkpoint: the events logged after that checkpoint are dropped
 and recomputed, so a killed-and-resumed run writes the same metrics as an uninterrupted one
 (bitwise on a CPU with the same thread count). Under `torchrun` every rank trains on its slice of
 each global batch (DDP; gloo on CPU, NCCL on GPU); rank 0 alone writes. The loss is a per-token
 mean over the global batch, whatever the split (see `step.train_step`).
 
-The loop consumes `RunInputs` — the resolved config, data, teacher or teacher cache, device —
-assembled by `pipeline.build_inputs`, the one place that builds them.
+The loop consumes `RunInputs` (the resolved config, data, teacher or its cache, device), built by run/pipeline.py.
 """
 
 from __future__ import annotations
@@ -46,22 +45,23 @@ from pathlib import Path
 import torch
 import transformers
 
-from normgrow import checkpoint, dist, sharding
-from normgrow.branch import seed_branch
-from normgrow.cache import TeacherCache
-from normgrow.cadence import DENSE, INTERVAL, STAGE_END, due, lr_at, schedule_span
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, plan_stages, stage_student, step_cost, tokens_per_step
 from normgrow.data import BatchIterator, Prepared, n_sequences, train_pool
-from normgrow.diagnostics import boundary_summary
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.evaluate import Evaluator, open_evaluator
-from normgrow.growth import grow_student, restore, set_trainable, val_jumps
 from normgrow.locks import DirLock
-from normgrow.losses import SampledTeacher, SparseTeacher, TeacherChunks
-from normgrow.model import Student
+from normgrow.nn.losses import SampledTeacher, SparseTeacher, TeacherChunks
+from normgrow.nn.model import Student
+from normgrow.parallel import dist, sharding
 from normgrow.progress import Bar, progress_bar
-from normgrow.rundir import (
+from normgrow.teacher.cache import TeacherCache
+from normgrow.teacher.load import Teacher, copy_embeddings
+from normgrow.train import checkpoint
+from normgrow.train.branch import seed_branch
+from normgrow.train.cadence import DENSE, INTERVAL, STAGE_END, due, lr_at, schedule_span
+from normgrow.train.diagnostics import boundary_summary
+from normgrow.train.evaluate import Evaluator, open_evaluator
+from normgrow.train.growth import StagePlan, grow_student, restore, set_trainable, stage_student, val_jumps
+from normgrow.train.rundir import (
     MetricsWriter,
     append_jsonl,
     check_loggers,
@@ -70,8 +70,8 @@ from normgrow.rundir import (
     truncate_jsonl,
     write_json,
 )
-from normgrow.step import NonFinite, build_optimizer, check_micro_batch, train_step, uses_fsdp, wrap_for_training
-from normgrow.teacher import Teacher, copy_embeddings
+from normgrow.train.stages import plan_stages, step_cost, tokens_per_step
+from normgrow.train.step import NonFinite, build_optimizer, check_micro_batch, train_step, uses_fsdp, wrap_for_training
 from normgrow.version import __version__
 
 
@@ -127,7 +127,7 @@ class RunState:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
     def add(self, cost: dict[str, float]) -> None:
-        """Count one optimizer step of a stage costing `cost` (curriculum.step_cost)."""
+        """Count one optimizer step of a stage costing `cost` (stages.step_cost)."""
         self.step += 1
         self.stage_step += 1
         for k, v in cost.items():

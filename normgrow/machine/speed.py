@@ -17,7 +17,7 @@ first steps include this process's compilation (from the compile cache when it i
 Each shape's measurement is kept under `<cache>/hardware/speed-<machine>-<shape>.json` (best effort), so a
 second `plan` reuses it; `--remeasure` measures again.
 
-The same step decides `dtype: auto` on a CPU with native bfloat16 (dtypes.py), timed in both dtypes.
+The same step decides `dtype: auto` on a CPU with native bfloat16 (machine/dtypes.py), timed in both dtypes.
 """
 
 from __future__ import annotations
@@ -37,15 +37,16 @@ from pathlib import Path
 
 import torch
 
-from normgrow import atomic, dist
-from normgrow.cadence import evaluation_counts
+from normgrow import atomic
 from normgrow.config import RunConfig
 from normgrow.data import Batch
-from normgrow.hardware import cpu_info, machine_key
-from normgrow.losses import SampledTeacher, SparseTeacher, TeacherChunks, draw_samples, tail_logsumexp
-from normgrow.model import Decoder, PreNormBlock, Student, placement_of
-from normgrow.step import build_optimizer, train_step, wrap_for_training
-from normgrow.teacher import teacher_shape
+from normgrow.machine.hardware import cpu_info, machine_key
+from normgrow.nn.losses import SampledTeacher, SparseTeacher, TeacherChunks, draw_samples, tail_logsumexp
+from normgrow.nn.model import Decoder, PreNormBlock, Student, placement_of
+from normgrow.parallel import dist
+from normgrow.teacher.load import teacher_shape
+from normgrow.train.cadence import evaluation_counts
+from normgrow.train.step import build_optimizer, train_step, wrap_for_training
 from normgrow.version import __version__
 
 WARMUP_STEPS, TIMED_STEPS = 2, 9  # the median of 9: 4 left a 30 % spread between processes (docs/LOG.md)
@@ -190,7 +191,9 @@ def startup_seconds() -> float:
     """A fresh interpreter importing what a run process imports (measured, not assumed; once per process: it does
     not depend on the shape being probed)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import normgrow.pipeline, normgrow.train"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", "import normgrow.run.pipeline, normgrow.train.loop"], check=True, capture_output=True
+    )
     return time.perf_counter() - t0
 
 

@@ -1,4 +1,4 @@
-"""Curricula: stages, their budgets in optimizer steps, compute accounting, and the growth operators.
+"""Growth: the operators that insert blocks, the stage a growth event opens, and the event in training.
 
 A curriculum is a list of stages (`curriculum.stages`), each a span of training at fixed depth.
 Joint training is one stage at full depth; a growth curriculum inserts blocks between stages
@@ -20,40 +20,58 @@ follows every block through the growth events to its final index. One `GrowthOpe
 question about a growth event — which blocks are new (the freeze rule `train: new`), which
 residual indices are boundaries (diagnostics, report), which block a `copy` init copies — and
 performs it (`apply`), for a fresh run and for the replay on resume alike. It also carries the policy
-after the event, which growth.py applies on every path (plain, sharded, resumed): which blocks a stage
+after the event, which this module applies on every path (plain, sharded, resumed): which blocks a stage
 trains (`train_blocks`, at planning time, so compute accounting sees it), which parameters that makes
 trainable (`set_trainable`) and which parameters keep their AdamW state (`keeps_state`); the defaults
 are the stage's `train` field and `curriculum.optimizer`.
 
-Compute accounting (docs/DESIGN.md §3.3), summed over optimizer steps (`step_cost`, the one formula the
-training loop and the planned totals both use):
-    tokens                  training tokens consumed
-    active_layer_tokens     tokens × blocks in the forward pass      (the paper's compute match)
-    trainable_layer_tokens  tokens × blocks with trainable parameters
-    flops                   estimate: 6·N_trainable + 2·N_frozen per token (N = parameters of the
-                            blocks and head the token passes through, counted on the blocks the
-                            placements build) plus the attention scores (6·T·n_head·head_dim per
-                            trainable block and token, 2· for frozen ones); a frozen block still
-                            runs forward (and backward, if trainable blocks lie below it — the 2·
-                            undercounts that case; the estimate is stated, not hidden).
+The growth event in training:
+
+    grow_student(model, optimizer, before, plan, cfg, device, val) → (model, optimizer, record)
+        logits on a fixed probe (GROWTH_PROBE_ROWS validation rows)             before
+        grow(model, plan, cfg)                 the operator inserts the stage's new blocks (same call on resume)
+        logits on the probe                    after: grow/logit_max_abs_diff, grow/logit_rms_diff, grow/logit_rms
+        set_trainable(model, plan)             the operator's policy: which parameters train in the new stage
+        the optimizer rebuilt                  AdamW over the trainable parameters in module order; a parameter
+                                               that trained before and trains on keeps its moments and step count
+                                               where the operator's policy says so, the others start fresh
+
+The training loop makes this one explicit, logged call at a stage boundary (loop.growth_event) and completes
+the record with `val_jumps` (grow/val_ce_jump, …: the stage's first evaluation minus the previous stage's
+last). A sharded student (train.sharding=fsdp) is gathered into a plain copy on every rank, grown by the same
+calls and sharded again; its AdamW state travels by parameter name (sharding makes new parameter objects).
+A resumed run (`restore`) replays the growth events with the same `grow` and takes the stage's trainability
+from the same policy, so its optimizer holds the same parameters, in the same order, as the uninterrupted run's.
+
+The policy belongs to the growth operator (GrowthOperator): `train_blocks` (which blocks a stage
+trains; decided when the stages are planned, so compute accounting counts it), `set_trainable` (which
+parameters that makes trainable) and `keeps_state` (whose AdamW state survives the event). Their defaults are
+the stage's `train` field and `curriculum.optimizer`; an operator that needs another policy overrides them,
+and this module applies it on the plain, the sharded and the resumed path alike:
+
+    class NewAndBelow(Append):  # after growth: the new blocks and the block just below them train
+        def train_blocks(self, spec, n_layer, event):
+            if event is None:  # the first stage
+                return super().train_blocks(spec, n_layer, event)
+            return sorted({*event.new_blocks, event.new_blocks[0] - 1})
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from normgrow.config import ModelConfig, RunConfig, load_config, resolved_head_dim
+from normgrow.config import ModelConfig, RunConfig
+from normgrow.config.schema import parse_train_blocks
 from normgrow.errors import ConfigError
-from normgrow.model import PLACEMENTS, Block, Student, block_parameters, init_block, placement_of
+from normgrow.nn.model import PLACEMENTS, Block, Student, init_block, placement_of
+from normgrow.parallel import sharding
 from normgrow.registry import Registry
-from normgrow.schema import parse_train_blocks
+from normgrow.train.step import build_optimizer
 
 # ----------------------------------------------------------------------------- growth operators
 
@@ -96,7 +114,7 @@ class GrowthOperator:
     replays it identically. `inits` lists the inits that mean something for the operator (config
     validation refuses the others).
 
-    The policy after the event, overridable like the placement of the blocks (growth.py calls it on
+    The policy after the event, overridable like the placement of the blocks (this module calls it on
     the plain, the sharded and the resumed path alike):
       train_blocks  which blocks a stage trains (default: the stage's `train` field: all, new, indices);
       set_trainable which parameters that makes trainable (default: blocks outside the list frozen, the
@@ -293,7 +311,7 @@ GROWTH: Registry[GrowthOperator] = Registry("growth operator", field="curriculum
 def register_growth(name: str, operator: GrowthOperator, replace: bool = False) -> GrowthOperator:
     """Make `curriculum.growth=<name>` use `operator` (an instance of a GrowthOperator subclass)."""
     if not isinstance(operator, GrowthOperator):
-        raise TypeError(f"growth operator '{name}': expected a normgrow.curriculum.GrowthOperator instance")
+        raise TypeError(f"growth operator '{name}': expected a normgrow.GrowthOperator instance")
     return GROWTH.register(name, operator, replace=replace)
 
 
@@ -310,7 +328,7 @@ def grow(model: Student, plan: StagePlan, cfg: RunConfig) -> GrowthEvent:
     )
 
 
-# ----------------------------------------------------------------------------- stages
+# ----------------------------------------------------------------------------- stages and their students
 
 
 @dataclass(frozen=True)
@@ -326,91 +344,6 @@ class StagePlan:
     provenance: tuple[str, ...]  # where each block came from: "initial" or "appended at stage k (<init> init)"
     # the run's growth operator (curriculum.growth), whose policy the stage follows (GrowthOperator.set_trainable, …)
     operator: GrowthOperator = dataclasses.field(repr=False, compare=False)
-
-
-def tokens_per_step(cfg: RunConfig) -> int:
-    return cfg.train.batch_size * cfg.data.seq_len
-
-
-def plan_stages(cfg: RunConfig) -> list[StagePlan]:
-    """Each stage's budget rounded to whole optimizer steps (at least one), its growth event and trainable blocks.
-
-    A budget in active-layer tokens becomes tokens = active_layer_tokens / depth. Rounding to the
-    nearest step keeps a matched run within half a step's tokens of its target per stage.
-    """
-    per_step = tokens_per_step(cfg)
-    op = GROWTH[cfg.curriculum.growth]
-    stages = cfg.curriculum.stages
-    events: list[GrowthEvent | None] = [None] + [
-        op.event(a.n_layer, b.n_layer) for a, b in zip(stages, stages[1:], strict=False)
-    ]
-    blocks = block_identities(stages[0].n_layer, events)  # each stage's blocks, bottom to top, as identities
-    final = {b: i for i, b in enumerate(blocks[-1])}  # identity → index in the last stage's model
-    verb = "appended" if cfg.curriculum.growth == "append" else f"inserted ({cfg.curriculum.growth})"
-    plans: list[StagePlan] = []
-    for i, (s, event, ids) in enumerate(zip(stages, events, blocks, strict=True)):
-        budget = s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer
-        steps = max(1, round(budget / per_step))
-        indices = tuple(final[b] for b in ids)
-        placements = tuple(placement_of(cfg.model, i) for i in indices)
-        if event is None:
-            provenance = ["initial"] * s.n_layer
-        else:
-            check_copies(cfg, op, event, plans[-1].placements, placements)
-            provenance = list(plans[-1].provenance)
-            for position in event.new_blocks:
-                provenance.insert(position, f"{verb} at stage {i} ({cfg.curriculum.growth_init} init)")
-        trained = tuple(op.train_blocks(s.train, s.n_layer, event))
-        if not trained or not all(0 <= b < s.n_layer for b in trained):
-            raise ConfigError(
-                f"curriculum.growth: {cfg.curriculum.growth}: its train_blocks {list(trained)} for stage "
-                f"{i} are not a non-empty set of blocks in 0..{s.n_layer - 1}"
-            )
-        if cfg.model.tie_embeddings and 0 not in trained:
-            raise ConfigError(
-                f"curriculum.stages.{i}.train: block 0 is frozen, but model.tie_embeddings=true makes the "
-                "training LM head the embedding that feeds it, so the frozen prefix would still be "
-                "retrained; set model.tie_embeddings=false for this arm"
-            )
-        plans.append(
-            StagePlan(i, s.n_layer, steps, steps * per_step, trained, placements, indices, event, tuple(provenance), op)
-        )
-    return plans
-
-
-def check_copies(
-    cfg: RunConfig, op: GrowthOperator, event: GrowthEvent, before: tuple[str, ...], after: tuple[str, ...]
-) -> None:
-    """A `copy` init needs each new block to have its source's parameters: refused when the stages are planned
-    (run start, study start, `normgrow plan`), not at the growth event after the prefix has trained."""
-    if cfg.curriculum.growth_init != "copy":
-        return
-    for position in event.new_blocks:
-        source = op.copy_source(event.prefix, event.depth, position)
-        if _parameter_names(cfg.model, after[position]) != _parameter_names(cfg.model, before[source]):
-            raise ConfigError(
-                f"curriculum.growth_init: copy: the new {after[position]} block at {position} cannot "
-                f"copy block {source} ({before[source]}): their parameters differ"
-            )
-
-
-def _parameter_names(cfg: ModelConfig, placement: str) -> list[str]:
-    with torch.device("meta"):  # names only: nothing allocated
-        return sorted(name for name, _ in PLACEMENTS[placement](cfg).named_parameters())
-
-
-def block_identities(first: int, events: list[GrowthEvent | None]) -> list[list[int]]:
-    """Each stage's blocks as identities (0, 1, … in order of creation), bottom to top: a block keeps its
-    identity while growth events insert others around it."""
-    ids, out, fresh = list(range(first)), [], first
-    for event in events:
-        if event is not None:
-            ids = list(ids)
-            for position in event.new_blocks:  # ascending: each lands at its index in the grown model
-                ids.insert(position, fresh)
-                fresh += 1
-        out.append(ids)
-    return out
 
 
 def replay_growth(model: Student, plans: list[StagePlan], stage: int, cfg: RunConfig) -> None:
@@ -432,160 +365,167 @@ def stage_student(cfg: RunConfig, plan: StagePlan) -> Student:
     )
 
 
-def student_at_stage(cfg: RunConfig, stage: int) -> Student:
-    """A student with the block structure of `stage` of this run (on the CPU), to load weights into."""
-    plans = plan_stages(cfg)
-    model = stage_student(cfg, plans[0])
-    replay_growth(model, plans, stage, cfg)
+def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tensor], device: torch.device) -> Student:
+    """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (from `full_weights`; its
+    construction's RNG draws undone)."""
+    with torch.random.fork_rng(devices=[]):
+        model = stage_student(cfg, plan).to(device)
+    model.load_state_dict(weights)
+    model.activation_checkpointing = cfg.train.activation_checkpointing
     return model
 
 
-# ----------------------------------------------------------------------------- compute accounting
+# ----------------------------------------------------------------------------- trainability and optimizer
 
 
-def flops_per_token(m: ModelConfig, placements: tuple[str, ...], trainable: tuple[int, ...], seq_len: int) -> int:
-    """Estimated training FLOPs per token of a student holding blocks of these placements, of which the
-    `trainable` indices train (see the module docstring)."""
-    assert m.vocab_size is not None  # step_cost calls this only with a resolved vocabulary
-    params = {name: block_parameters(dataclasses.replace(m, block_norms=[], norm=name), 0) for name in set(placements)}
-    attn = 2 * seq_len * m.n_head * resolved_head_dim(m)  # QKᵀ and AV, causal half, fwd only
-    head = m.d_model * m.vocab_size
-    trained = set(trainable)
-    n_train = sum(1 for i in range(len(placements)) if i in trained)
-    p_train = sum(params[p] for i, p in enumerate(placements) if i in trained)
-    p_frozen = sum(params[p] for i, p in enumerate(placements) if i not in trained)
-    return 6 * (p_train + head) + 2 * p_frozen + 3 * n_train * attn + (len(placements) - n_train) * attn
+def set_trainable(model: Student, plan: StagePlan) -> None:
+    """Which parameters train during stage `plan`: its operator's policy (GrowthOperator.set_trainable; by
+    default blocks outside plan.train_blocks frozen, the embedding trainable exactly when block 0 is)."""
+    plan.operator.set_trainable(model, plan)
 
 
-def forward_flops_per_token(m: ModelConfig, seq_len: int) -> int:
-    """Estimated forward FLOPs per token of a pre-norm model of this shape (a teacher's cost in a step)."""
-    block = block_parameters(dataclasses.replace(m, block_norms=[], norm="pre"), 0)
-    return 2 * (
-        m.n_layer * block + m.d_model * (m.vocab_size or 0)
-    ) + m.n_layer * 2 * seq_len * m.n_head * resolved_head_dim(m)
+def keeps_state(name: str, plan: StagePlan, cfg: RunConfig) -> bool:
+    """Does the parameter `name` of the grown model (trained before the event into `plan`, trains after it)
+    keep its AdamW state? The operator's policy (GrowthOperator.keeps_state; by default curriculum.optimizer)."""
+    return plan.operator.keeps_state(name, plan, cfg.curriculum.optimizer)
 
 
-def step_cost(cfg: RunConfig, plan: StagePlan) -> dict[str, float]:
-    """What one optimizer step of this stage adds to each compute counter."""
-    per_step = tokens_per_step(cfg)
+def rebuild_optimizer(
+    old: torch.optim.AdamW, model: Student, cfg: RunConfig, device: torch.device, plan: StagePlan
+) -> torch.optim.AdamW:
+    """The optimizer after the growth event into `plan`, the
+    model grown in place and its trainability set. A parameter that trained before and trains on keeps its
+    moments and step count where `keeps_state` says so (`keep`: all of them; `reset`: none); new and newly
+    unfrozen parameters start fresh; frozen ones leave the optimizer, and their state with it."""
+    name_of = {p: n for n, p in model.named_parameters()}
+    by_name = dict(model.named_parameters())
+    copied = plan.operator.copied_state(model, plan, cfg.curriculum.optimizer)
+    new = build_optimizer(model, cfg, device)
+    for group in new.param_groups:
+        for p in group["params"]:
+            if p in old.state and keeps_state(name_of[p], plan, cfg):  # state: it trained before
+                new.state[p] = old.state[p]
+            elif name_of[p] in copied and by_name[copied[name_of[p]]] in old.state:
+                new.state[p] = {k: v.clone() for k, v in old.state[by_name[copied[name_of[p]]]].items()}
+    return new
+
+
+# ----------------------------------------------------------------------------- the event
+
+GROWTH_PROBE_ROWS = 2  # validation rows on which a growth event's logit change is measured
+
+
+def grow_student(
+    model: Student,
+    optimizer: torch.optim.AdamW,
+    before: StagePlan,
+    plan: StagePlan,
+    cfg: RunConfig,
+    device: torch.device,
+    val: torch.Tensor,
+) -> tuple[Student, torch.optim.AdamW, dict]:
+    """Grow the student of stage `before` into stage `plan`: the grown student (the same object unless sharded),
+    its optimizer and the event's record, its logit change measured on the first validation rows."""
+    # the logit change is measured on a fixed slice of the validation split, the same whatever the micro-batch,
+    # ranks or sharding (two rows: the full logits, before and after, of a paper-scale vocabulary take ≈ 10 GB)
+    probe_x = val[:GROWTH_PROBE_ROWS, :-1].to(device)  # (2, T)
+    if sharding.is_sharded(model):
+        return _grow_sharded(model, optimizer, before, plan, cfg, device, probe_x)
+    record = grow_and_measure(model, plan, cfg, probe_x)
+    set_trainable(model, plan)
+    return model, rebuild_optimizer(optimizer, model, cfg, device, plan), record
+
+
+def _grow_sharded(
+    model: Student,
+    optimizer: torch.optim.AdamW,
+    before: StagePlan,
+    plan: StagePlan,
+    cfg: RunConfig,
+    device: torch.device,
+    probe_x: torch.Tensor,
+) -> tuple[Student, torch.optim.AdamW, dict]:
+    """The growth event of a sharded student: every rank gathers it into a plain copy, grows that with the same
+    calls as an unsharded run and shards the result. The AdamW state a parameter keeps is found by name before
+    growth and followed through it by object identity; only then is it gathered (not at all if none is kept)."""
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}  # the old optimizer's parameters
+    plain = plain_student(cfg, before, sharding.full_weights(model), device)
+    name_before = {id(p): n for n, p in plain.named_parameters()}
+    record = grow_and_measure(plain, plan, cfg, probe_x)
+    set_trainable(plain, plan)
+    carried = {
+        n: name_before[id(p)]
+        for n, p in plain.named_parameters()  # name now → name before growth
+        if p.requires_grad and name_before.get(id(p)) in trained and keeps_state(n, plan, cfg)
+    }
+    now = dict(plain.named_parameters())
+    for n, source in plan.operator.copied_state(plain, plan, cfg.curriculum.optimizer).items():
+        if now[n].requires_grad and name_before.get(id(now[source])) in trained:
+            carried[n] = name_before[id(now[source])]  # a copied block starts from its source's moments
+    moments = sharding.optimizer_state_by_name(model, optimizer) if carried else {}
+    grown = typing.cast(Student, sharding.shard(plain))  # sharded in place: still a Student
+    new = build_optimizer(grown, cfg, device)
+    # each name its own tensors: a copied block and its source must not share one state (AdamW updates it in place,
+    # its step count included, so a shared state would advance twice a step)
+    states = {
+        n: {k: v.clone() if torch.is_tensor(v) else v for k, v in moments[old].items()}
+        for n, old in carried.items()
+        if old in moments
+    }
+    sharding.load_state_by_name(grown, new, states)
+    return grown, new, record
+
+
+@torch.no_grad()
+def grow_and_measure(model: Student, plan: StagePlan, cfg: RunConfig, probe_x: torch.Tensor) -> dict:
+    """Apply the stage's growth event; its record plus the logit change it caused on probe_x."""
+    was_training = model.training
+    model.eval()
+    before = model(probe_x).float()  # (b, T, V)
+    event = grow(model, plan, cfg)
+    assert event == plan.growth, (event, plan.growth)  # the operator did what the plan says
+    after = model(probe_x).float()
+    model.train(was_training)
+    diff = after - before
     return {
-        "tokens": per_step,
-        "active_layer_tokens": per_step * plan.n_layer,
-        "trainable_layer_tokens": per_step * len(plan.train_blocks),
-        "flops": (
-            flops_per_token(cfg.model, plan.placements, plan.train_blocks, cfg.data.seq_len) * per_step
-            if cfg.model.vocab_size is not None
-            else 0.0
-        ),
+        **event.record(cfg.curriculum.growth, cfg.curriculum.growth_init),
+        "grow/logit_max_abs_diff": diff.abs().max().item(),
+        "grow/logit_rms_diff": diff.pow(2).mean().sqrt().item(),
+        "grow/logit_rms": before.pow(2).mean().sqrt().item(),
     }
 
 
-def planned_totals(cfg: RunConfig, plans: list[StagePlan] | None = None) -> dict[str, float]:
-    """Compute totals a config's curriculum will consume (vocab_size must be resolved for flops)."""
-    totals = {"tokens": 0, "active_layer_tokens": 0, "trainable_layer_tokens": 0, "flops": 0.0}
-    for p in plans or plan_stages(cfg):
-        for k, v in step_cost(cfg, p).items():
-            totals[k] += v * p.steps
-    return totals
+def val_jumps(start: dict[str, float], end_before: dict[str, float]) -> dict[str, float]:
+    """grow/val_ce_jump, grow/val_nll_jump, …: the first evaluation of the grown student (`start`, val/… keys)
+    minus the last evaluation before the event."""
+    return {f"grow/val_{k[4:]}_jump": start[k] - end_before[k] for k in start}
 
 
-def pool_epochs(cfg: RunConfig, n_pool: int, plans: list[StagePlan] | None = None) -> int:
-    """Epochs the run's training starts over a pool of n_pool sequences (the whole split's count without a pool):
-    ceil(steps / floor(n_pool / batch_size)), an epoch serving whole batches only. No sequence is served more
-    often than this; with batch_size dividing n_pool, the first batch of the last epoch is served exactly so often."""
-    steps = sum(p.steps for p in plans or plan_stages(cfg))
-    return math.ceil(steps / (n_pool // cfg.train.batch_size))
+# ----------------------------------------------------------------------------- resume
 
 
-def check_pool_repeats(cfg: RunConfig, n_pool: int, plans: list[StagePlan] | None = None) -> None:
-    """Refuse, when the stages are planned, a run that would start more epochs over its pool than
-    data.max_pool_repeats allows (0: no bound)."""
-    bound = cfg.data.max_pool_repeats
-    if not bound or n_pool < cfg.train.batch_size:  # no bound, or no epoch at all (the batch iterator refuses it)
-        return
-    epochs = pool_epochs(cfg, n_pool, plans)
-    if epochs > bound:
-        steps = sum(p.steps for p in plans or plan_stages(cfg))
-        raise ConfigError(
-            f"data.max_pool_repeats: the run would serve a sequence up to {epochs} times (ceil({steps} "
-            f"steps / {n_pool // cfg.train.batch_size} batches of {cfg.train.batch_size} per epoch over "
-            f"{n_pool} sequences)), more than the bound {bound}"
-        )
-
-
-# ----------------------------------------------------------------------------- budget matching
-
-
-def reference_totals(ref: str, vocab_size: int | None) -> tuple[dict, str]:
-    """Totals of a finished run (its summary), an unfinished run (its config) or a config/preset."""
-    path = Path(ref)
-    if path.is_dir():
-        if (path / "summary.json").is_file():
-            return json.loads((path / "summary.json").read_text())["compute"], f"run {ref} (measured)"
-        if not (path / "config.yaml").is_file():
-            raise ConfigError(f"curriculum.match_budget: {ref}: a directory without config.yaml is not a run")
-        ref_cfg = load_config(str(path / "config.yaml"))
-        source = f"run {ref} (planned)"
+def restore(
+    model: Student,
+    plans: list[StagePlan],
+    stage: int,
+    cfg: RunConfig,
+    weights: dict[str, torch.Tensor],
+    optimizer_state: dict,
+    device: torch.device,
+    fsdp: bool,
+) -> torch.optim.AdamW:
+    """A checkpoint of `stage` restored into a first-stage student (in place) and its optimizer: the growth
+    events up to `stage` replayed with the same `grow` as the run (the weights are then overwritten), the
+    stage's trainability from the same policy, then the weights and the optimizer state (sharded first
+    under FSDP; the checkpoint holds full tensors either way)."""
+    replay_growth(model, plans, stage, cfg)
+    model.load_state_dict(weights)
+    set_trainable(model, plans[stage])
+    if fsdp:
+        sharding.shard(model)
+        optimizer = build_optimizer(model, cfg, device)
+        sharding.load_optimizer_state(model, optimizer, optimizer_state)
     else:
-        try:
-            ref_cfg = load_config(ref)
-        except ConfigError as e:
-            raise ConfigError(f"curriculum.match_budget: {e}") from None
-        source = f"config {ref} (planned)"
-    if ref_cfg.model.vocab_size is None:
-        ref_cfg = dataclasses.replace(ref_cfg, model=dataclasses.replace(ref_cfg.model, vocab_size=vocab_size))
-    return planned_totals(ref_cfg), source
-
-
-def match_budget(cfg: RunConfig, reference: dict | None = None) -> tuple[RunConfig, dict | None]:
-    """Scale the stage budgets so the run's total of `match_by` equals the reference's — up or down.
-
-    Stage proportions are kept (with match_stages=last, the stages before the last are kept as given and the last
-    alone takes the difference); budgets become explicit token counts in whole steps (written into the
-    resolved config). Every stage but the last is rounded to whole steps, and the last takes what is
-    left of the target, so the run lands within half a step (of the last stage) of the target in any
-    direction. Returns the new config and a record for the summary: the target, the planned total,
-    the arm's own total before matching and the scale between them (> 1: matched upward). `reference`: the
-    reference's planned totals, when they are known without reading its file.
-    """
-    c = cfg.curriculum
-    if c.match_budget is None:
-        return cfg, None
-    by = c.match_by
-    if reference is None:
-        target_totals, source = reference_totals(c.match_budget, cfg.model.vocab_size)
-    else:  # the reference's planned totals, given (a study planning its jobs before their configs are written)
-        target_totals, source = reference, f"config {c.match_budget} (planned)"
-    target = target_totals[by]
-    per_step = tokens_per_step(cfg)
-    plans = plan_stages(cfg)
-    # tokens of each stage and the cost of one of its tokens in the matched unit
-    per_stage = [
-        (s.tokens if s.tokens > 0 else s.active_layer_tokens / s.n_layer, step_cost(cfg, p)[by] / per_step)
-        for s, p in zip(c.stages, plans, strict=True)
-    ]
-    current = sum(t * u for t, u in per_stage)
-    scale = target / current
-    kept = 1.0 if c.match_stages == "last" else scale  # `last`: the stages before the last as given
-    steps = [max(1, round(t * kept / per_step)) for t, _ in per_stage[:-1]]
-    spent = sum(n * per_step * u for n, (_, u) in zip(steps, per_stage, strict=False))
-    if c.match_stages == "last" and target - spent < per_stage[-1][1] * per_step:
-        raise ConfigError(
-            f"curriculum.match_budget: the target ({target:,.0f} {by}) leaves no step for the last stage after the "
-            f"stages before it ({spent:,.0f}); curriculum.match_stages=last keeps those as given"
-        )
-    steps.append(max(1, round((target - spent) / (per_stage[-1][1] * per_step))))
-    stages = [
-        dataclasses.replace(s, tokens=n * per_step, active_layer_tokens=0) for s, n in zip(c.stages, steps, strict=True)
-    ]
-    new = dataclasses.replace(cfg, curriculum=dataclasses.replace(c, stages=stages))
-    got = planned_totals(new)[by]
-    return new, {
-        "reference": c.match_budget,
-        "source": source,
-        "by": by,
-        "target": target,
-        "planned": got,
-        "unmatched": planned_totals(cfg, plans)[by],
-        "scale": scale,
-    }
+        optimizer = build_optimizer(model, cfg, device)
+        optimizer.load_state_dict(optimizer_state)
+    return optimizer

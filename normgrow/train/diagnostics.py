@@ -40,7 +40,7 @@ The built-in diagnostics:
   output, its RMS the gains by construction).
 
 The *boundaries* of a growth event are residual indices (the input of each run of inserted blocks;
-the growth operator says which, curriculum.py); `boundary_summary` reads these records there.
+the growth operator says which, train/growth.py); `boundary_summary` reads these records there.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ import torch
 
 from normgrow.config import DiagnosticsConfig
 from normgrow.data import TOKEN_CLASSES
-from normgrow.losses import TeacherChunks, eval_sums
-from normgrow.model import Block, Student
+from normgrow.nn.losses import TeacherChunks, eval_sums
+from normgrow.nn.model import Block, Student
 from normgrow.registry import Registry
 
 CLASSES = ("all", *[c for c in TOKEN_CLASSES], "structural", "first")

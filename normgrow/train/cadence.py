@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, tokens_per_step
+from normgrow.train.growth import StagePlan
+from normgrow.train.stages import tokens_per_step
 
 
 def lr_at(tokens: int, cfg: RunConfig, start: int, total: int) -> float:

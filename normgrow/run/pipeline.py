@@ -25,10 +25,9 @@ import torch
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from normgrow import atomic, cache, checkpoint, dist, dtypes
+from normgrow import atomic
 from normgrow.config import DataConfig, RunConfig, load_config
-from normgrow.costs import student_state_bytes, teacher_bytes
-from normgrow.curriculum import check_pool_repeats, match_budget, student_at_stage
+from normgrow.config.schema import teacher_key_view
 from normgrow.data import (
     Prepared,
     cache_root,
@@ -39,23 +38,23 @@ from normgrow.data import (
     tokenizer_hash,
     train_pool,
 )
-from normgrow.diagnostics import diagnose, make_probe, max_difference
-from normgrow.dist import pick_device
 from normgrow.errors import ConfigError, NormgrowError
-from normgrow.export import export_student
-from normgrow.hardware import available_memory
 from normgrow.locks import DirLock
-from normgrow.model import parameters_of
-from normgrow.rundir import check_same_run, read_jsonl, read_summary
-from normgrow.schema import teacher_key_view
-from normgrow.teacher import (
-    DEFAULT_TEACHER,
-    NO_TEACHER,
-    TeacherError,
-    load_teacher,
-    unigram_nll,
-)
-from normgrow.train import RunInputs, train
+from normgrow.machine import dtypes
+from normgrow.machine.costs import student_state_bytes, teacher_bytes
+from normgrow.machine.hardware import available_memory
+from normgrow.nn.model import parameters_of
+from normgrow.parallel import dist
+from normgrow.parallel.dist import pick_device
+from normgrow.run.budget import match_budget
+from normgrow.run.export import export_student
+from normgrow.teacher import cache
+from normgrow.teacher.load import DEFAULT_TEACHER, NO_TEACHER, TeacherError, load_teacher, unigram_nll
+from normgrow.train import checkpoint
+from normgrow.train.diagnostics import diagnose, make_probe, max_difference
+from normgrow.train.loop import RunInputs, train
+from normgrow.train.rundir import check_same_run, read_jsonl, read_summary
+from normgrow.train.stages import check_pool_repeats, student_at_stage
 
 Log = Callable[[str], None]
 

@@ -16,7 +16,7 @@ The default teacher is a small pre-norm student (configs/teacher.yaml; `teacher.
 names another) trained with next-token CE on the run's own corpus and tokenizer by the same
 training loop, exported in Hugging Face Qwen3 format with its tokenizer, and loaded back through
 the same `AutoModelForCausalLM` path as Qwen3-8B. This module defines its recipe and where it is
-cached; building it combines training and export, so it lives above them (pipeline.py).
+cached; building it combines training and export, so it lives above them (run/pipeline.py).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from normgrow import sharding
 from normgrow.config import ModelConfig, RunConfig, load_config
 from normgrow.errors import NormgrowError
-from normgrow.losses import TeacherChunks
+from normgrow.nn.losses import TeacherChunks
+from normgrow.parallel import sharding
 
 NO_TEACHER = "none"
 DEFAULT_TEACHER = "default"
@@ -120,7 +120,7 @@ def load_teacher(
 ) -> Teacher:
     """The teacher at `path` through AutoModelForCausalLM, checked against the tokenizer and student vocabulary.
     `shard` (teacher.sharding=fsdp over several ranks): its decoder layers sharded over the ranks, whose every
-    teacher forward must then happen in step (train.py and cache.py pad ranks with fewer rows)."""
+    teacher forward must then happen in step (train/loop.py and teacher/cache.py pad ranks with fewer rows)."""
     model = _from_pretrained(path, dtype)
     max_pos = getattr(model.config, "max_position_embeddings", None)
     if seq_len is not None and isinstance(max_pos, int) and max_pos < seq_len:

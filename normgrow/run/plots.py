@@ -23,7 +23,7 @@ from typing import Any
 
 from normgrow.config import load_config
 from normgrow.errors import NormgrowError
-from normgrow.rundir import read_jsonl
+from normgrow.train.rundir import read_jsonl
 
 COLORS = [f"C{i}" for i in range(10)]  # matplotlib's default colour cycle, by reference
 

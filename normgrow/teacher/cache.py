@@ -53,15 +53,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from normgrow import atomic, dist
-from normgrow.checkpoint import sha256_file
+from normgrow import atomic
+from normgrow.atomic import sha256_file
 from normgrow.config import RunConfig
 from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
 from normgrow.errors import NormgrowError, disk_full, no_space
 from normgrow.locks import DirLock
-from normgrow.losses import SampledTeacher, SparseTeacher, inverse_cdf, tail_logsumexp
+from normgrow.nn.losses import SampledTeacher, SparseTeacher, inverse_cdf, tail_logsumexp
+from normgrow.parallel import dist
 from normgrow.progress import progress_bar
-from normgrow.teacher import Teacher
+from normgrow.teacher.load import Teacher
 
 CACHE_VERSION = "topk-v2"  # v2: tail mass summed directly (v1: 1 − Σ top-k)
 SAMPLED_VERSION = "sampled-v1"

@@ -13,7 +13,7 @@ Memory per device of one run (bytes):
     distillation loss chunk                      ≈ 6 float32 (chunk_tokens × V) temporaries (docs/LOG.md)
     teacher weights                              its parameters at teacher.dtype (no gradients, no optimizer),
                                                  divided by the ranks under teacher.sharding=fsdp
-FLOPs: the student's training FLOPs of every stage (curriculum.step_cost: 6·N per token plus attention)
+FLOPs: the student's training FLOPs of every stage (stages.step_cost: 6·N per token plus attention)
 and the teacher's forward (2·N_teacher per token plus attention).
 """
 
@@ -23,9 +23,9 @@ import dataclasses
 import typing
 
 from normgrow.config import ModelConfig, RunConfig, resolved_head_dim
-from normgrow.curriculum import forward_flops_per_token, plan_stages, step_cost, tokens_per_step
-from normgrow.model import parameters_of
-from normgrow.teacher import teacher_shape
+from normgrow.nn.model import parameters_of
+from normgrow.teacher.load import teacher_shape
+from normgrow.train.stages import forward_flops_per_token, plan_stages, step_cost, tokens_per_step
 
 BYTES_PER_WEIGHT = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}  # `auto` is bfloat16 where it is fast
 

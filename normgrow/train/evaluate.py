@@ -23,7 +23,7 @@ collectively), padding with unused ones where it holds fewer validation rows (`_
 view of the validation set is kept across evaluations when it fits in KEEP_TEACHER_BYTES (same numbers,
 bit for bit: tests/test_train.py).
 
-`autocast` and `micro_batch_size` are the training step's (step.py).
+`autocast` and `micro_batch_size` are the training step's (train/step.py).
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ from dataclasses import dataclass
 
 import torch
 
-from normgrow import dist, sharding
 from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan
 from normgrow.data import Prepared, probe_batch, select_sequences, val_sequences
-from normgrow.diagnostics import Probe, diagnose, make_probe
-from normgrow.losses import KEEP_TEACHER_BYTES, eval_sums_split
-from normgrow.model import Student
-from normgrow.step import autocast, micro_batch_size
-from normgrow.teacher import Teacher
+from normgrow.nn.losses import KEEP_TEACHER_BYTES, eval_sums_split
+from normgrow.nn.model import Student
+from normgrow.parallel import dist, sharding
+from normgrow.teacher.load import Teacher
+from normgrow.train.diagnostics import Probe, diagnose, make_probe
+from normgrow.train.growth import StagePlan, plain_student
+from normgrow.train.step import autocast, micro_batch_size
 
 # ----------------------------------------------------------------------------- the measurement
 
@@ -233,7 +233,7 @@ class Evaluator:
         if sharding.is_sharded(model):
             weights = sharding.full_weights(model, rank0_only=True)
             if self.probe is not None:
-                return sharding.plain_student(self.cfg, plan, weights, self.info.device)
+                return plain_student(self.cfg, plan, weights, self.info.device)
         return model if self.probe is not None else None
 
     def diagnostics(self, model: Student) -> dict:

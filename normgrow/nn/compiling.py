@@ -5,7 +5,7 @@ its depth at every stage, so it compiled a new graph at every growth event, and 
 that again. Here every block is compiled on its own (`nn.Module.compile`, in place, so parameter names and
 checkpoints are unchanged), for training only: evaluation and the diagnostics run the blocks eagerly. dynamo keys its compiled code on the block's class (its `forward`) and treats the
 parameters as inputs, so all blocks of one placement share one graph per input shape and grad mode: a depth
-change or an appended block adds none. The token embedding, the final norm and the chunked loss (losses.py)
+change or an appended block adds none. The token embedding, the final norm and the chunked loss (nn/losses.py)
 stay eager.
 
 torch's on-disk caches (the FX graph cache and the AOTAutograd cache, which hold the generated C++ and its

@@ -1,7 +1,7 @@
 """What this machine is and how fast it computes: its CPU (model, feature flags), a bare matmul timed in float32
 and under bfloat16 autocast, a matmul peak for MFU, memory, and the figures a GPU's smoke check records.
 
-These are measurements; the rule that turns them into `train.dtype=auto`'s choice is dtypes.py's."""
+These are measurements; the rule that turns them into `train.dtype=auto`'s choice is machine/dtypes.py's."""
 
 from __future__ import annotations
 

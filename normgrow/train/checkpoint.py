@@ -16,7 +16,6 @@ Nothing is ever unpickled: safetensors for weights, `torch.load(weights_only=Tru
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,14 +33,6 @@ FILES = ("model.safetensors", "optimizer.pt", "rng.pt")
 
 def _step_dir(root: Path, step: int) -> Path:
     return root / f"step_{step:08d}"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -109,7 +100,7 @@ def _write(tmp: Path, model_state: dict, optimizer_state: dict, state: dict) -> 
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
     torch.save(rng, tmp / "rng.pt")
-    sums = {name: sha256_file(tmp / name) for name in FILES}
+    sums = {name: atomic.sha256_file(tmp / name) for name in FILES}
     (tmp / "state.json").write_text(json.dumps({**state, "sha256": sums}, indent=1))
     _fsync_dir(tmp)
 
@@ -159,7 +150,7 @@ def damage(path: str | Path) -> str | None:
         if not (path / name).is_file():
             return f"{name} is missing"
         want = (state.get("sha256") or {}).get(name)
-        if want is not None and sha256_file(path / name) != want:
+        if want is not None and atomic.sha256_file(path / name) != want:
             return f"{name} does not match its recorded sha256"
     return None
 

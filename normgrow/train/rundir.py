@@ -2,8 +2,8 @@
 
     config.yaml        the fully resolved config (vocabulary size and matched budgets filled in)
     metrics.jsonl      one object per event: step, tokens, compute counters, n_layer, stage, event, metrics
-    diagnostics.jsonl  one object per diagnostics point (diagnostics.py)
-    checkpoints/       step_XXXXXXXX/ directories, written atomically (checkpoint.py)
+    diagnostics.jsonl  one object per diagnostics point (train/diagnostics.py)
+    checkpoints/       step_XXXXXXXX/ directories, written atomically (train/checkpoint.py)
     summary.json       final metrics, compute totals, one entry per stage, vocabulary and init records
     tensorboard/       with train.loggers=[tensorboard]: a mirror of metrics.jsonl
 

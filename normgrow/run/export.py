@@ -28,13 +28,14 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
-from normgrow import atomic, checkpoint
-from normgrow import modeling_normgrow as modeling
-from normgrow.blocks import BUILTIN_NORM_KINDS, BUILTIN_PLACEMENTS, Block
+from normgrow import atomic
 from normgrow.config import ModelConfig, RunConfig, load_config, to_yaml
-from normgrow.curriculum import plan_stages
 from normgrow.errors import NormgrowError
-from normgrow.model import PLACEMENTS, Student, hf_config, placement_of, to_hf_state_dict
+from normgrow.nn import modeling_normgrow as modeling
+from normgrow.nn.blocks import BUILTIN_NORM_KINDS, BUILTIN_PLACEMENTS, Block
+from normgrow.nn.model import PLACEMENTS, Student, hf_config, placement_of, to_hf_state_dict
+from normgrow.train import checkpoint
+from normgrow.train.stages import plan_stages
 
 
 class NormgrowForCausalLM(modeling.NormgrowForCausalLM):
@@ -204,7 +205,7 @@ def _write_export(
     summary = run_dir / "summary.json"
     metrics = json.loads(summary.read_text()).get("final", {}) if summary.is_file() else {}
     (tmp / "README.md").write_text(model_card(load_config(str(run_dir / "config.yaml")), record, metrics))
-    record["sha256"] = {p.name: checkpoint.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+    record["sha256"] = {p.name: atomic.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
     (tmp / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
 
 
@@ -251,7 +252,7 @@ def export_damage(export: Path) -> str | None:
         path = Path(export) / name
         if not path.is_file():
             return f"{name} is missing"
-        if checkpoint.sha256_file(path) != want:
+        if atomic.sha256_file(path) != want:
             return f"{name} does not match its recorded sha256 (damaged or cut)"
     return None
 

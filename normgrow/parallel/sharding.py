@@ -6,7 +6,7 @@ the root's parameters stay gathered after its forward, so the chunked loss proje
 head (tied or not), and the gradients are reduce-scattered in the backward pass; accumulation steps skip
 the reduction (`set_requires_gradient_sync`) as DDP's `no_sync` does.
 
-Everything that needs the whole model works on a *plain* copy (`plain_student`), rebuilt from the gathered
+Everything that needs the whole model works on a *plain* copy (train/growth.py's `plain_student`), rebuilt from the gathered
 weights: diagnostics (rank 0), growth events (every rank grows its plain copy with the same `grow`, which is
 then sharded again), and checkpoints, which hold the full weights and an optimizer state in the ordinary
 (index-keyed) form — the same files a DDP or single-process run writes, so resume, `diagnose` and
@@ -31,10 +31,6 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
-
-from normgrow.config import RunConfig
-from normgrow.curriculum import StagePlan, stage_student
-from normgrow.model import Student
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
@@ -73,16 +69,6 @@ def full_weights(model: torch.nn.Module, rank0_only: bool = False) -> dict[str, 
     """The full state dict, on every rank (or on rank 0 alone, in CPU memory). Every rank must call it."""
     opts = StateDictOptions(full_state_dict=True, cpu_offload=rank0_only)
     return typing.cast(dict[str, torch.Tensor], get_model_state_dict(model, options=opts))
-
-
-def plain_student(cfg: RunConfig, plan: StagePlan, weights: dict[str, torch.Tensor], device: torch.device) -> Student:
-    """An unsharded copy of a sharded student at `plan`'s depth, holding `weights` (from `full_weights`; its
-    construction's RNG draws undone)."""
-    with torch.random.fork_rng(devices=[]):
-        model = stage_student(cfg, plan).to(device)
-    model.load_state_dict(weights)
-    model.activation_checkpointing = cfg.train.activation_checkpointing
-    return model
 
 
 def set_gradient_sync(model: torch.nn.Module, sync: bool) -> None:
