@@ -53,7 +53,7 @@ from normgrow.study.pilot import (
 )
 from normgrow.study.record import read_results
 from normgrow.study.sections import budget_label
-from normgrow.study.stats import detectable, sd_interval, seeds_for, t_quantile
+from normgrow.study.stats import detectable, estimate, sd_interval, seeds_for, t_quantile
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
 from normgrow.study.verdicts import study_roles
 from normgrow.train.stages import check_pool_repeats, plan_stages, step_cost
@@ -382,25 +382,36 @@ def pilot_lines(study: StudyConfig, pilot_dir: Path, power: float = 0.8) -> list
             missing = ", ".join(x for x in (a, b) if x not in have)
             L.append(f"| {name} | — | not in the pilot: no arm {missing} | — | — | — |")
             continue
-        c = contrast(rows, a, b).est
-        if c.n < 2 or not c.sd:
-            mean = "—" if c.mean is None else f"{c.mean:+.4f}"
-            L.append(f"| {name} | {mean} ({c.n}) | unknown: fewer than two paired seeds | — | — | — |")
-            continue
-        sd, (sd_lo, sd_hi) = c.sd, sd_interval(c.sd, c.n)
-        half = t_quantile(n - 1) * sd / n**0.5 if n >= 2 else None
-        need, need_hi = seeds_for(delta, sd, power), seeds_for(delta, sd_hi, power)
-        L.append(
-            f"| {name} | {c.mean:+.4f} ({c.n}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
-            f"{'— (one seed)' if half is None else f'{half:.4f}'} | "
-            f"{'—' if n < 2 else f'{detectable(sd, n, power):.4f}'} | {need or '> 10000'} ({need_hi or '> 10000'}) |"
-        )
+        L.append(power_row(name, contrast(rows, a, b).diffs, n, delta, power))
+    r = study_roles(study.claims)
+    core = (r.pre_joint, r.post_joint, r.pre_grow, r.post_grow)
+    if all(core) and all(x in have for x in core):
+        joint, grow = contrast(rows, r.pre_joint, r.post_joint), contrast(rows, r.pre_grow, r.post_grow)
+        both = sorted(set(joint.seeds) & set(grow.seeds))
+        name = "interaction (grow gap − joint gap)"
+        L.append(power_row(name, [grow.at(s) - joint.at(s) for s in both], n, delta, power))
     L += [
         "",
         "A sign claim is supported only when its interval lies beyond δ: a true contrast needs about δ + the "
         "half-width to be supported at the planned seeds.",
     ]
     return L
+
+
+def power_row(name: str, diffs: list[float], n: int, delta: float, power: float) -> str:
+    """One row of `plan --pilot`'s table: a contrast's per-seed differences in the pilot, and what `n` seeds resolve."""
+    c = estimate(diffs)
+    if c.n < 2 or not c.sd:
+        mean = "—" if c.mean is None else f"{c.mean:+.4f}"
+        return f"| {name} | {mean} ({c.n}) | unknown: fewer than two paired seeds | — | — | — |"
+    sd, (sd_lo, sd_hi) = c.sd, sd_interval(c.sd, c.n)
+    half = t_quantile(n - 1) * sd / n**0.5 if n >= 2 else None
+    need, need_hi = seeds_for(delta, sd, power), seeds_for(delta, sd_hi, power)
+    return (
+        f"| {name} | {c.mean:+.4f} ({c.n}) | {sd:.4f} [{sd_lo:.4f}, {sd_hi:.4f}] | "
+        f"{'— (one seed)' if half is None else f'{half:.4f}'} | "
+        f"{'—' if n < 2 else f'{detectable(sd, n, power):.4f}'} | {need or '> 10000'} ({need_hi or '> 10000'}) |"
+    )
 
 
 def wall_lines(

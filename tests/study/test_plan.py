@@ -187,6 +187,31 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     assert "has none of this study's contrasts (its arms: post-shallow, pre-shallow;" in bad.stderr
 
 
+def test_plan_with_a_pilot_prices_the_interaction(tmp_path):
+    """The registered estimand has its own row: four arms, three seeds; joint gap 0.01 + 0.02·s and grow gap
+    −0.03 + 0.04·s by hand, so the interaction (grow gap − joint gap) per seed is −0.04, −0.02, 0.00: mean −0.02,
+    sd 0.02, and at the default study's 3 seeds the half-width 4.302653·0.02/√3."""
+    from normgrow.study.record import FIELDS, write_results
+
+    pilot = tmp_path / "pilot"
+    pilot.mkdir()
+    arms = {"pre-joint": 0.0, "post-joint": 0.01, "pre-grow": 0.0, "post-grow": -0.03}
+    slope = {"pre-joint": 0.0, "post-joint": 0.02, "pre-grow": 0.0, "post-grow": 0.04}
+    (pilot / "study.yaml").write_text(
+        "name: pilot\nbase: tiny\nseeds: [0, 1, 2]\narms:\n" + "".join(f"  {a}: {{}}\n" for a in arms)
+    )
+    rows = [
+        dict.fromkeys(FIELDS, "") | {"arm": a, "seed": s, "status": "ok", "val_ce": 5.0 + arms[a] + slope[a] * s}
+        for s in range(3)
+        for a in arms
+    ]
+    write_results(rows, pilot / "results.csv")
+    out = cli("plan", "default", "--no-measure", "--pilot", pilot).stdout
+    line = next(x for x in out.splitlines() if x.startswith("| interaction (grow gap − joint gap)"))
+    assert "| -0.0200 (3) |" in line and "| 0.0200 [" in line, line
+    assert f"| {4.302653 * 0.02 / 3**0.5:.4f} |" in line and "| 34 (" in line, line
+
+
 # ----------------------------------------------------------------------------- wall time from measured speed
 
 
