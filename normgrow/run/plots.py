@@ -60,6 +60,15 @@ def _stage_lines(ax, metrics: list[dict], x_key: str, color) -> None:
             ax.axvline(r[x_key], color=color, ls="--", lw=0.8, alpha=0.6)
 
 
+def budget_axis(ax, budgets) -> None:
+    """A log x axis of budget scales with a tick at each budget, labelled as written (1, 2, 4; not 2×10⁰)."""
+    ax.set_xscale("log")
+    ticks = sorted(set(budgets))
+    ax.set_xticks(ticks, [f"{b:g}" for b in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("budget scale")
+
+
 def save_figure(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

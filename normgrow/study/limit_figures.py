@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from normgrow.run.plots import COLORS, pyplot, save_figure
+from normgrow.run.plots import COLORS, budget_axis, pyplot, save_figure
 from normgrow.study.config import StudyConfig
 from normgrow.study.fits import Curves, Resampled, arm_stat, at_budget, complete_seeds, contrast_stat, jackknife
 from normgrow.study.limits import Check, Limits
@@ -88,10 +88,9 @@ def plot_arms(study: StudyConfig, lim: Limits, checks: list[Check], out: Path) -
                         fmt="none", color="black", capsize=3, label="prediction")  # fmt: skip
             if chk.observed is not None and chk.observed - E > 0:
                 ax.plot([lim.holdout], [chk.observed - E], "o", mfc="white", color="black", ms=5, label="held out")
-        ax.set_xscale("log")
+        budget_axis(ax, lim.budgets + ([lim.holdout] if lim.holdout is not None else []))
         ax.set_yscale("log")
         ax.set_title(f"{arm}: E = {E:.3f}, α = {f.fit.alpha:.2f}", fontsize=9)
-        ax.set_xlabel("budget scale")
         ax.set_ylabel("val/ce − E")
         ax.grid(alpha=0.3, which="both")
         if i == 0:
@@ -129,9 +128,8 @@ def plot_contrasts(study: StudyConfig, lim: Limits, checks: list[Check], out: Pa
         if lim.holdout is not None and chk is not None:
             ax.errorbar([lim.holdout * 1.08], [chk.value], yerr=[[chk.value - chk.lo], [chk.hi - chk.value]],
                         fmt="x", color=COLORS[3], capsize=3, label="prediction")  # fmt: skip
-        ax.set_xscale("log")
+        budget_axis(ax, budgets)
         ax.set_title(f"{name}: {cl.b} − {cl.a}", fontsize=9)
-        ax.set_xlabel("budget scale")
         ax.set_ylabel("Δ val/ce (nats/token)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

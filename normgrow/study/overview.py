@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normgrow.run.plots import COLORS, pyplot, save_figure
+from normgrow.run.plots import COLORS, budget_axis, pyplot, save_figure
 from normgrow.study.envelope import ENVELOPE
 from normgrow.study.record import RunRecord, values
 from normgrow.study.stats import Estimate, estimate
@@ -76,8 +76,7 @@ def overview_figure(roles: dict, by_budget: list[tuple[float, list[RunRecord]]],
             for j, (b, e) in enumerate(line):
                 _bar(ax, b, e, color[placement], label=f"{arms[role]} ({placement}, {curriculum})" if j == 0 else None,
                      marker="o" if curriculum == "joint" else "s")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_xlabel("budget scale")
+        budget_axis(ax, [b for b, _ in by_budget])
     ax.set_ylabel("final val/ce (nats/token), mean ± 95% CI")
     ax.legend(fontsize=8)
     ax.set_title("The four core arms")

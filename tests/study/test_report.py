@@ -383,3 +383,19 @@ claims: {pre_joint: pj, post_joint: qj, pre_grow: pg, post_grow: qg}
         assert 1 <= len(said) <= 6 and all(line.startswith("- ") for line in said), said
         assert said[0].startswith("- **Interaction** (post-grow − pre-grow) − (post-joint − pre-joint), val/ce:")
         assert "-0.0400" in said[0]
+
+
+def test_a_budget_axis_labels_each_budget_as_written():
+    """Publishable ticks on the ladder figures' log axis: one per budget, labelled "0.5", "1", "2", "4" (matplotlib's
+    own log axis labels 2 and 4 as 2×10⁰ and 4×10⁰ and adds unlabelled minor ticks)."""
+    from normgrow.run.plots import budget_axis, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([0.5, 1, 2, 4], [4.0, 3.5, 3.0, 2.8])
+    budget_axis(ax, [4, 1, 0.5, 2, 2])
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "1", "2", "4"]
+    assert list(ax.get_xticks()) == [0.5, 1, 2, 4] and len(ax.get_xticks(minor=True)) == 0
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "budget scale"
+    plt.close(fig)
