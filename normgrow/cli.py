@@ -58,9 +58,11 @@ from normgrow.study.plan import (
 )
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
 from normgrow.teacher.standin import make_standin, study_overrides
+from normgrow.train import rundir
+from normgrow.train.rundir import RunDir
 from normgrow.version import __version__
 
-RUN_DIR = folder(("config.yaml",), "a run directory")
+RUN_DIR = folder((rundir.CONFIG,), "a run directory")
 RESUME = "; rerunning the same command resumes from the last checkpoint (finished runs are kept)"
 
 
@@ -221,8 +223,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         print(f"report: {rebuild_report(dirs[0])}")
         return
     for d in dirs:
-        if not (d / "config.yaml").is_file():
-            raise NormgrowError(f"{d}: not a run directory (no config.yaml)")
+        RunDir(d).require()
     out = Path(args.output) if args.output else dirs[0] / "plots"
     for f in plot_runs(dirs, out).values():
         print(f)

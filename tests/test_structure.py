@@ -201,3 +201,29 @@ def test_the_floor_check_catches_a_planted_upward_import():
     sideways = {**graph, "normgrow.data.shards": graph["normgrow.data.shards"] | {"normgrow.nn.model"}}
     assert upward_imports(sideways) == ["normgrow.data.shards → normgrow.nn.model"]
     assert upward_imports({**graph, "normgrow.run.export": graph["normgrow.run.export"] | {"normgrow.nn.model"}}) == []
+
+
+RUN_FILES = {"config.yaml", "summary.json", "metrics.jsonl", "diagnostics.jsonl", "checkpoints"}
+RUN_DIR_MODULE = "normgrow.train.rundir"
+
+
+def run_file_names(trees: dict[str, ast.Module]) -> list[str]:
+    """`module: name` for every string literal that is exactly a run directory's file name, outside the run-directory
+    module: a module that spells one opens the run's file by path instead of through RunDir."""
+    return sorted(
+        f"{name}: {node.value}"
+        for name, tree in trees.items()
+        if name != RUN_DIR_MODULE
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in RUN_FILES
+    )
+
+
+def test_only_the_run_directory_module_names_a_runs_files():
+    assert run_file_names(modules_cache) == []
+
+
+def test_the_run_file_check_catches_a_planted_path():
+    planted = ast.parse('import json\n\ndef read(d):\n    return json.loads((d / "summary.json").read_text())\n')
+    assert run_file_names({**modules_cache, "normgrow.run.plots": planted}) == ["normgrow.run.plots: summary.json"]
+    assert run_file_names({RUN_DIR_MODULE: planted}) == []  # the module that owns the names may spell them

@@ -36,13 +36,14 @@ from typing import Literal
 import torch
 
 from normgrow import atomic
-from normgrow.config import RunConfig, load_config
+from normgrow.config import RunConfig
 from normgrow.errors import ConfigError
 from normgrow.machine.hardware import BF16_FLAGS, cpu_info, machine_key, probe_cpu_bf16
 from normgrow.machine.speed import build_step, online_teacher, probe_vocab, shape_of
 from normgrow.nn.losses import TeacherChunks
 from normgrow.nn.model import Decoder
 from normgrow.parallel import dist
+from normgrow.train.rundir import RunDir
 from normgrow.version import __version__
 
 MIN_SPEEDUP = 1.5  # rule 1: margin over 1.0, autocast adds casts the probe's bare matmul does not pay
@@ -238,10 +239,11 @@ def resolve_run(cfg: RunConfig, info: dist.DistInfo, cache_root: Path, log: Call
 
 def keep_saved(cfg: RunConfig, out: Path) -> RunConfig:
     """A run directory that holds a run keeps the dtypes it started with: `auto` takes the saved config's."""
-    if "auto" not in (cfg.train.dtype, cfg.teacher.dtype) or not (out / "config.yaml").is_file():
+    run = RunDir(out)
+    if "auto" not in (cfg.train.dtype, cfg.teacher.dtype) or not run.is_run():
         return cfg
     try:
-        saved = load_config(str(out / "config.yaml"))
+        saved = run.config()
     except ConfigError:
         return cfg  # check_same_run names what is wrong with it
     train = dataclasses.replace(cfg.train, dtype=saved.train.dtype) if cfg.train.dtype == "auto" else cfg.train

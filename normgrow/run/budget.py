@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from normgrow.config import RunConfig, load_config
 from normgrow.errors import ConfigError
+from normgrow.train.rundir import RunDir
 from normgrow.train.stages import plan_stages, planned_totals, step_cost, tokens_per_step
 
 
@@ -16,11 +17,15 @@ def reference_totals(ref: str, vocab_size: int | None) -> tuple[dict, str]:
     """Totals of a finished run (its summary), an unfinished run (its config) or a config/preset."""
     path = Path(ref)
     if path.is_dir():
-        if (path / "summary.json").is_file():
-            return json.loads((path / "summary.json").read_text())["compute"], f"run {ref} (measured)"
-        if not (path / "config.yaml").is_file():
+        run = RunDir(path)
+        if run.has_summary_file():
+            summary = run.summary()
+            if summary is None or not isinstance(summary.get("compute"), Mapping):
+                raise ConfigError(f"curriculum.match_budget: {run.summary_file}: unreadable, or it records no compute")
+            return dict(summary["compute"]), f"run {ref} (measured)"
+        if not run.is_run():
             raise ConfigError(f"curriculum.match_budget: {ref}: a directory without config.yaml is not a run")
-        ref_cfg = load_config(str(path / "config.yaml"))
+        ref_cfg = run.config()
         source = f"run {ref} (planned)"
     else:
         try:

@@ -22,19 +22,20 @@ import json
 import os
 import shutil
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
 from normgrow import atomic
-from normgrow.config import ModelConfig, RunConfig, load_config, to_yaml
+from normgrow.config import ModelConfig, RunConfig, to_yaml
 from normgrow.errors import NormgrowError
 from normgrow.nn import modeling_normgrow as modeling
 from normgrow.nn.blocks import BUILTIN_NORM_KINDS, BUILTIN_PLACEMENTS, Block
 from normgrow.nn.model import PLACEMENTS, Student, hf_config, placement_of, to_hf_state_dict
 from normgrow.train import checkpoint
+from normgrow.train.rundir import RunDir
 from normgrow.train.stages import plan_stages
 
 
@@ -118,8 +119,7 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if out_dir.is_symlink():
         out_dir = out_dir.resolve()
-    if not (run_dir / "config.yaml").is_file():
-        raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
+    RunDir(run_dir).require()
     check_export_target(run_dir, out_dir, force)
     ckpt, state, m, student = _latest_student(run_dir)
     if tokenizer is None:
@@ -138,10 +138,11 @@ def export_student(run_dir: str | Path, out_dir: str | Path, tokenizer=None, for
 
 def _latest_student(run_dir: Path) -> tuple[Path, dict, ModelConfig, Student]:
     """The run's latest checkpoint (verified), its state, the model config at its stage and the student it holds."""
-    ckpt = checkpoint.latest(run_dir / "checkpoints")
+    run = RunDir(run_dir)
+    ckpt = checkpoint.latest(run.checkpoints)
     if ckpt is None:
         raise NormgrowError(f"{run_dir}: has no checkpoint to export")
-    cfg = load_config(str(run_dir / "config.yaml"))
+    cfg = run.config()
     why = checkpoint.damage(ckpt)
     if why is not None:
         raise NormgrowError(f"{ckpt}: {why}; rerun `normgrow run` on {run_dir} to fall back to an intact checkpoint")
@@ -202,9 +203,9 @@ def _write_export(
         "loads_with": loads_with,
     }
     record["source"] = checkpoint_source(ckpt)
-    summary = run_dir / "summary.json"
-    metrics = json.loads(summary.read_text()).get("final", {}) if summary.is_file() else {}
-    (tmp / "README.md").write_text(model_card(load_config(str(run_dir / "config.yaml")), record, metrics))
+    run = RunDir(run_dir)
+    metrics = (run.summary() or {}).get("final", {})
+    (tmp / "README.md").write_text(model_card(run.config(), record, metrics))
     record["sha256"] = {p.name: atomic.sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
     (tmp / EXPORT_RECORD).write_text(json.dumps(record, indent=1))
 
@@ -226,7 +227,7 @@ def checkpoint_source(ckpt: Path) -> str | None:
 
 def run_source(run_dir: Path) -> str | None:
     """The source an export of the run would have now (its latest checkpoint's; None when it has none)."""
-    ckpt = checkpoint.latest(Path(run_dir) / "checkpoints")
+    ckpt = checkpoint.latest(RunDir(Path(run_dir)).checkpoints)
     return None if ckpt is None else checkpoint_source(ckpt)
 
 
@@ -265,7 +266,7 @@ def hub_id(name: str) -> str | None:
     return name if len(parts) == 2 and all(parts) and not local else None
 
 
-def model_card(cfg: RunConfig, record: dict, metrics: dict) -> str:
+def model_card(cfg: RunConfig, record: dict, metrics: Mapping) -> str:
     """The export's README.md: the Hub's YAML header (base model = the teacher where it has a Hub id, datasets = the
     corpus where it has one, tags, library and pipeline, normgrow's own fields) and a body with how to load it, its
     metrics, and the run's config."""
@@ -334,9 +335,9 @@ def _replace_export(tmp: Path, out_dir: Path) -> None:
 
 
 def _run_tokenizer(run_dir: Path):
-    summary = run_dir / "summary.json"
-    if summary.is_file():
-        shards = json.loads(summary.read_text()).get("data", {}).get("shards")
+    summary = RunDir(run_dir).summary()
+    if summary is not None:
+        shards = summary.get("data", {}).get("shards")
         if shards and (Path(shards) / "tokenizer").is_dir():
             return AutoTokenizer.from_pretrained(str(Path(shards) / "tokenizer"))
     return None

@@ -53,7 +53,7 @@ from normgrow.teacher.load import DEFAULT_TEACHER, NO_TEACHER, TeacherError, loa
 from normgrow.train import checkpoint
 from normgrow.train.diagnostics import diagnose, make_probe, max_difference
 from normgrow.train.loop import RunInputs, train
-from normgrow.train.rundir import check_same_run, read_jsonl, read_summary
+from normgrow.train.rundir import RunDir, check_same_run, read_summary
 from normgrow.train.stages import check_pool_repeats, student_at_stage
 
 Log = Callable[[str], None]
@@ -208,14 +208,15 @@ def build_cache(cfg: RunConfig, log: Log = print, progress: bool = True) -> Path
 def finished_summary(cfg: RunConfig, out: Path, log: Log = print) -> dict | None:
     """The summary of a finished run of this config in `out` (None if not finished; an error if `out`
     holds a different run)."""
-    if not ((out / "summary.json").is_file() and (out / "config.yaml").is_file()):
+    run_dir = RunDir(out)
+    if not (run_dir.has_summary_file() and run_dir.is_run()):
         return None
-    saved = load_config(str(out / "config.yaml"))  # resolved: compare with this config resolved the same way
+    saved = run_dir.config()  # resolved: compare with this config resolved the same way
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=saved.model.vocab_size))
     check_same_run(out, match_budget(cfg)[0])
     summary = read_summary(out)
     if summary is None:  # damaged since it was written (writes are atomic): rebuilt by resuming the final checkpoint
-        log(f"{out}/summary.json is unreadable; rebuilding it from the run's last checkpoint")
+        log(f"{run_dir.summary_file} is unreadable; rebuilding it from the run's last checkpoint")
     return summary
 
 
@@ -363,10 +364,9 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
     logged during training at the same step (`normgrow diagnose RUN_DIR`). Writes
     diagnostics-recomputed.jsonl next to diagnostics.jsonl; returns one comparison per checkpoint."""
     run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise NormgrowError(f"{run_dir}: not a run directory (no config.yaml)")
-    cfg = load_config(str(run_dir / "config.yaml"))
-    ckpts = checkpoint.list_checkpoints(run_dir / "checkpoints")
+    run = RunDir(run_dir).require()
+    cfg = run.config()
+    ckpts = checkpoint.list_checkpoints(run.checkpoints)
     if not ckpts:
         raise NormgrowError(f"{run_dir}: has no checkpoints to diagnose")
     # the saved config is resolved (its stage budgets already matched): no second matching, no cache
@@ -379,11 +379,7 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
         raise NormgrowError(f"{run_dir}: {e}") from None
     rows, _ = probe_batch(inputs.prep, cfg.data.probe_sequences, cfg.data.seq_len)
     probe = make_probe(rows, inputs.prep.token_classes, inputs.teacher)
-    logged = {
-        r["step"]: r
-        for r in read_jsonl(run_dir / "diagnostics.jsonl")
-        if r["event"] in ("stage_end", "interval", "dense")
-    }
+    logged = {r["step"]: r for r in run.diagnostics() if r["event"] in ("stage_end", "interval", "dense")}
     results, out_lines = [], []
     for ckpt in ckpts:
         why = checkpoint.damage(ckpt)
@@ -408,5 +404,5 @@ def diagnose_run(run_dir: str | Path, log: Log = print) -> list[dict]:
                 else "no logged record at this step"
             )
         )
-    atomic.write_text(run_dir / "diagnostics-recomputed.jsonl", "".join(line + "\n" for line in out_lines))
+    run.write_recomputed(out_lines)
     return results

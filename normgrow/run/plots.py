@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from normgrow.config import load_config
 from normgrow.errors import NormgrowError
-from normgrow.train.rundir import read_jsonl
+from normgrow.train.rundir import RunDir
 
 COLORS = [f"C{i}" for i in range(10)]  # matplotlib's default colour cycle, by reference
 
@@ -49,7 +48,7 @@ def legend(ax, **kw) -> None:
 
 
 def run_label(run_dir: Path) -> str:
-    cfg = load_config(str(run_dir / "config.yaml"))
+    cfg = RunDir(run_dir).config()
     depths = "→".join(str(s.n_layer) for s in cfg.curriculum.stages)
     return f"{cfg.model.norm} {depths} ({run_dir.name})"
 
@@ -102,7 +101,7 @@ def plot_val_ce(runs: list[Path], out: Path) -> Path:
     fig, ax = pyplot().subplots(figsize=(6.4, 4))
     keys = []
     for i, run in enumerate(runs):
-        m = read_jsonl(run / "metrics.jsonl")
+        m = RunDir(run).metrics()
         key, ev = curve_records(m)
         keys.append(key)
         ax.plot(
@@ -129,7 +128,7 @@ def _boundaries(run: Path) -> list[tuple[int, dict[int, int]]]:
     the inserted one: before its event it sits b − (blocks inserted below b) deep, and a later event that
     inserts blocks below it moves it up. For append-style growth every index is b. (Runs written before
     events named their boundaries: the prefix depth.)"""
-    events = [r for r in read_jsonl(run / "metrics.jsonl") if r["event"] == "growth"]
+    events = [r for r in RunDir(run).metrics() if r["event"] == "growth"]
     out: list[tuple[int, dict[int, int]]] = []
     for e in events:
         new = e.get("grow/new_blocks", list(range(e["grow/from"], e["grow/to"])))
@@ -159,7 +158,7 @@ def _at(records: list[dict], at: dict[int, int], key: str) -> list[tuple[float, 
 def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
     fig, axes = pyplot().subplots(1, 2, figsize=(10, 4), sharey=False)
     for i, run in enumerate(runs):
-        diag = read_jsonl(run / "diagnostics.jsonl")
+        diag = RunDir(run).diagnostics()
         if not diag:
             continue
         for j, (b, at) in enumerate(_boundaries(run)):
@@ -194,7 +193,7 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
                 alpha=0.5,
                 label=f"content · b{b} · {run.name}",
             )
-        _stage_lines(axes[0], read_jsonl(run / "metrics.jsonl"), "active_layer_tokens", COLORS[i % 10])
+        _stage_lines(axes[0], RunDir(run).metrics(), "active_layer_tokens", COLORS[i % 10])
     axes[0].set_title("residual RMS at the growth boundary")
     axes[1].set_title("… per token class")
     for ax in axes:
@@ -211,7 +210,7 @@ def plot_boundary_rms(runs: list[Path], out: Path) -> Path:
 def plot_struct_content(runs: list[Path], out: Path) -> Path:
     fig, ax = pyplot().subplots(figsize=(6.4, 4))
     for i, run in enumerate(runs):
-        diag = read_jsonl(run / "diagnostics.jsonl")
+        diag = RunDir(run).diagnostics()
         for j, (b, at) in enumerate(_boundaries(run)):
             pts = [p for p in _at(diag, at, "struct_content_ratio") if p[1] is not None]
             ax.plot(
@@ -235,7 +234,7 @@ def plot_struct_content(runs: list[Path], out: Path) -> Path:
 def plot_identity(runs: list[Path], out: Path) -> Path:
     fig, axes = pyplot().subplots(1, 3, figsize=(13, 4))
     for i, run in enumerate(runs):
-        ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end"]
+        ends = [r for r in RunDir(run).diagnostics() if r["event"] == "stage_end"]
         for j, r in enumerate(ends):
             blocks = list(range(r["n_layer"]))
             style = dict(
@@ -265,7 +264,7 @@ def plot_collapse(runs: list[Path], out: Path) -> Path:
     share, and the mean cosine between positions, per residual index (position 0 excluded)."""
     fig, axes = pyplot().subplots(1, 2, figsize=(10, 4))
     for i, run in enumerate(runs):
-        ends = [r for r in read_jsonl(run / "diagnostics.jsonl") if r["event"] == "stage_end" and "collapse_share" in r]
+        ends = [r for r in RunDir(run).diagnostics() if r["event"] == "stage_end" and "collapse_share" in r]
         if not ends:
             continue
         r = ends[-1]
@@ -285,11 +284,11 @@ def plot_runs(runs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Path
     """All figures for these runs into out_dir: {figure name: file}."""
     runs = typing.cast(list[Path], [Path(r) for r in runs])
     for run in runs:  # before any figure is written: an empty curve would be a figure of nothing
-        if not curve_records(read_jsonl(run / "metrics.jsonl"))[1]:
+        if not curve_records(RunDir(run).metrics())[1]:
             raise NormgrowError(f"{run}: nothing to plot yet (no evaluation in metrics.jsonl)")
     out = Path(out_dir)
     made = {"val_ce": plot_val_ce(runs, out)}
-    diags = [read_jsonl(r / "diagnostics.jsonl") for r in runs]
+    diags = [RunDir(r).diagnostics() for r in runs]
     if any(diags):
         made.update(
             boundary_rms=plot_boundary_rms(runs, out),

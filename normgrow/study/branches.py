@@ -31,6 +31,7 @@ from normgrow.run.budget import match_budget
 from normgrow.study.config import StudyConfig
 from normgrow.study.jobs import Job, job_name
 from normgrow.train.branch import decay_start_step
+from normgrow.train.rundir import RunDir
 from normgrow.train.stages import planned_totals, tokens_per_step
 
 TRUNKS = "trunks"  # the ladder's directory of trunks
@@ -102,7 +103,7 @@ def branched(plan: list[Node], out: Path) -> tuple[list[Node], list[Job]]:
         trunks.append(trunk)
         for job, cfg in members:
             step = decay_start_step(cfg)
-            init = str(trunk.run_dir / "checkpoints" / f"step_{step:08d}")
+            init = str(RunDir(trunk.run_dir).checkpoint(step))
             train = dataclasses.replace(job.cfg.train, init_from=init)
             branch_of[job.name] = dataclasses.replace(
                 job, cfg=dataclasses.replace(job.cfg, train=train), start_step=step

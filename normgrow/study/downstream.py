@@ -29,7 +29,7 @@ import random
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.config import RunConfig, load_config
+from normgrow.config import RunConfig
 from normgrow.data import prepare
 from normgrow.errors import ConfigError, NormgrowError
 from normgrow.parallel.dist import pick_device
@@ -37,6 +37,7 @@ from normgrow.run.export import export_damage, export_record, export_student, ru
 from normgrow.study.config import EvaluateConfig, StudyConfig
 from normgrow.study.record import RunRecord, verified_results
 from normgrow.study.stats import estimate, paired
+from normgrow.train.rundir import RunDir
 
 LOCAL_TASK = "normgrow_continuation"
 ITEMS, CONTEXT, CONTINUATION, CHOICES = 200, 32, 8, 4
@@ -293,7 +294,7 @@ def _stored(done: Path, task: str) -> str | None:
 def _first_config(records: list[RunRecord]) -> RunConfig:
     r = records[0]
     assert r.study_dir is not None  # verified_results reads records with their study directory
-    return load_config(str(r.study_dir / r.run_dir / "config.yaml"))
+    return RunDir(r.study_dir / r.run_dir).config()
 
 
 def read_summary(study_dir: Path) -> tuple[dict[tuple[str, str], dict[str, dict[int, float]]], int]:

@@ -32,7 +32,7 @@ from normgrow.errors import ConfigError
 from normgrow.study.config import StudyConfig, canonical, study_yaml
 from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
 from normgrow.train.branch import needs_flat_schedule
-from normgrow.train.rundir import config_differences, read_summary
+from normgrow.train.rundir import RunDir, config_differences
 
 
 @dataclass
@@ -61,8 +61,8 @@ class Job:
         """Has the run written a readable summary (a cut one is rebuilt when the run is started again) — or, a trunk,
         the checkpoint it stops at?"""
         if self.stop_step:
-            return (self.run_dir / "checkpoints" / f"step_{self.stop_step:08d}" / "state.json").is_file()
-        return read_summary(self.run_dir) is not None
+            return (RunDir(self.run_dir).checkpoint(self.stop_step) / "state.json").is_file()
+        return RunDir(self.run_dir).summary() is not None
 
 
 def job_name(arm: str, seed: int, lr: float | None = None) -> str:
@@ -270,9 +270,7 @@ def claim_study_dir(out: Path, force: bool = False) -> None:
         held = sorted(p.name for p in out.iterdir() if p.name not in STUDY_FILES)
     except OSError as e:
         raise ConfigError(f"{out}: cannot read the study directory ({e.strerror})") from None
-    if (out / "config.yaml").is_file() and any(
-        (out / m).exists() for m in ("metrics.jsonl", "checkpoints", "summary.json")
-    ):
+    if RunDir(out).has_trained():
         raise ConfigError(
             f"{out}: is a run directory (config.yaml); a study never writes into a run, choose another -o"
         )
@@ -333,7 +331,7 @@ def check_runs_unchanged(jobs: list[Job], out: Path) -> None:
     a moved folder), and which arm is matched is study.yaml's to compare (arms.X.match)."""
     may_differ, changed = resume_may_differ() | {"curriculum.match_budget"}, []
     for job in jobs:
-        if not job.config_path.is_file() or not (job.run_dir / "config.yaml").is_file():
+        if not job.config_path.is_file() or not RunDir(job.run_dir).is_run():
             continue
         keys = [
             k

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import json
 import multiprocessing
 import os
 import runpy
@@ -41,6 +40,7 @@ from normgrow.registry import Registry
 from normgrow.run.pipeline import quiet, run
 from normgrow.study.config import LauncherConfig
 from normgrow.study.jobs import Job
+from normgrow.train.rundir import RunDir
 
 
 def threads_per_job(options: LauncherConfig) -> int:
@@ -120,16 +120,7 @@ def exception_line(e: BaseException, prefix: str = "") -> str:
 
 def _steps_done(job: Job) -> int:
     """Steps a job has logged so far (read from the tail of its metrics.jsonl)."""
-    path = job.run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return 0
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - 4096))
-            last = f.read().decode(errors="replace").strip().splitlines()[-1]
-        return int(json.loads(last)["step"])
-    except (ValueError, IndexError, KeyError, OSError):
-        return 0
+    return RunDir(job.run_dir).steps_logged()
 
 
 def job_costs(job: Job) -> list[tuple[int, float]]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,7 @@ class RunMeasures:
     collapse_share: float | None = None
     collapse_cos: float | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
-    boundaries: list[dict] = field(default_factory=list)
+    boundaries: Sequence[Mapping] = ()
     events: list[BoundaryEvent] = field(default_factory=list)
     snapshots: dict[int, dict] = field(default_factory=dict)
 
@@ -142,7 +143,7 @@ def _at(values: list | None, i: int):
     return values[i] if values is not None and 0 <= i < len(values) else None
 
 
-def boundary_events(bounds: list[dict], ends: dict[int, dict]) -> list[BoundaryEvent]:
+def boundary_events(bounds: Sequence[Mapping], ends: dict[int, dict]) -> list[BoundaryEvent]:
     """The summary's boundary records as BoundaryEvents; `ends` = the stage_end records by stage (their tokens)."""
     out = []
     for b in bounds:
@@ -193,7 +194,7 @@ def scale_ratios(m: Measures, arm: str | None, ref: str | None, structural: bool
     return out
 
 
-def run_compute(cfg: RunConfig | None, summary: dict) -> dict[str, float]:
+def run_compute(cfg: RunConfig | None, summary: Mapping) -> dict[str, float]:
     """The compute a run consumed: its summary's counters, plus the teacher's forward FLOPs over its tokens
     (costs.teacher_flops_per_token, from the run's resolved config; 0 for a teacher of unknown shape)."""
     counted = summary.get("compute") or {}
@@ -209,7 +210,7 @@ def run_compute(cfg: RunConfig | None, summary: dict) -> dict[str, float]:
     }
 
 
-def run_measures(summary: dict, cfg: RunConfig | None, diagnostics: list[dict]) -> RunMeasures:
+def run_measures(summary: Mapping, cfg: RunConfig | None, diagnostics: list[dict]) -> RunMeasures:
     """The measures of one run, from its summary, resolved config and diagnostics records (record.RunRecord)."""
     s = summary
     bounds = s.get("boundaries") or []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,8 +58,8 @@ def _drift(before: float | None, after: float | None) -> float | None:
 
 def _pick(snap: dict, key: str, i: int, cls: str | None = None) -> float | None:
     v = snap.get(key)
-    v = v[i] if isinstance(v, list) and 0 <= i < len(v) else None
-    return v.get(cls) if cls is not None and isinstance(v, dict) else v
+    v = v[i] if isinstance(v, list | tuple) and 0 <= i < len(v) else None
+    return v.get(cls) if cls is not None and isinstance(v, Mapping) else v
 
 
 @dataclass

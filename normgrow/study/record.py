@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from normgrow import atomic
-from normgrow.config import RunConfig, load_config
+from normgrow.config import RunConfig
 from normgrow.errors import NormgrowError
 from normgrow.study.config import StudyConfig
 from normgrow.study.jobs import Job, job_name
 from normgrow.study.measures import Measures, RunMeasures, run_measures
-from normgrow.train.rundir import read_jsonl, read_summary
+from normgrow.train.rundir import RunDir, Summary, freeze
 
 COMPUTE = ("tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")
 FIELDS = [
@@ -72,6 +72,9 @@ SUMMARY_KEYS = {
 }
 
 
+NO_SUMMARY: Summary = freeze({})  # a record without a readable summary.json
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run of a study, as its directory holds it (module docstring)."""
@@ -89,7 +92,7 @@ class RunRecord:
     selected: str = ""
     error: str = ""
     point: str = ""  # the sweep point's (ladder budget's) label, in a sweep's (ladder's) own records
-    summary: dict = field(default_factory=dict)
+    summary: Summary = field(default_factory=lambda: NO_SUMMARY)
     config: RunConfig | None = None
     columns: dict = field(default_factory=dict)  # results.csv values of a run whose directory is gone
 
@@ -121,11 +124,11 @@ class RunRecord:
 
     @functools.cached_property
     def metrics(self) -> list[dict]:
-        return read_jsonl(self.path / "metrics.jsonl") if self.path is not None else []
+        return RunDir(self.path).metrics() if self.path is not None else []
 
     @functools.cached_property
     def diagnostics(self) -> list[dict]:
-        return read_jsonl(self.path / "diagnostics.jsonl") if self.path is not None else []
+        return RunDir(self.path).diagnostics() if self.path is not None else []
 
     @functools.cached_property
     def measures(self) -> RunMeasures:
@@ -184,20 +187,16 @@ def read_run(job: Job, study: StudyConfig, status: str | None = None) -> RunReco
         curriculum="-".join(str(s.n_layer) for s in job.cfg.curriculum.stages),
         matched_to=arm.match or "",
     )
-    summary = read_summary(job.run_dir)
+    run = RunDir(job.run_dir)
+    summary = run.summary()
     if summary is not None:
-        return dataclasses.replace(base, status="ok", summary=summary, config=_config(job.run_dir))
-    if (job.run_dir / "summary.json").is_file():  # present but cut or edited: say so, not "not run"
-        why = f"{job.run_dir / 'summary.json'} is unreadable (cut?); rerun the study to rebuild it from the run's final checkpoint"
+        return dataclasses.replace(base, status="ok", summary=summary, config=run.config_or_none())
+    if run.has_summary_file():  # present but cut or edited: say so, not "not run"
+        why = f"{run.summary_file} is unreadable (cut?); rerun the study to rebuild it from the run's final checkpoint"
         return dataclasses.replace(base, status="failed", error=why)
     return dataclasses.replace(
         base, status="failed" if status and status != "ok" else "missing", error=status or "not run"
     )
-
-
-def _config(run_dir: Path) -> RunConfig | None:
-    """The run's resolved config (None without one)."""
-    return load_config(str(run_dir / "config.yaml")) if (run_dir / "config.yaml").is_file() else None
 
 
 def read_runs(study: StudyConfig, jobs: list[Job], status: dict[str, str]) -> list[RunRecord]:
@@ -284,7 +283,8 @@ def from_row(row: dict, study_dir: Path | None = None, runs: bool = True) -> Run
         columns=dict(row),
     )
     if runs and r.ok and r.path is not None:
-        return dataclasses.replace(r, summary=read_summary(r.path) or {}, config=_config(r.path))
+        run = RunDir(r.path)
+        return dataclasses.replace(r, summary=run.summary() or NO_SUMMARY, config=run.config_or_none())
     return r
 
 
@@ -308,7 +308,7 @@ def verified_results(study_dir: Path) -> list[RunRecord]:
         except ValueError:
             raise NormgrowError(f"{path}: line {i}: val_ce {row['val_ce']!r} is not a number; {fix}") from None
         if row.get("run_dir") and (study_dir / row["run_dir"]).is_dir():  # a study archived without its runs: as is
-            summary = read_summary(study_dir / row["run_dir"])
+            summary = RunDir(study_dir / row["run_dir"]).summary()
             if summary is None or summary.get("val/ce") != value:
                 found = "no summary.json" if summary is None else f"{summary.get('val/ce')!r} in its summary.json"
                 raise NormgrowError(

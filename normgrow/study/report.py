@@ -9,7 +9,7 @@ intervals (or say that one seed gives none).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from normgrow import atomic
@@ -578,5 +578,5 @@ def write_report(
     return path
 
 
-def _from_sampled(summary: dict) -> bool:
+def _from_sampled(summary: Mapping) -> bool:
     return (summary.get("train_teacher") or "").startswith("sampled teacher cache")

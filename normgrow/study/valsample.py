@@ -16,6 +16,7 @@ kept have no set term (the section says so). Nothing here reads files.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from normgrow.study.record import RunRecord, finished
@@ -49,15 +50,15 @@ def _var(xs: list[float]) -> float:
     return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
-def kept(summary: dict) -> list[float] | None:
+def kept(summary: Mapping) -> list[float] | None:
     """A run's per-sequence ce as its summary holds it, or None when it holds none or one that cannot be its own: not
     a list of finite numbers, or not averaging to the run's val/ce (a summary.json edited by hand)."""
     xs, ce = summary.get(KEY), summary.get("val/ce")
-    if not isinstance(xs, list) or not xs or not isinstance(ce, int | float):
+    if not isinstance(xs, list | tuple) or not xs or not isinstance(ce, int | float):
         return None
     if not all(isinstance(x, int | float) and math.isfinite(x) for x in xs):
         return None
-    return xs if abs(sum(xs) / len(xs) - ce) <= 1e-9 * max(1.0, abs(ce)) else None
+    return list(xs) if abs(sum(xs) / len(xs) - ce) <= 1e-9 * max(1.0, abs(ce)) else None
 
 
 def split(records: list[RunRecord], a: str, b: str) -> Split | None:

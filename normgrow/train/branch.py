@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from normgrow import atomic
-from normgrow.config import RunConfig, load_config, resume_may_differ, to_dict
+from normgrow.config import RunConfig, resume_may_differ, to_dict
 from normgrow.errors import ConfigError
 from normgrow.train import checkpoint
 from normgrow.train.growth import StagePlan
-from normgrow.train.rundir import config_differences
+from normgrow.train.rundir import RunDir, config_differences
 from normgrow.train.stages import plan_stages, tokens_per_step
 
 # fields a trunk and its branch may differ in: the budget (checked stage by stage below), the trunk's stop and
@@ -95,22 +95,26 @@ def seed_branch(init_from: str, out: Path, cfg: RunConfig, plans: list[StagePlan
     run then resumes from. The events are copied first and the checkpoint renamed into place last, so a branch killed
     while being seeded is seeded again."""
     src = Path(init_from)
-    trunk_dir = src.parent.parent
-    if not (src / "state.json").is_file() or not (trunk_dir / "config.yaml").is_file():
+    trunk, run = RunDir(src.parent.parent), RunDir(out)
+    if not (src / "state.json").is_file() or not trunk.is_run():
         raise ConfigError(f"train.init_from: {src}: not a checkpoint of a run directory (no state.json, or no run)")
     why = checkpoint.damage(src)
     if why is not None:
         raise ConfigError(f"train.init_from: {src}: {why}")
     state = json.loads((src / "state.json").read_text())
-    check_branch(load_config(str(trunk_dir / "config.yaml")), cfg, state, str(src))
+    check_branch(trunk.config(), cfg, state, str(src))
     for rec, plan in zip(state["stages"], plans, strict=False):  # the stages as this run plans them
         rec["steps"], rec["tokens"] = plan.steps, plan.tokens
-    for name, n in (("metrics.jsonl", state["metrics_lines"]), ("diagnostics.jsonl", state["diagnostics_lines"])):
-        lines = (trunk_dir / name).read_text().splitlines() if (trunk_dir / name).is_file() else []
+    logs = (
+        (trunk.metrics_file, run.metrics_file, "metrics_lines"),
+        (trunk.diagnostics_file, run.diagnostics_file, "diagnostics_lines"),
+    )
+    for have, copy, key in logs:
+        lines, n = have.read_text().splitlines() if have.is_file() else [], state[key]
         if len(lines) < n:
-            raise ConfigError(f"train.init_from: {trunk_dir / name}: holds {len(lines)} events, the checkpoint {n}")
-        atomic.write_text(out / name, "".join(line + "\n" for line in lines[:n]))
-    root = out / "checkpoints"
+            raise ConfigError(f"train.init_from: {have}: holds {len(lines)} events, the checkpoint {n}")
+        atomic.write_text(copy, "".join(line + "\n" for line in lines[:n]))
+    root = run.checkpoints
     root.mkdir(exist_ok=True)
     tmp = root / f".tmp-{src.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -61,15 +61,7 @@ from normgrow.train.cadence import DENSE, INTERVAL, STAGE_END, due, lr_at, sched
 from normgrow.train.diagnostics import boundary_summary
 from normgrow.train.evaluate import Evaluator, open_evaluator
 from normgrow.train.growth import StagePlan, grow_student, restore, set_trainable, stage_student, val_jumps
-from normgrow.train.rundir import (
-    MetricsWriter,
-    append_jsonl,
-    check_loggers,
-    open_run_dir,
-    read_jsonl,
-    truncate_jsonl,
-    write_json,
-)
+from normgrow.train.rundir import MetricsWriter, RunDir, check_loggers, open_run_dir
 from normgrow.train.stages import plan_stages, step_cost, tokens_per_step
 from normgrow.train.step import NonFinite, build_optimizer, check_micro_batch, train_step, uses_fsdp, wrap_for_training
 from normgrow.version import __version__
@@ -214,7 +206,7 @@ class Run:
             "stage": st.stage,
             "event": event,
         }
-        append_jsonl(self.out / "diagnostics.jsonl", {**head, **rec})
+        RunDir(self.out).append_diagnostics({**head, **rec})
         st.diagnostics_lines += 1
 
     def save(self) -> None:
@@ -239,7 +231,7 @@ class Run:
                 n // per_step for n in (*self.cfg.train.checkpoint_tokens, self.cfg.train.stop_tokens) if n
             )
             checkpoint.save(
-                self.out / "checkpoints",
+                RunDir(self.out).checkpoints,
                 st.step,
                 weights,
                 optim,
@@ -326,7 +318,7 @@ def _open_locked(
     dist.barrier()
     latest = None
     if resume:  # the newest checkpoint that verifies (rank 0 checks; every rank resumes from the same one)
-        found = checkpoint.latest_intact(out / "checkpoints", say) if info.is_main else None
+        found = checkpoint.latest_intact(RunDir(out).checkpoints, say) if info.is_main else None
         found = dist.broadcast_object(str(found) if found else "")
         latest = Path(found) if found else None
     if latest is None and cfg.train.init_from:  # a decay branch: its directory seeded from the trunk's checkpoint
@@ -341,8 +333,7 @@ def _open_locked(
             sharding.shard(model)
         optimizer = build_optimizer(model, cfg, info.device)
         if info.is_main:
-            (out / "metrics.jsonl").unlink(missing_ok=True)
-            (out / "diagnostics.jsonl").unlink(missing_ok=True)
+            RunDir(out).clear_logs()
     writer = MetricsWriter(out, cfg, info.is_main)
     run = Run(
         inputs, out, plans, model, optimizer, wrap_for_training(model, info, cfg), batches, evals, writer, state, say
@@ -363,8 +354,7 @@ def resume_from(
     checkpoint.restore_rng(rng)
     batches.load_state_dict(state.data)
     if info.is_main:
-        truncate_jsonl(out / "metrics.jsonl", state.metrics_lines)
-        truncate_jsonl(out / "diagnostics.jsonl", state.diagnostics_lines)
+        RunDir(out).keep_events(state.metrics_lines, state.diagnostics_lines)
     return state, optimizer
 
 
@@ -454,7 +444,7 @@ def train_stage(run: Run, plan: StagePlan, bar: Bar) -> None:
                     run.model, run.step_fn, run.optimizer, batch, cfg, inputs.info, inputs.train_teacher, lr
                 )
         except NonFinite as e:
-            last = checkpoint.latest(run.out / "checkpoints")
+            last = checkpoint.latest(RunDir(run.out).checkpoints)
             raise TrainingDiverged(
                 f"non-finite {e.what} at step {st.step + 1} (train/loss={e.loss}); last good "
                 f"checkpoint: {last if last else 'none'}"
@@ -574,9 +564,7 @@ def write_summary(run: Run) -> dict:
         PER_SEQUENCE: st.stages[-1].get(PER_SEQUENCE),
         "compute": {k: getattr(st, k) for k in RunState.COMPUTE},
         "stages": [{k: v for k, v in s.items() if k != PER_SEQUENCE} for s in st.stages],
-        "boundaries": (
-            boundary_summary(read_jsonl(run.out / "diagnostics.jsonl"), st.stages) if inputs.info.is_main else None
-        ),
+        "boundaries": (boundary_summary(RunDir(run.out).diagnostics(), st.stages) if inputs.info.is_main else None),
         "budget_match": inputs.budget_match,
         "n_layer": run.model.depth,
         "teacher": teacher.report if teacher is not None else None,
@@ -595,6 +583,6 @@ def write_summary(run: Run) -> dict:
     parts = {k: round(v, 2) for k, v in sorted(st.time_s.items())}
     summary["time_s"] = {**parts, "other": round(summary["wall_time_s"] - sum(st.time_s.values()), 2)}
     if inputs.info.is_main:
-        write_json(run.out / "summary.json", summary)
+        RunDir(run.out).write_summary(summary)
     dist.barrier()
     return summary

@@ -19,11 +19,126 @@ import importlib.util
 import json
 import os
 import shutil
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from normgrow import atomic
 from normgrow.config import RunConfig, load_config, resume_may_differ, save_config, to_dict
 from normgrow.errors import ConfigError, NormgrowError, disk_full, no_space
+
+CONFIG, SUMMARY, METRICS, DIAGNOSTICS, CHECKPOINTS = (
+    "config.yaml", "summary.json", "metrics.jsonl", "diagnostics.jsonl", "checkpoints"
+)  # fmt: skip
+RECOMPUTED = "diagnostics-recomputed.jsonl"  # `normgrow diagnose`: the diagnostics recomputed from the checkpoints
+Summary = Mapping[str, Any]  # a run's summary.json as read: frozen all the way down
+
+
+def freeze(obj: Any) -> Any:
+    """A JSON value made read-only: objects become read-only mappings, lists tuples."""
+    if isinstance(obj, dict):
+        return types.MappingProxyType({k: freeze(v) for k, v in obj.items()})
+    if isinstance(obj, list):
+        return tuple(freeze(v) for v in obj)
+    return obj
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run's directory: the one module that knows its files' names, and reads and writes them (rank 0 writes).
+    Everything else — the loop, export, plots, diagnose, the study's records — goes through it."""
+
+    path: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def summary_file(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def diagnostics_file(self) -> Path:
+        return self.path / DIAGNOSTICS
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    def checkpoint(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step:08d}"
+
+    def is_run(self) -> bool:
+        """Does it hold a run (its resolved config)?"""
+        return self.config_file.is_file()
+
+    def has_trained(self) -> bool:
+        """Does it hold a run that has written anything beyond its config (events, a checkpoint, a summary)?"""
+        return self.is_run() and any(p.exists() for p in (self.metrics_file, self.checkpoints, self.summary_file))
+
+    def require(self) -> RunDir:
+        """Itself, or a one-line error if it holds no run."""
+        if not self.is_run():
+            raise NormgrowError(f"{self.path}: not a run directory (no {CONFIG})")
+        return self
+
+    def config(self) -> RunConfig:
+        return load_config(str(self.config_file))
+
+    def config_or_none(self) -> RunConfig | None:
+        return self.config() if self.is_run() else None
+
+    def summary(self) -> Summary | None:
+        """summary.json, frozen; None if there is none or it is unreadable (cut or edited)."""
+        found = read_summary(self.path)
+        return None if found is None else freeze(found)
+
+    def has_summary_file(self) -> bool:
+        return self.summary_file.is_file()
+
+    def metrics(self) -> list[dict]:
+        return read_jsonl(self.metrics_file)
+
+    def diagnostics(self) -> list[dict]:
+        return read_jsonl(self.diagnostics_file)
+
+    def write_summary(self, summary: dict) -> None:
+        write_json(self.summary_file, summary)
+
+    def steps_logged(self) -> int:
+        """The step of the last event in metrics.jsonl, read from the file's tail (0 without one): a progress bar's
+        view of a run another process is writing."""
+        try:
+            with open(self.metrics_file, "rb") as f:
+                f.seek(max(0, self.metrics_file.stat().st_size - 4096))
+                last = f.read().decode(errors="replace").strip().splitlines()[-1]
+            return int(json.loads(last)["step"])
+        except (ValueError, IndexError, KeyError, OSError):
+            return 0
+
+    def write_recomputed(self, lines: list[str]) -> None:
+        """`normgrow diagnose`'s output: one JSON line per checkpoint, beside diagnostics.jsonl."""
+        atomic.write_text(self.path / RECOMPUTED, "".join(line + "\n" for line in lines))
+
+    def append_diagnostics(self, record: dict) -> None:
+        append_jsonl(self.diagnostics_file, record)
+
+    def clear_logs(self) -> None:
+        """A fresh start: no events of an earlier attempt."""
+        self.metrics_file.unlink(missing_ok=True)
+        self.diagnostics_file.unlink(missing_ok=True)
+
+    def keep_events(self, metrics_lines: int, diagnostics_lines: int) -> None:
+        """Keep the events written before the checkpoint being resumed (truncate_jsonl's rule)."""
+        truncate_jsonl(self.metrics_file, metrics_lines)
+        truncate_jsonl(self.diagnostics_file, diagnostics_lines)
 
 
 def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
@@ -41,7 +156,7 @@ def config_differences(a: dict, b: dict, prefix: str = "") -> list[str]:
 def check_same_run(out: Path, cfg: RunConfig) -> None:
     """Raise unless the run directory's saved config is `cfg`, up to the fields config/fields.py declares may differ on
     resume (`resume_may_differ`: where it runs, how a step is laid out in memory)."""
-    old = load_config(str(out / "config.yaml"))
+    old = RunDir(out).config()
     may_differ = resume_may_differ()
     differ = [k for k in config_differences(to_dict(old), to_dict(cfg)) if k not in may_differ]
     if differ:
@@ -53,7 +168,7 @@ def check_same_run(out: Path, cfg: RunConfig) -> None:
 
 def open_run_dir(out: Path, cfg: RunConfig) -> bool:
     """Create the run directory, or check that an existing one holds the same run. True = resume."""
-    saved = out / "config.yaml"
+    saved = RunDir(out).config_file
     if saved.is_file():
         check_same_run(out, cfg)
         return True
@@ -130,7 +245,7 @@ class MetricsWriter:
     whose presence `check_loggers` verified before the run directory was created."""
 
     def __init__(self, out: Path, cfg: RunConfig, enabled: bool):
-        self.path, self.enabled = out / "metrics.jsonl", enabled
+        self.path, self.enabled = RunDir(out).metrics_file, enabled
         self.lines = len(self.path.read_text().splitlines()) if enabled and self.path.is_file() else 0
         self.tb = self.wandb = self.trackio = None
         if not enabled:
@@ -233,7 +348,7 @@ def log_once(out: Path, loggers: list[str], group: str, values: dict, config: di
 def read_summary(run_dir: Path) -> dict | None:
     """A run's summary.json, or None if it has none (or an unreadable one)."""
     try:
-        return json.loads((Path(run_dir) / "summary.json").read_text())
+        return json.loads((Path(run_dir) / SUMMARY).read_text())
     except (OSError, ValueError):
         return None
 
