@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 CORE := $(VENV)/.normgrow-core
 STAMP := $(VENV)/.normgrow-installed
 
-.PHONY: setup demo test test-slow lint bench clean-venv
+.PHONY: setup demo test test-e2e test-all test-slow lint bench clean-venv
 
 # normgrow and what it needs to run (torch first); then the extras of the full set-up (tests, lint, lm-eval, loggers)
 $(CORE): pyproject.toml
@@ -31,8 +31,14 @@ STUDY ?= default
 demo: $(CORE)
 	$(BIN)/normgrow study $(STUDY)
 
+# the fast suite (a newcomer's; ≤ 5 min on 2 cores); the end-to-end tests and mini-studies; both (what CI runs)
 test: setup
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -m "not slow and not e2e" --durations=10
+
+test-e2e: setup
+	$(BIN)/python -m pytest -q -m "e2e and not slow" --durations=15
+
+test-all: test test-e2e
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow

@@ -39,6 +39,7 @@ def cfg_args(tokens):
     return [f"curriculum.stages=[{{n_layer: 3, tokens: {tokens}}}]", "train.schedule=wsd"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("stages", [JOINT, GROW], ids=["joint", "grow"])
 def test_a_branch_equals_the_run_trained_directly_at_its_budget(tiny_cache, tmp_path, stages):
     small = load_config("tiny", [f"curriculum.stages={stages['small']}", "train.schedule=wsd"])
@@ -61,6 +62,7 @@ def test_a_branch_equals_the_run_trained_directly_at_its_budget(tiny_cache, tmp_
         assert decayed and max(decayed) < 3e-3  # the branch decays: every logged rate after its start is below peak
 
 
+@pytest.mark.e2e
 def test_a_branch_that_could_not_equal_its_direct_run_is_refused(tiny_cache, tmp_path):
     trunk = tmp_path / "trunk"
     _run(tiny_cache, trunk, JOINT["large"], "train.checkpoint_tokens=[10240, 12800]", "train.stop_tokens=20480")

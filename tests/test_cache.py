@@ -187,6 +187,7 @@ def test_cli_builds_a_cache_over_a_pool_that_a_run_trains_from(tiny_cache, tmp_p
     assert s["data_pool"] == {"sequences": 24, "tokens": 24 * 32, "epochs_started": 4, "max_repeats": 4}
 
 
+@pytest.mark.e2e
 def test_top_k_cache_has_a_tail_and_a_run_trains_from_it(tiny_cache, tmp_path):
     cfg, path, prep, teacher, out = setup_cache(tiny_cache, "teacher.cache_k=8")
     meta = json.loads((out / "meta.json").read_text())
@@ -320,6 +321,7 @@ def test_a_cache_that_does_not_fit_its_disk_is_one_line_and_the_rerun_builds_it(
         subprocess.run(["umount", str(small)], capture_output=True)
 
 
+@pytest.mark.e2e
 def test_a_second_build_of_the_same_cache_waits_for_the_first_and_reuses_it(tiny_cache, tmp_path):
     """Before: two `teacher cache` builds of one key 3 s apart, the second joined the first's build and failed on its
     temporary progress file. Now a second build waits for the first's lock, saying so, and then finds the cache

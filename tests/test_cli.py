@@ -2,12 +2,15 @@
 
 import json
 
+import pytest
+
 from conftest import cli, cli_process
 from normgrow import __version__
 from normgrow.config import load_config
 from normgrow.nn.model import Student, count_parameters
 
 
+@pytest.mark.e2e
 def test_version_and_help():
     assert cli_process("--version").stdout.strip() == f"normgrow {__version__}"  # the installed console entry
     helptext = cli("--help").stdout
@@ -39,6 +42,7 @@ def test_prepare_and_teacher_train_reuse_the_cache(tiny_cache):
     assert out.startswith("default teacher: ") and str(tiny_cache) in out
 
 
+@pytest.mark.e2e
 def test_report_of_run_directories_draws_them_side_by_side(tiny_cache, tmp_path):
     for norm in ("pre", "post"):
         cli(

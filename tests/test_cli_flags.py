@@ -129,6 +129,7 @@ def test_path_flags_are_checked_for_kind(tmp_path, monkeypatch):
     assert sorted(tmp_path.rglob("*")) == before  # nothing written
 
 
+@pytest.mark.e2e
 def test_argparse_errors_are_one_line_in_a_real_process():
     """The console script's own path (a fresh interpreter): a bad number and an unknown flag, one line each."""
     proc = cli_process("plan", "tiny", "--mfu", "nan", "--bogus", check=False)
@@ -169,6 +170,7 @@ def test_values_that_parse_but_cannot_be_honoured_are_one_line(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # nothing written
 
 
+@pytest.mark.e2e
 def test_a_reader_that_goes_away_ends_the_output_quietly():
     """`normgrow config --fields | head -1`: before, a BrokenPipeError traceback; now what `cat` does (exit 141).
     The pipe's reading end is closed before normgrow writes, so the first write fails (no race with a reader)."""

@@ -57,6 +57,7 @@ def one_line_naming(e: ConfigError, key: str) -> None:
     assert "\n" not in msg and key.removesuffix(".0") in msg, f"{key}: {msg}"
 
 
+@pytest.mark.e2e
 def test_every_number_of_a_run_config_is_checked_at_load_time():
     """Every numeric field (stage lists included) with NaN, ±inf, 0, −1 and 1e300: a one-line ConfigError naming it,
     or a value whose meaning its help documents (0 = off …). Before: inf and 1e300 passed for train.lr,
@@ -91,6 +92,7 @@ def _get(obj, key: str):
     return obj
 
 
+@pytest.mark.e2e
 def test_every_number_of_a_study_is_checked_at_load_time():
     """The same walk over a study's own numbers (budget_scale=1e300 was an OverflowError traceback that left a
     half-written study folder; a seed beyond 64 bits a traceback), on the gap study."""
@@ -331,6 +333,7 @@ def test_a_corpus_with_an_unreadable_folder_or_file_is_one_line_not_a_smaller_co
     refused(corpus_prepare(corpus, cache, prefix), f"{corpus / 'b' / '3.txt'}: permission denied")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["fifo", "device", "fifo-in-folder", "too-big"])
 def test_special_and_huge_corpus_files_are_refused_before_reading(tmp_path, kind):
     """Before: a FIFO as data.corpus hung with no output; /dev/zero and a 30 GB sparse file were read whole

@@ -200,6 +200,7 @@ RENORM = (
 )
 
 
+@pytest.mark.e2e
 def test_renormalized_boundary_growth_preserves_the_function_under_a_final_norm_only(tiny_cache, tmp_path):
     """The boundary-renormalization arm (post-norm first above each growth boundary, pre elsewhere) grown through
     the real run: each event appends [post, pre, pre] with zero init, so the post block computes N(N(h)) = h / rms(h)
@@ -219,6 +220,7 @@ def test_renormalized_boundary_growth_preserves_the_function_under_a_final_norm_
         assert h["grow/logit_max_abs_diff"] > 1e-2 and abs(h["grow/val_ce_jump"]) > 1e-3, (k, h)
 
 
+@pytest.mark.e2e
 def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, tmp_path):
     grow_sum = run(tiny_cfg(tiny_cache, GROW), tmp_path / "grow", **QUIET)
     proc = cli(
@@ -250,6 +252,7 @@ def test_matched_joint_run_equals_the_grow_runs_active_layer_tokens(tiny_cache, 
     assert matched.curriculum.stages[0].tokens == grow_sum["compute"]["tokens"]
 
 
+@pytest.mark.e2e
 def test_sigterm_just_after_growth_says_so_and_resumes_identically(tiny_cache, tmp_path):
     args = [
         "tiny",

@@ -154,6 +154,7 @@ def test_curve_points_at_every_evaluation_and_a_dense_window_after_growth(tiny_c
     assert curve_part(end) == evaluate(model, inputs.teacher, val[:16], inputs.cfg, CPU)
 
 
+@pytest.mark.e2e
 def test_a_run_killed_inside_the_dense_window_resumes_to_the_same_curve(tiny_cache, tmp_path):
     """Stage 1 of 60 steps with a dense window of its first 40 (every 2), checkpoints every 4 steps: the run is
     killed once a checkpoint inside the window exists, resumes from one inside it (its first evaluation then a

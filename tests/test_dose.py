@@ -18,6 +18,7 @@ from normgrow.run.pipeline import run
 STAGES = "curriculum.stages=[{n_layer: 1, tokens: 2560}, {n_layer: 2, tokens: 2560}, {n_layer: 3, tokens: 2560}]"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("placement", ["pre", "post"])
 def test_the_dose_preserves_the_function_at_every_event_for_every_c(tiny_cache, tmp_path, placement):
     """Pre-norm: the logits on the probe batch change by at most 1e-4 (float32) at both events for every c. Post-norm:

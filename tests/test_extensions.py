@@ -199,6 +199,7 @@ claims: {{roles: {{toy_a: pre, toy_b: parallel}}}}
     assert "The top residual is smaller in b." in text and "| grow_gap | **not tested** |" in text
 
 
+@pytest.mark.e2e
 def test_an_entry_point_registers_a_placement_for_the_command_line(tiny_cache, tmp_path):
     pkg = tmp_path / "site"
     pkg.mkdir()
@@ -357,6 +358,7 @@ def newbelow(tmp_path, monkeypatch):
     GROWTH.unregister("newbelow")
 
 
+@pytest.mark.e2e
 def test_a_growth_operator_brings_its_own_trainability_and_optimizer_policy(newbelow, tiny_cache, tmp_path):
     overrides = [
         f"data.cache_dir={tiny_cache}",

@@ -38,6 +38,7 @@ def flip_a_byte(path, offset_from_end=100):
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.e2e
 def test_a_flipped_byte_in_the_latest_checkpoint_falls_back_to_the_previous_one(tiny_cache, tmp_path):
     damaged = {}
 
@@ -58,6 +59,7 @@ def test_a_flipped_byte_in_the_latest_checkpoint_falls_back_to_the_previous_one(
     assert final == json.loads((full / "summary.json").read_text())["val/ce"]
 
 
+@pytest.mark.e2e
 def test_resume_reports_the_damaged_checkpoint(tiny_cache, tmp_path):
     out = tmp_path / "run"
     base = ["run", "tiny", f"data.cache_dir={tiny_cache}", "-o", out, *ARGS[1:]]
@@ -115,6 +117,7 @@ def no_repeated_steps(run_dir):
     return steps == sorted(set(steps))
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_a_second_study_is_refused_and_killing_a_study_ends_its_runs(tiny_cache, tmp_path):
     """One live study: a second study on its directory is refused in one line; then the first is killed, its
@@ -141,6 +144,7 @@ def test_a_second_study_is_refused_and_killing_a_study_ends_its_runs(tiny_cache,
     assert no_repeated_steps(run_dir)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_a_study_told_to_stop_stops_its_runs_now(tiny_cache, tmp_path):
     """SIGTERM to a study (what a scheduler or `kill` sends): its run stops at once, checkpointing, and the study
@@ -161,6 +165,7 @@ def test_a_study_told_to_stop_stops_its_runs_now(tiny_cache, tmp_path):
     assert "stopped by SIGTERM" in (out / "logs" / "a-s0.log").read_text()  # the run stopped itself, checkpointing
 
 
+@pytest.mark.e2e
 def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
     out = tmp_path / "run"
     args = [

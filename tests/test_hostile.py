@@ -197,6 +197,7 @@ def test_a_corpus_edited_in_place_gets_its_own_default_teacher(tiny_cache, tmp_p
     assert after != before and after.parent == before.parent
 
 
+@pytest.mark.e2e
 def test_a_default_teacher_with_another_tokenizer_is_one_line(tiny_cache, tmp_path):
     """A default teacher whose tokenizer is not the run's (here: copied by hand into the place of another
     vocabulary's teacher) is refused, naming both tokenizers' hashes."""
@@ -250,6 +251,7 @@ def test_a_teacher_rewritten_in_place_is_hashed_again(tmp_path):
     assert teacher_identity(str(teacher), memo)["weights_sha256"] != first
 
 
+@pytest.mark.e2e
 def test_a_corpus_with_a_huge_word_prepares(tmp_path):
     """One 2 MB 'word' (no whitespace) used to make BPE training quadratic (minutes for 20 MB, no output):
     training now sees it in 256-character pieces; the shards still hold all of it."""

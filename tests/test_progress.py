@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import cli
 from normgrow.progress import LineProgress, progress_bar
 
@@ -54,6 +56,7 @@ def test_a_terminal_gets_tqdm_and_disabled_writes_nothing():
     assert out.getvalue() == ""
 
 
+@pytest.mark.e2e
 def test_teacher_train_and_run_into_a_log_have_no_carriage_return(tmp_path, tiny_cache):
     """`normgrow teacher train … > log 2>&1` in a real process (a fresh cache: the teacher trains), and
     `normgrow run tiny` with its output captured: lines, never `\\r` updates."""

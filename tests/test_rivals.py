@@ -322,6 +322,7 @@ def test_a_late_expansion_grows_once_at_three_quarters_of_its_tokens_on_one_sche
     assert plans[0].tokens == 3 * plans[1].tokens  # the event at 3/4 of training
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "kind", ["layernorm", pytest.param("rmsnorm", marks=pytest.mark.slow), pytest.param("dyt", marks=pytest.mark.slow)]
 )

@@ -81,6 +81,7 @@ def copy_root(tiny_cache, other):
     return other
 
 
+@pytest.mark.e2e
 def test_draws_are_keyed_by_sequence_not_by_chunk_pool_or_seed_alone(tiny_cache, tmp_path, monkeypatch):
     cfg, path, prep, teacher, out = setup_cache(tiny_cache, *SAMPLED)
     ids = np.fromfile(out / "ids.bin", dtype=np.uint16).reshape(-1, 6)

@@ -175,6 +175,7 @@ def test_two_local_hf_directories_of_the_same_name_are_read_each_as_itself(tmp_p
     assert texts(a) == ["alpha, rewritten"]
 
 
+@pytest.mark.e2e
 def test_a_streamed_hf_corpus_gives_the_downloaded_documents_and_shards_and_reads_only_what_it_needs(tmp_path):
     """A local directory in a hub dataset's layout (three Parquet shards) read with `datasets` streaming and by the
     download path: the same (id, text) pairs, the same split and byte-identical token shards. With data.max_documents

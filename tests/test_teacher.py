@@ -28,6 +28,7 @@ def trained_student(run_dir):
     return student
 
 
+@pytest.mark.e2e
 def test_pre_norm_export_loads_in_stock_transformers_and_generates(tiny_cache, tmp_path):
     run(tiny_cfg(tiny_cache), tmp_path / "run", **QUIET)
     cli("export", tmp_path / "run", "-o", tmp_path / "hf")
@@ -113,6 +114,7 @@ def test_every_placement_loads_after_a_plain_import_and_with_remote_code_without
     ]
 
 
+@pytest.mark.e2e
 def test_the_rival_placements_in_every_norm_kind_export_with_and_without_normgrow(tiny_cache, tmp_path):
     """A block of every placement (grown 3 → 9 by appending) with LayerNorm and with DyT norms (RMSNorm: the slow test
     above): exact logits, generate, pipeline and save-and-reload, after `import normgrow` and without normgrow."""
@@ -233,6 +235,7 @@ def check_users_calls(tmp_path, names: list[str], prelude: str, kwargs: str, bef
     return "\n".join(proc.stdout.strip().splitlines()[:-1])
 
 
+@pytest.mark.e2e
 def test_a_post_norm_export_works_in_generate_pipeline_and_save_reload_without_normgrow(tiny_cache, tmp_path):
     run(
         tiny_cfg(tiny_cache, "curriculum.stages=[{n_layer: 3, tokens: 2560}]", "model.norm=post"),
@@ -276,6 +279,7 @@ def padded_teacher(tiny_cache, tmp_path, extra_rows):
     return out
 
 
+@pytest.mark.e2e
 def test_padded_teacher_head_is_trimmed_and_reported(tiny_cache, tmp_path):
     plain = run(tiny_cfg(tiny_cache, "data.val_tokens=512"), tmp_path / "plain", **QUIET)
     padded_dir = padded_teacher(tiny_cache, tmp_path, 16)
@@ -434,6 +438,7 @@ def test_eval_log_and_checkpoint_cadence_do_not_change_training(tiny_cache, tmp_
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+@pytest.mark.e2e
 def test_every_export_has_a_model_card_the_hub_parses(tiny_cache, tmp_path):
     import yaml
     from huggingface_hub import ModelCard

@@ -19,6 +19,7 @@ from normgrow.train import checkpoint
 from normgrow.train.cadence import lr_at
 
 
+@pytest.mark.e2e
 def test_cli_run_writes_the_run_directory(tiny_cache, tmp_path):
     out = tmp_path / "run"
     proc = cli(
@@ -112,6 +113,7 @@ def test_lr_schedule_warmup_cosine_wsd():
     assert lr_at(25600 - per_step, wsd, 0, 25600) == pytest.approx(0.0)
 
 
+@pytest.mark.e2e
 def test_killed_run_resumes_to_the_same_result(tiny_cache, tmp_path):
     """SIGKILL a real `normgrow run` after its first checkpoints; rerunning it ends exactly as an uninterrupted run."""
     args = [
@@ -198,6 +200,7 @@ def one_step(tiny_cache, out, *extra, nproc=1):
     return train, events(out, "stage_end")[0], weights
 
 
+@pytest.mark.e2e
 def test_loss_and_gradients_are_split_invariant(tiny_cache, tmp_path):
     """One step of batch 8 = 2 gloo ranks × 2 × 2 accumulation (DDP) = 2 ranks × 4 with the weights sharded
     (FSDP2; its accumulation: test_a_run_resumed_sharded_…): same loss, gradient norm, update, eval — and the same
@@ -218,6 +221,7 @@ def test_loss_and_gradients_are_split_invariant(tiny_cache, tmp_path):
     assert not torch.allclose(init["layers.0.mlp.up_proj.weight"], base[2]["layers.0.mlp.up_proj.weight"])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "growth,new_blocks,steps",
     [
@@ -292,6 +296,7 @@ def test_a_run_resumed_sharded_grows_and_ends_as_in_one_process(tiny_cache, tmp_
     assert grown["grow/logit_rms"] == pytest.approx(grew["grow/logit_rms"], rel=1e-5)
 
 
+@pytest.mark.e2e
 def test_distillation_from_a_same_shape_teacher_drives_kl_down(tiny_cache, tmp_path):
     """Student shaped like the tiny teacher (2 blocks, d_model 48): val/kl falls by more than half."""
     cfg = tiny_cfg(
@@ -350,6 +355,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(tiny_cache, tmp_path, override
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_unwritable_output_and_a_different_config_in_the_run_dir(tiny_cache, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -434,6 +440,7 @@ def test_kept_teacher_log_probs_give_the_same_evaluation_bit_for_bit(tiny_cache)
     assert diagnose(model, probe, settings) == diagnose(model, fresh, settings)
 
 
+@pytest.mark.e2e
 def test_bfloat16_autocast_trains_with_float32_master_weights(tiny_cache, tmp_path):
     fp32 = run(tiny_cfg(tiny_cache), tmp_path / "fp32", log=lambda *_: None, progress=False)
     bf16 = run(tiny_cfg(tiny_cache, "train.dtype=bfloat16"), tmp_path / "bf16", log=lambda *_: None, progress=False)
@@ -444,6 +451,7 @@ def test_bfloat16_autocast_trains_with_float32_master_weights(tiny_cache, tmp_pa
     assert {w.dtype for w in weights.values()} == {torch.float32}
 
 
+@pytest.mark.e2e
 def test_compiled_run_matches_eager_across_growth(tiny_cache, tmp_path, monkeypatch):
     """Compiled blocks (inductor on the CPU), compiled again for the appended block after a growth event, give
     eager's results to rounding. The tests' cache root holds a space, which inductor's C++ build cannot take, so

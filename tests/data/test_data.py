@@ -203,6 +203,7 @@ def test_max_documents_keeps_the_first_documents():
 # ----------------------------------------------------------------------------- split
 
 
+@pytest.mark.e2e
 def test_split_is_deterministic_across_processes_and_roughly_sized():
     ids = [f"doc{i}" for i in range(400)]
     first = [is_val(i, 0.25) for i in ids]
@@ -322,6 +323,7 @@ def test_a_writer_that_loses_the_rename_race_keeps_the_winners_copy(tmp_path):
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["key"]  # the loser's temp dir is gone
 
 
+@pytest.mark.e2e
 def test_stdlib_prepare_with_300_documents(stdlib_prepared):
     p = stdlib_prepared
     meta = json.loads((p.dir / "meta.json").read_text())
@@ -499,6 +501,7 @@ def test_probe_batch_on_a_split_of_few_long_documents_starts_a_row_at_the_split(
     assert all((r[16] == p.bos_id).item() for r in rows[1:])  # the others: BOS at 16
 
 
+@pytest.mark.e2e
 def test_prepare_command_builds_then_reuses(tmp_path):
     from conftest import cli
 
@@ -514,6 +517,7 @@ def test_prepare_command_builds_then_reuses(tmp_path):
     assert first[1] == second[1]  # same vocabulary and token counts
 
 
+@pytest.mark.e2e
 def test_selection_set_is_disjoint_from_the_validation_set(tiny_cache):
     from normgrow.data import select_sequences
 

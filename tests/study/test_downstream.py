@@ -13,6 +13,8 @@ from test_runner import write_study
 from conftest import cli, cli_process
 from normgrow.study.downstream import CHOICES, CONTEXT, CONTINUATION, ITEMS, LOCAL_TASK
 
+pytestmark = pytest.mark.e2e  # every test here reads one micro study trained and evaluated end to end
+
 pytest.importorskip("lm_eval")  # installed by `make setup` (the `eval` extra)
 
 LIMIT = 60  # items of the local task per export (of 200): enough for a contrast table, a few seconds each

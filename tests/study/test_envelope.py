@@ -179,6 +179,7 @@ def test_a_ladders_check_at_the_pilots_own_budget_is_skipped_with_its_note():
     assert check_budget(gap) == 1.0 and check_skipped(gap) is None
 
 
+@pytest.mark.e2e
 def test_a_two_budget_ladder_under_envelope_rates_end_to_end(tiny_cache, tmp_path):
     """A micro ladder (budgets 0.5 and 1, one arm, seeds 0 and 1, envelope seed 0) through the CLI. Read back from
     results.csv alone: at each budget each arm's seed-0 runs are r/2, r, 2r around its choice at the budget before (the
@@ -240,6 +241,7 @@ def test_a_two_budget_ladder_under_envelope_rates_end_to_end(tiny_cache, tmp_pat
     assert (out / "lr_choice.json").read_text() == before["lr_choice.json"]
 
 
+@pytest.mark.e2e
 def test_without_a_pilot_the_envelope_anchors_at_each_arms_own_rate():
     """The default study has no pilot (session 23): its envelope anchors at each core arm's own train.lr, and its
     plan holds the study's runs and the brackets' r/2 and 2r on seed 0 (6 arms × 3 seeds + 4 arms × 2), with no

@@ -90,6 +90,7 @@ def pair(rng, ta, tb, n=3):
     return a, b
 
 
+@pytest.mark.e2e
 def test_the_interval_of_delta_E_covers_the_truth_at_about_its_rate():
     """200 simulated studies of 3 seeds, two arms with known E (seed effects shared by the pair and by each arm's
     budgets, independent noise per point): the 95% interval of ΔE covers E_b − E_a in 90–99% of them."""

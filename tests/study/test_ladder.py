@@ -263,6 +263,7 @@ def test_a_micro_ladder_reports_each_budget_and_the_retention_between_them(tiny_
     assert shorter.returncode == 2 and "may gain budgets, not lose them" in shorter.stderr
 
 
+@pytest.mark.e2e
 def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_the_chosen_rates(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",
@@ -330,6 +331,7 @@ def test_a_ladder_runs_its_learning_rate_pilot_once_and_every_budget_trains_at_t
     assert cli("report", out).returncode == 0
 
 
+@pytest.mark.e2e
 def test_a_ladder_confirms_the_rates_at_its_largest_budget_and_gates_that_budgets_claims_only(tiny_cache, tmp_path):
     """Two grow arms (the claims' pre_grow and post_grow), budgets 0.5 and 1, a pilot of two rates: every choice sits
     at an edge of its grid, so no rate holds. The confirmation runs once, after every budget, at the largest (1):
@@ -369,6 +371,7 @@ def test_a_ladder_confirms_the_rates_at_its_largest_budget_and_gates_that_budget
     assert "rate confirmation at budget 1: each core arm at half and twice its rate" in said
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("envelope", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_prediction(tiny_cache, tmp_path, envelope):
     """Under envelope rates too (each budget's brackets r/2, r, 2r on seed 0, anchored at each arm's train.lr at the
@@ -410,6 +413,7 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
     assert cli("report", out).returncode == 0 and (out / "report.md").read_text() == report
 
 
+@pytest.mark.e2e
 def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_directly(tiny_cache, tmp_path):
     """`ladder: branches` (a trunk per arm × seed, each budget a decay branch) against `ladder: direct` (the same
     continued-training recipe, every budget from step 0): every run's events, final val/ce and weights the same, for a

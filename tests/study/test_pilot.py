@@ -205,6 +205,7 @@ def summaries(study_dir, arm):
     return out
 
 
+@pytest.mark.e2e
 def test_a_study_with_a_pilot_trains_each_arm_at_its_chosen_rate(tiny_cache, tmp_path):
     """Pilot: pre and post at 1e-4 and 3e-3, seed 0, half the study's budget; the study's shared rate is 1e-4. Main:
     pre, post and post-m (post matched to pre: it takes post's rate), two seeds each."""
@@ -345,6 +346,7 @@ def test_an_extending_pilot_runs_its_rounds_and_every_arm_trains_at_the_best_rat
         assert "✓" in cells[2 + rates.index(min(rates, key=lambda r: abs(r - c["chosen"])))]
 
 
+@pytest.mark.e2e
 def test_a_diverged_pilot_rate_is_excluded_and_an_arm_with_no_rate_is_not_run(tiny_cache, tmp_path):
     """`good` diverges at lr 1e4 (no clipping, no warmup) and trains at 3e-3; `bad` (a loss temperature of 1e-38:
     logits scaled by 1e38 overflow float32) diverges at both, so no rate is chosen for it and its main run is not launched;
@@ -400,6 +402,7 @@ def test_the_plan_of_a_study_counts_its_pilot_runs(tmp_path):
     assert "10 run(s), 40,960 training tokens in all" in out
 
 
+@pytest.mark.e2e
 def test_a_pilot_can_be_turned_off_with_the_envelope():
     """`lr_pilot.lrs=[]` on a study with a pilot (gap) turns the pilot off; with its envelope seeds kept the envelope
     then anchors at each arm's own train.lr (no pilot phase in the plan), and with envelope_seeds=[] too every arm

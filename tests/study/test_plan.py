@@ -87,6 +87,7 @@ def test_device_hours_from_measured_throughput():
     assert "in every run: 2e+13\n" in out
 
 
+@pytest.mark.e2e
 def test_plan_of_the_coord_study_prints_each_budgets_tokens_per_parameter_and_not_the_pilots():
     """coord's student by hand: nine blocks of d_model 32 — q, o 32 × 32, k, v 32 × 16 (4 heads of 8, 2 KV heads),
     q/k norms of 8, SwiGLU 3 × 32 × 96, two norms of 32 — 111,312 parameters; a joint run trains 393,216 tokens at
@@ -124,6 +125,7 @@ def test_plan_of_a_pool_sizes_its_cache_and_refuses_too_many_repeats():
     assert refused.returncode == 2 and "data.max_pool_repeats" in line and "up to 26 times" in line
 
 
+@pytest.mark.e2e
 def test_plan_of_the_paper_study_offline():
     """The paper preset names a hub teacher that is unreachable here: its shape is known, so the plan runs."""
     out = cli("plan", "paper").stdout
@@ -153,6 +155,7 @@ def test_plan_of_the_paper_study_offline():
     assert "(the paper's setting: 7.07)" in out
 
 
+@pytest.mark.e2e
 def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     """A pilot study directory written by hand: two arms, three seeds, differences 0.01, 0.03, 0.05 (mean 0.03,
     sd 0.02). The default study plans 3 seeds at δ = 0.01: half-width t(2, 0.975)·0.02/√3 = 4.302653·0.011547."""
@@ -187,6 +190,7 @@ def test_plan_with_a_pilot_says_what_the_seeds_resolve(tmp_path):
     assert "has none of this study's contrasts (its arms: post-shallow, pre-shallow;" in bad.stderr
 
 
+@pytest.mark.e2e
 def test_plan_with_a_pilot_prices_the_interaction(tmp_path):
     """The registered estimand has its own row: four arms, three seeds; joint gap 0.01 + 0.02·s and grow gap
     −0.03 + 0.04·s by hand, so the interaction (grow gap − joint gap) per seed is −0.04, −0.02, 0.00: mean −0.02,

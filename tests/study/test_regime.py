@@ -493,6 +493,7 @@ def last_stage_end(run_dir):
     ][-1]
 
 
+@pytest.mark.e2e
 def test_a_micro_ladder_with_an_arm_at_its_middle_budget_checks_its_regime_above_the_claims(tiny_cache, tmp_path):
     joint = "'curriculum.stages=[{n_layer: 2, tokens: 5120}]'"
     spec = write_study(

@@ -156,6 +156,7 @@ def write_run(run_dir, arm, seed, ce, norm, dtype="float32", rms=None):
     (run_dir / "diagnostics.jsonl").write_text("".join(json.dumps(d) + "\n" for d in diag))
 
 
+@pytest.mark.e2e
 def test_report_is_rebuilt_from_a_saved_study_directory(tmp_path):
     out = tmp_path / "study"
     out.mkdir()
@@ -340,6 +341,7 @@ claims: {pre_grow: pre, post_grow: post, pre_grow_renorm: renorm}
         assert (where / "plots" / "dose_response.png").stat().st_size > 5_000
 
 
+@pytest.mark.e2e
 def test_a_two_budget_ladder_reports_the_interaction_and_the_compute_multiplier_per_budget(tmp_path):
     """A two-budget ladder written by hand (four core arms × two seeds): `normgrow report` prints, per budget, the
     interaction (post-grow − pre-grow) − (post-joint − pre-joint) and each curriculum's compute multiplier, both read

@@ -39,6 +39,7 @@ def results(study_dir):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.e2e
 def test_micro_study_results_and_statistics(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",
@@ -119,6 +120,7 @@ def test_one_seed_says_no_interval_and_matched_arms_get_their_budget(tiny_cache,
     assert abs(int(rows["matched"]["active_layer_tokens"]) - grow_alt) <= 256 * 2  # within one step at depth 2
 
 
+@pytest.mark.e2e
 def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",
@@ -145,6 +147,7 @@ def test_a_failing_arm_is_reported_and_the_others_finish(tiny_cache, tmp_path):
     assert "Runs that did not finish" in report and "`bad` seed 0: failed" in report
 
 
+@pytest.mark.e2e
 def test_runs_forked_from_the_preloaded_server_train_exactly_as_fresh_interpreters(tiny_cache, tmp_path):
     """launcher.preload (the default) forks each run from a server that imported the training modules once; a run
     trained that way equals, number for number, the same run in a fresh interpreter (preload off), and each forked
@@ -170,6 +173,7 @@ def test_runs_forked_from_the_preloaded_server_train_exactly_as_fresh_interprete
     assert len(pids) == 2 and os.getpid() not in pids  # two processes of their own
 
 
+@pytest.mark.e2e
 def test_boundary_update_in_the_report_is_read_from_the_runs_diagnostics(tiny_cache, tmp_path):
     joint = "'curriculum.stages=[{n_layer: 2, tokens: 5120}]'"
     spec = write_study(
@@ -265,6 +269,7 @@ def test_submitit_local_executor_runs_a_study(tiny_cache, tmp_path):
     assert any((out / "submitit").iterdir())
 
 
+@pytest.mark.e2e
 def test_every_study_preset_loads_and_validates(tmp_path):
     names = study_preset_names()
     assert {"default", "paper", "tiny", "gap", "variants", "cpu-width", "paper-width"} <= set(names)
@@ -371,6 +376,7 @@ def test_a_study_over_a_pool_is_refused_before_anything_runs_when_a_matched_arm_
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.e2e
 def test_a_study_asking_for_a_cache_runs_the_teacher_once(tiny_cache, tmp_path):
     # k = 6: no other test builds this cache, so this study must build it
     small = (
@@ -548,6 +554,7 @@ def test_report_against_another_budget_reads_each_contrasts_retention_ratio(tmp_
     assert bad.returncode == 2 and "not a finished study directory" in bad.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.e2e
 def test_an_lr_sweep_keeps_the_rate_with_the_best_selection_ce(tiny_cache, tmp_path):
     spec = write_study(
         tmp_path / "s.yaml",
@@ -637,6 +644,7 @@ def test_the_gap_studys_renormalized_arms_put_post_norm_exactly_above_each_growt
         assert jobs[arm].cfg.curriculum == jobs[twin].cfg.curriculum
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["default", "gap"])
 def test_a_jobs_config_is_what_loading_it_with_its_seed_gives(name, tmp_path):
     """plan_jobs resolves each arm once and sets the seed on its copies (the seed changes no other field): every job's

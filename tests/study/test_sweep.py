@@ -76,6 +76,7 @@ def block_params(d: int, d_ff: int = 64, n_head: int = 4, n_kv: int = 2) -> int:
     return 2 * d * d + 2 * d * n_kv * hd + 3 * d * d_ff + 2 * d + 2 * hd
 
 
+@pytest.mark.e2e
 def test_a_micro_sweep_reports_each_points_contrast_from_its_runs(tiny_cache, tmp_path):
     spec = tmp_path / "sweep.yaml"
     spec.write_text(f"""name: micro-sweep
