@@ -411,3 +411,14 @@ def test_a_registry_backed_field_checked_before_its_registry_exists_is_an_error(
     with pytest.raises(RuntimeError, match="model.norm: checked before the module that creates its registry"):
         registry.check("model.norm", "nope")
     registry.check("train.lr", "anything")  # no registry backs it: nothing to check
+
+
+def test_a_second_registry_on_a_field_already_backed_is_refused():
+    """The study's claims and a ladder's limit claims both declared the field "claims", so BY_FIELD kept whichever
+    registry was created last and a check of "claims" would have read the other's names. One field, one registry."""
+    from normgrow import registry
+
+    assert registry.BY_FIELD["claims"].kind == "claim" and registry.BY_FIELD["claims.limit"].kind == "limit claim"
+    with pytest.raises(ValueError, match="the field 'model.norm' already has the placement registry"):
+        registry.Registry("another placement", field="model.norm")
+    assert registry.BY_FIELD["model.norm"].kind == "placement"

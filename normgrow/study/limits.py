@@ -389,7 +389,7 @@ def extrapolation(study: StudyConfig, out: Path | None, curves: dict[str, Curves
 
 # ----------------------------------------------------------------------------- the limit claims
 
-LIMIT_CLAIMS: Registry[ClaimSpec] = Registry("limit claim", field="claims")
+LIMIT_CLAIMS: Registry[ClaimSpec] = Registry("limit claim", field="claims.limit")
 
 
 LimitEvaluate = Callable[[Roles, "Limits"], Claim]
