@@ -46,9 +46,10 @@ class Registry(Generic[T]):
     """Names → entries of one extension point; `field` is the config key that selects an entry."""
 
     def __init__(self, kind: str, field: str):
+        self.kind: str = kind
+        self.field: str = field
         if field in BY_FIELD:  # two registries on one field: a check would read whichever was created last
             raise ValueError(f"{kind} registry: the field '{field}' already has the {BY_FIELD[field].kind} registry")
-        self.kind, self.field = kind, field
         self._entries: dict[str, T] = {}
         BY_FIELD[field] = self
 
