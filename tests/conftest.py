@@ -77,6 +77,21 @@ def without_perf(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
 
 
+QUIET = dict(log=lambda *_: None, progress=False)  # a run in-process without its log lines or progress bar
+
+
+def trained_student(run_dir):
+    """The student of a finished run, at its latest checkpoint, in eval mode."""
+    from normgrow.nn.model import Student
+    from normgrow.train import checkpoint
+
+    cfg = load_config(str(Path(run_dir) / "config.yaml"))
+    weights = checkpoint.load(checkpoint.latest(Path(run_dir) / "checkpoints"))[0]
+    student = Student(cfg.model).eval()
+    student.load_state_dict(weights)
+    return student
+
+
 def final_weights(run_dir) -> dict:
     from safetensors.torch import load_file
 

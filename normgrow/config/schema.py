@@ -35,7 +35,7 @@ from normgrow.errors import ConfigError
 # once per recipe and cached under a hash of its resolved config), whether a resumed run may change it
 # (rundir.check_same_run), and when it or its default arrived after teachers were first keyed. `setting(...)`
 # declares it with the field, `@section(...)` for every field of a section that does not declare its own;
-# tests/test_config.py checks that every field has both decisions:
+# tests/config/test_config.py checks that every field has both decisions:
 #
 #     d_model: int = setting(256, key=True)                      # shapes the teacher: in its key
 #     device: str = setting("auto", key=False, resume=True)      # where it runs: not in the key, may change on resume
@@ -61,7 +61,7 @@ class Meaning:
     sets, so changing it does not retrain the teacher; the full config is still saved with the teacher."""
     resume: bool | None = None
     """May differ when a run directory is resumed: where it runs and how a step is laid out in memory (micro-batches,
-    sharding, recomputation), none of which changes what is computed beyond summation order (tests/test_train.py:
+    sharding, recomputation), none of which changes what is computed beyond summation order (tests/train/test_train.py:
     split invariance; a DDP run resumed sharded). config.yaml keeps the first values."""
     before: Any = UNSET
     """The field was added after default teachers were first keyed: while it holds this value (the behaviour from

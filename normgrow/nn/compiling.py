@@ -13,7 +13,7 @@ compiled libraries) live under `<cache>/compile/` ($NORMGROW_CACHE), so the firs
 and the others load. A user's own TORCHINDUCTOR_CACHE_DIR wins (torch's default location, which torch writes into
 that variable when it first looks, does not count as one); a cache root this user cannot write, or whose path
 holds a space (inductor puts the path into its g++ command unquoted, so the build fails), leaves torch its default
-location. Compiled and eager runs agree to rounding, not bitwise (tests/test_train.py; docs/LOG.md
+location. Compiled and eager runs agree to rounding, not bitwise (tests/train/test_train.py; docs/LOG.md
 measures how close after a study).
 """
 

@@ -16,7 +16,7 @@ Architecture (docs/DESIGN.md §3.1), read top to bottom:
   and one placement *rule*: `mixln` (Mix-LN) = post in the first floor(model.mixln_ratio · n_layer)
   blocks of the full-depth student, pre above (`placement_of`).
 - Token embedding, optional final RMSNorm, LM head (optionally tied). A pre-norm student with
-  `final_norm: true` is exactly `transformers`' Qwen3ForCausalLM (tests/test_model.py checks logits);
+  `final_norm: true` is exactly `transformers`' Qwen3ForCausalLM (tests/nn/test_model.py checks logits);
   `hf_config()` / `to_hf_state_dict()` give the mapping.
 
 Initialization (every constant and the depth it uses is in `init_record()`):

@@ -10,7 +10,7 @@ Everything that needs the whole model works on a *plain* copy (train/growth.py's
 weights: diagnostics (rank 0), growth events (every rank grows its plain copy with the same `grow`, which is
 then sharded again), and checkpoints, which hold the full weights and an optimizer state in the ordinary
 (index-keyed) form — the same files a DDP or single-process run writes, so resume, `diagnose` and
-`export` read them unchanged. tests/test_train.py checks one step against one process and DDP, and a one-process
+`export` read them unchanged. tests/train/test_train.py checks one step against one process and DDP, and a one-process
 run resumed sharded (teacher too) through a growth event against the uninterrupted one-process run.
 
 `shard_layers` shards a frozen model's layers (the teacher's, `teacher.sharding=fsdp`): each layer is gathered

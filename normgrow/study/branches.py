@@ -11,7 +11,7 @@ seed, as a trunk:
     <ladder>/trunks/runs/<arm>-s<seed>/          the trunk's run directory (no summary: it never decays)
     <ladder>/budgets/<label>/runs/<arm>-s<seed>/ each budget's run: a branch (train.init_from = the trunk's
                                                  checkpoint at its decay start), equal bit for bit to training it
-                                                 directly (tests/test_branch.py), read by the ladder as any rung
+                                                 directly (tests/train/test_branch.py), read by the ladder as any rung
 
 A matched arm is matched per budget with its stages before the last kept (curriculum.match_stages=last), so its
 budgets too share a prefix. The trunks run first, then the fitted budgets' branches, then — after the prediction is

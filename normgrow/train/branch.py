@@ -8,8 +8,8 @@ as a *trunk* that stops there (`train.stop_tokens`, checkpointing every decay st
 `train.checkpoint_tokens`), and each budget as a *branch*: a run whose `train.init_from` names the trunk's checkpoint
 at its own decay start. The branch's run directory is seeded from it (`seed_branch`): the checkpoint copied in (its
 stage records rewritten to the branch's plan), the trunk's metrics.jsonl and diagnostics.jsonl up to it; the run
-then resumes as a killed run resumes. Since resuming is exact (tests/test_train.py), the branch equals, bit for bit,
-the run trained directly at its budget (tests/test_branch.py) — which is what `check_branch` guards: same config but
+then resumes as a killed run resumes. Since resuming is exact (tests/train/test_train.py), the branch equals, bit for bit,
+the run trained directly at its budget (tests/train/test_branch.py) — which is what `check_branch` guards: same config but
 the budget, a schedule that is flat to the checkpoint in both, the same stages before the last.
 """
 

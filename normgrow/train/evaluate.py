@@ -21,7 +21,7 @@ Evaluation never changes training state: the model returns to its training mode,
 drawn. Under FSDP every rank runs the same number of forwards (the sharded weights are gathered
 collectively), padding with unused ones where it holds fewer validation rows (`_pad_forwards`). The teacher's
 view of the validation set is kept across evaluations when it fits in KEEP_TEACHER_BYTES (same numbers,
-bit for bit: tests/test_train.py).
+bit for bit: tests/train/test_train.py).
 
 `autocast` and `micro_batch_size` are the training step's (train/step.py).
 """

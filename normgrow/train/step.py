@@ -155,7 +155,7 @@ def train_step(
     rank's micro-batch losses add up to its per-token mean. DDP then *averages* the gradients over
     ranks, which — every rank holding the same number of tokens — is the gradient of the per-token
     mean over the global batch, the same for any split into ranks and micro-batches (the logged loss
-    is averaged the same way). tests/test_train.py checks one step against 2 × accumulation and 2 ranks.
+    is averaged the same way). tests/train/test_train.py checks one step against 2 × accumulation and 2 ranks.
     """
     set_lr(optimizer, lr)
     n_local = batch.tokens.shape[0] * cfg.data.seq_len

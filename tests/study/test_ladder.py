@@ -417,7 +417,7 @@ def test_a_ladder_with_a_holdout_predicts_it_before_its_runs_and_checks_the_pred
 def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_directly(tiny_cache, tmp_path):
     """`ladder: branches` (a trunk per arm × seed, each budget a decay branch) against `ladder: direct` (the same
     continued-training recipe, every budget from step 0): every run's events, final val/ce and weights the same, for a
-    grown arm and a joint arm matched per budget to it (a joint arm unmatched is tests/test_branch.py's)."""
+    grown arm and a joint arm matched per budget to it (a joint arm unmatched is tests/train/test_branch.py's)."""
     from conftest import assert_same_run
     from normgrow.train import checkpoint
 

@@ -9,23 +9,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
-from conftest import cli, tiny_cfg
-from normgrow.nn.model import Student
+from conftest import QUIET, cli, tiny_cfg, trained_student
 from normgrow.run.pipeline import default_teacher_dir, run
 from normgrow.teacher.load import TeacherError, load_teacher
 from normgrow.train import checkpoint
-
-QUIET = dict(log=lambda *_: None, progress=False)
-
-
-def trained_student(run_dir):
-    from normgrow.config import load_config
-
-    cfg = load_config(str(run_dir / "config.yaml"))
-    weights = checkpoint.load(checkpoint.latest(run_dir / "checkpoints"))[0]
-    student = Student(cfg.model).eval()
-    student.load_state_dict(weights)
-    return student
 
 
 @pytest.mark.e2e

@@ -7,9 +7,8 @@ import json
 
 import pytest
 import torch
-from test_teacher import QUIET, trained_student
 
-from conftest import cli, events, tiny_cfg
+from conftest import QUIET, cli, events, tiny_cfg, trained_student
 from normgrow.config import ModelConfig
 from normgrow.errors import ConfigError
 from normgrow.nn.model import Student
