@@ -29,8 +29,8 @@ if "torch" not in _sys.modules:
 import normgrow.run.export  # noqa: E402, F401
 from normgrow.data import CorpusSource, register_corpus_source  # noqa: E402
 from normgrow.nn.model import Block, register_norm_kind, register_placement  # noqa: E402
+from normgrow.study.engine.verdicts import register_claim  # noqa: E402
 from normgrow.study.launch import register_launcher  # noqa: E402
-from normgrow.study.verdicts import register_claim  # noqa: E402
 from normgrow.train.diagnostics import Observation, register_diagnostic  # noqa: E402
 from normgrow.train.growth import GrowthOperator, register_growth  # noqa: E402
 from normgrow.version import __version__  # noqa: E402

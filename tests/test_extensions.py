@@ -21,9 +21,9 @@ from normgrow.errors import ConfigError
 from normgrow.nn.model import PLACEMENTS, Student, block_parameters, count_parameters
 from normgrow.run.pipeline import run
 from normgrow.study.config import load_study
+from normgrow.study.engine.verdicts import CLAIMS, ROLES, sign_claim, values
 from normgrow.study.launch import LAUNCHERS, inline
 from normgrow.study.runner import run_study
-from normgrow.study.verdicts import CLAIMS, ROLES, sign_claim, values
 from normgrow.train import checkpoint
 from normgrow.train.diagnostics import DIAGNOSTICS
 from normgrow.train.growth import GROWTH, set_trainable

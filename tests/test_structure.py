@@ -13,7 +13,7 @@ import normgrow
 PACKAGE = Path(normgrow.__file__).parent
 MAX_LINES = 60  # a function
 MAX_MODULE_LINES = 600
-ENGINE = "normgrow.study.verdicts"
+ENGINE = "normgrow.study.engine.verdicts"
 PAPER = {"normgrow.study.paper", "normgrow.study.mechanism"}  # the paper's claims, registered on the engine
 STUDY_USERS = {"normgrow", "normgrow.cli"}  # the only modules outside normgrow.study that may import it
 # The floor plan, bottom up: a module imports only modules of its own floor and of the floors below. The package
@@ -83,9 +83,11 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_subpackages_and_init():
     graph = import_graph()
-    assert "normgrow" in graph and "normgrow.study.verdicts" in graph  # __init__ and subpackage modules are walked
+    assert (
+        "normgrow" in graph and "normgrow.study.engine.verdicts" in graph
+    )  # __init__ and subpackage modules are walked
     assert "normgrow.version" in graph["normgrow"]
-    assert "normgrow.study.stats" in graph["normgrow.study.verdicts"]
+    assert "normgrow.study.engine.stats" in graph["normgrow.study.engine.verdicts"]
 
 
 def test_no_import_cycle_between_modules():
@@ -165,6 +167,28 @@ def test_the_verdict_engine_does_not_import_the_papers_claims():
     below = reachable({k: v - {"normgrow.study"} for k, v in graph.items()}, ENGINE)
     assert not below & PAPER, below & PAPER
     assert ENGINE in reachable(graph, "normgrow.study.paper")  # the paper is registered on the engine, not beside it
+
+
+ENGINE_ROOM = "normgrow.study.engine"
+
+
+def outside_the_engine(graph: dict[str, set[str]]) -> list[str]:
+    """Every import by an engine module of a study module outside the engine (the study package's `__init__`, which
+    any submodule's import runs, aside)."""
+    return sorted(
+        f"{name} → {dep}"
+        for name, deps in graph.items()
+        if name.startswith(ENGINE_ROOM)
+        for dep in deps
+        if dep.startswith("normgrow.study") and not dep.startswith(ENGINE_ROOM) and dep != "normgrow.study"
+    )
+
+
+def test_the_engine_imports_nothing_of_the_study_wing_outside_it():
+    graph = import_graph()
+    assert outside_the_engine(graph) == []
+    planted = {**graph, "normgrow.study.engine.fits": graph["normgrow.study.engine.fits"] | {"normgrow.study.record"}}
+    assert outside_the_engine(planted) == ["normgrow.study.engine.fits → normgrow.study.record"]
 
 
 def room(module: str) -> str:

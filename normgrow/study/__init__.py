@@ -34,9 +34,9 @@ from normgrow.study import (
 )
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.engine.verdicts import register_claim, register_role, register_setting
 from normgrow.study.launch import register_launcher
 from normgrow.study.runner import rebuild_report, run_study
-from normgrow.study.verdicts import register_claim, register_role, register_setting
 
 __all__ = [
     "StudyConfig",

@@ -9,6 +9,8 @@ from pathlib import Path
 from normgrow.errors import NormgrowError
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.contrasts import contrast
+from normgrow.study.engine.stats import Contrast
+from normgrow.study.engine.verdicts import NOT_TESTED, Claim, evaluate_claims, study_roles
 from normgrow.study.ladder import (
     FADING,
     GROWING,
@@ -21,8 +23,6 @@ from normgrow.study.ladder import (
 )
 from normgrow.study.record import RunRecord, study_measures, verified_results
 from normgrow.study.sections import budget_label
-from normgrow.study.stats import Contrast
-from normgrow.study.verdicts import NOT_TESTED, Claim, evaluate_claims, study_roles
 
 
 def study_claims(study: StudyConfig, records: list[RunRecord]) -> list[Claim]:

@@ -36,6 +36,7 @@ from omegaconf import OmegaConf
 from normgrow import registry
 from normgrow.config.schema import check_numbers, describe_fields, load_structured, need, read_yaml
 from normgrow.errors import ConfigError
+from normgrow.study.engine.verdicts import normalize_claims, section_fields
 from normgrow.study.sections import (
     RegimeConfig,
     SweepConfig,
@@ -44,7 +45,6 @@ from normgrow.study.sections import (
     validate_regime,
     validate_sweep,
 )
-from normgrow.study.verdicts import normalize_claims, section_fields
 
 RUN_SECTIONS = ("model.", "data.", "teacher.", "distill.", "curriculum.", "train.", "diagnostics.")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from normgrow.study.config import StudyConfig
+from normgrow.study.engine.stats import Contrast, Estimate, Ratio, estimate, fieller_ratio, paired
 from normgrow.study.record import COMPUTE, RunRecord, finished, values
-from normgrow.study.stats import Contrast, Estimate, Ratio, estimate, fieller_ratio, paired
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from normgrow.errors import ConfigError, NormgrowError
 from normgrow.parallel.dist import pick_device
 from normgrow.run.export import export_damage, export_record, export_student, run_source
 from normgrow.study.config import EvaluateConfig, StudyConfig
+from normgrow.study.engine.stats import estimate, paired
 from normgrow.study.record import RunRecord, verified_results
-from normgrow.study.stats import estimate, paired
 from normgrow.train.rundir import RunDir
 
 LOCAL_TASK = "normgrow_continuation"

@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from normgrow.config import ModelConfig, RunConfig
 from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import contrast
+from normgrow.study.engine.stats import Contrast, fieller_ratio
+from normgrow.study.engine.verdicts import MARGIN, NOT_TESTED, Claim, claim_arms, claims_reading
 from normgrow.study.record import RunRecord
 from normgrow.study.sections import arms_at, budget_label
-from normgrow.study.stats import Contrast, fieller_ratio
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, Point, non_embedding_params
-from normgrow.study.verdicts import MARGIN, NOT_TESTED, Claim, claim_arms, claims_reading
 
 REVERSING, FADING, PERSISTENT, GROWING, UNDETERMINED = "reversing", "fading", "persistent", "growing", "undetermined"
 

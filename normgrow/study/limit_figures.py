@@ -15,9 +15,9 @@ from pathlib import Path
 
 from normgrow.run.plots import COLORS, budget_axis, pyplot, save_figure
 from normgrow.study.config import StudyConfig
-from normgrow.study.fits import Curves, Resampled, arm_stat, at_budget, complete_seeds, contrast_stat, jackknife
+from normgrow.study.engine.fits import Curves, Resampled, arm_stat, at_budget, complete_seeds, contrast_stat, jackknife
+from normgrow.study.engine.stats import estimate
 from normgrow.study.limits import Check, Limits
-from normgrow.study.stats import estimate
 
 GRID = 40  # points of each fitted line
 

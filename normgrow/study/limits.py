@@ -39,7 +39,7 @@ from typing import Any, cast
 from normgrow import atomic
 from normgrow.registry import Registry
 from normgrow.study.config import StudyConfig
-from normgrow.study.fits import (
+from normgrow.study.engine.fits import (
     Curves,
     Fit,
     Prediction,
@@ -55,9 +55,8 @@ from normgrow.study.fits import (
     predict,
     with_floor,
 )
-from normgrow.study.record import RunRecord
-from normgrow.study.stats import estimate
-from normgrow.study.verdicts import (
+from normgrow.study.engine.stats import estimate
+from normgrow.study.engine.verdicts import (
     CONTRADICTED,
     DESCRIPTIVE,
     NOT_TESTED,
@@ -73,6 +72,7 @@ from normgrow.study.verdicts import (
     not_tested,
     register_role,
 )
+from normgrow.study.record import RunRecord
 
 PREDICTION, STUDY_LOG = "prediction.json", "study.log"
 FAR = 10.0  # the extrapolated contrast is read at FAR × the largest fitted budget
@@ -457,7 +457,7 @@ DEFINITION = (
     "below 0.05: the law misses the points by more than their noise). E, ΔE and the values far out are descriptive. Intervals (95%) are the delete-one jackknife over seeds with a t quantile, "
     "a seed being the unit of every arm it runs (contrasts paired). E is where the curve goes as the budget grows "
     'under this ladder\'s recipe ("Budgets", above: every stage scaled, or continued training at full depth): the '
-    "limit of that recipe, not a property of the placement alone (rules: normgrow/study/fits.py, limits.py)."
+    "limit of that recipe, not a property of the placement alone (rules: normgrow/study/engine/fits.py, limits.py)."
 )
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from normgrow.study.measures import BoundaryEvent, Measures
-from normgrow.study.stats import Estimate
-from normgrow.study.verdicts import (
+from normgrow.study.engine.measures import BoundaryEvent, Measures
+from normgrow.study.engine.stats import Estimate
+from normgrow.study.engine.verdicts import (
     CONTRADICTED,
     DESCRIPTIVE,
     NOT_TESTED,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from normgrow.study.stats import estimate
+from normgrow.study.engine.stats import estimate
 
 Curves = dict[int, dict[float, float]]  # seed → budget → final val/ce of one arm
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from normgrow.run.plots import COLORS, budget_axis, pyplot, save_figure
+from normgrow.study.engine.stats import Estimate, estimate
+from normgrow.study.engine.verdicts import NOT_TESTED, Claim, describe
 from normgrow.study.envelope import ENVELOPE
 from normgrow.study.record import RunRecord, values
-from normgrow.study.stats import Estimate, estimate
-from normgrow.study.verdicts import NOT_TESTED, Claim, describe
 
 CORE = (("pre_joint", "joint", "pre"), ("post_joint", "joint", "post"), ("pre_grow", "grow", "pre"),
         ("post_grow", "grow", "post"))  # fmt: skip

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from normgrow.study import mechanism
-from normgrow.study.measures import Measures
-from normgrow.study.stats import Estimate, fieller_ratio, interval_sign
-from normgrow.study.verdicts import (
+from normgrow.study.engine.measures import Measures
+from normgrow.study.engine.stats import Estimate, fieller_ratio, interval_sign
+from normgrow.study.engine.verdicts import (
     CONTRADICTED,
     DESCRIPTIVE,
     NOT_TESTED,

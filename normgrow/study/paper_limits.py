@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from normgrow.study.engine.verdicts import Claim, Roles, equivalence_claim, sign_claim
 from normgrow.study.limits import Limits, combination, limit_claim, register_limit_claim
-from normgrow.study.verdicts import Claim, Roles, equivalence_claim, sign_claim
 
 
 def joint_limit(r: Roles, lim: Limits) -> Claim:

@@ -49,11 +49,11 @@ from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
+from normgrow.study.engine.verdicts import NOT_TESTED, claim_arms
 from normgrow.study.envelope import ENVELOPE, at_budget, not_closed
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord, select_lrs
 from normgrow.study.sections import RegimeConfig
-from normgrow.study.verdicts import NOT_TESTED, claim_arms
 
 PILOT_DIR = "pilot"
 CHOICE_FILE = "lr_choice.json"

@@ -39,6 +39,8 @@ from normgrow.run.budget import match_budget
 from normgrow.study.branches import branched
 from normgrow.study.config import StudyConfig, envelope_on, load_study, study_preset_names
 from normgrow.study.contrasts import contrast
+from normgrow.study.engine.stats import detectable, estimate, sd_interval, seeds_for, t_quantile
+from normgrow.study.engine.verdicts import study_roles
 from normgrow.study.envelope import bracket, bracket_jobs, bracketed
 from normgrow.study.jobs import Job, plan_jobs, sweep_plan, write_study_dir
 from normgrow.study.launch import fork_seconds
@@ -53,9 +55,7 @@ from normgrow.study.pilot import (
 )
 from normgrow.study.record import read_results
 from normgrow.study.sections import budget_label
-from normgrow.study.stats import detectable, estimate, sd_interval, seeds_for, t_quantile
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
-from normgrow.study.verdicts import study_roles
 from normgrow.train.stages import check_pool_repeats, plan_stages, step_cost
 
 GIB = 2**30

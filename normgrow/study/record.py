@@ -34,8 +34,8 @@ from normgrow import atomic
 from normgrow.config import RunConfig
 from normgrow.errors import NormgrowError
 from normgrow.study.config import StudyConfig
+from normgrow.study.engine.measures import Measures, RunMeasures, run_measures
 from normgrow.study.jobs import Job, job_name
-from normgrow.study.measures import Measures, RunMeasures, run_measures
 from normgrow.train.rundir import RunDir, Summary, freeze
 
 COMPUTE = ("tokens", "active_layer_tokens", "trainable_layer_tokens", "flops")

@@ -52,10 +52,10 @@ from pathlib import Path
 
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
-from normgrow.study.measures import Measures, scale_ratios
+from normgrow.study.engine.measures import Measures, scale_ratios
+from normgrow.study.engine.stats import Estimate, estimate
 from normgrow.study.mechanism import drift_excess
 from normgrow.study.sections import CHECKS, MECHANISM_TESTS, registered
-from normgrow.study.stats import Estimate, estimate
 
 PASS, FAIL, UNDETERMINED, NOT_MEASURED = "pass", "fail", "undetermined", "not measured"
 NOT_RUN = "not run at this budget"  # a ladder's budget where the arms a check reads do not run

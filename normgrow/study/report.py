@@ -16,17 +16,17 @@ from normgrow import atomic
 from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.downstream import downstream_section
+from normgrow.study.engine.measures import Measures
+from normgrow.study.engine.stats import Estimate
+from normgrow.study.engine.verdicts import NOT_TESTED, Claim, describe, study_roles
 from normgrow.study.envelope import envelope_section
 from normgrow.study.figures import dose_response, study_figures
-from normgrow.study.measures import Measures
 from normgrow.study.overview import opening, overview_figure, rates_line, study_lines
 from normgrow.study.rates import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
 from normgrow.study.regime import Check, regime_section
 from normgrow.study.rivals import RIVALS_TITLE, rivals_intro
-from normgrow.study.stats import Estimate
 from normgrow.study.valsample import split_lines
-from normgrow.study.verdicts import NOT_TESTED, Claim, describe, study_roles
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
     "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "

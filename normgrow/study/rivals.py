@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from normgrow.study.measures import Measures
+from normgrow.study.engine.measures import Measures
+from normgrow.study.engine.verdicts import Claim, ClaimSpec, Roles, evaluate_specs, study_roles
 from normgrow.study.paper import grow_gap, joint_gap
-from normgrow.study.verdicts import Claim, ClaimSpec, Roles, evaluate_specs, study_roles
 
 PAPER = {
     "joint_gap": (

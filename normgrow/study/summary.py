@@ -13,9 +13,11 @@ from typing import NamedTuple
 from normgrow import atomic
 from normgrow.study.config import StudyConfig, envelope_on
 from normgrow.study.contrasts import Aggregate, aggregate, contrast
+from normgrow.study.engine.fits import MIN_BUDGETS
+from normgrow.study.engine.measures import Measures
+from normgrow.study.engine.verdicts import Claim, evaluate_claims
 from normgrow.study.envelope import ENVELOPE, bracketed, ladder_lines, mark
 from normgrow.study.figures import dose_response
-from normgrow.study.fits import MIN_BUDGETS
 from normgrow.study.jobs import Job
 from normgrow.study.ladder import (
     below_full_depth,
@@ -37,7 +39,6 @@ from normgrow.study.limits import (
     limits_headline,
     limits_lines,
 )
-from normgrow.study.measures import Measures
 from normgrow.study.mechanism import dose_claims, dose_gate
 from normgrow.study.multiplier import multiplier_lines, multiplier_sentence
 from normgrow.study.overview import ladder_opening, opening, overview_figure
@@ -55,7 +56,6 @@ from normgrow.study.report import (
 )
 from normgrow.study.rivals import rival_claims
 from normgrow.study.sweep import Point, axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
-from normgrow.study.verdicts import Claim, evaluate_claims
 from normgrow.train.rundir import log_once
 
 

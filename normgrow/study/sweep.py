@@ -42,9 +42,9 @@ from normgrow.config import ModelConfig, RunConfig
 from normgrow.nn.model import block_parameters
 from normgrow.run.plots import pyplot
 from normgrow.study.config import StudyConfig
+from normgrow.study.engine.stats import Contrast
+from normgrow.study.engine.verdicts import roles_within
 from normgrow.study.sections import SweepConfig, arms_at, budget_label
-from normgrow.study.stats import Contrast
-from normgrow.study.verdicts import roles_within
 from normgrow.teacher.load import teacher_shape
 
 

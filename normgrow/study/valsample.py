@@ -19,8 +19,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from normgrow.study.engine.stats import t_quantile
 from normgrow.study.record import RunRecord, finished
-from normgrow.study.stats import t_quantile
 
 KEY = "val/ce_per_sequence"
 Z95 = 1.959963984540054

@@ -120,8 +120,8 @@ def test_an_open_bracket_leaves_the_claims_that_read_its_arm_undetermined_by_rat
     read "undetermined (learning rate)"; joint_gap, which does not, keeps its verdict."""
     from test_paper import ROLES, study
 
+    from normgrow.study.engine.verdicts import evaluate_claims
     from normgrow.study.pilot import RATE_UNDETERMINED, rate_gate
-    from normgrow.study.verdicts import evaluate_claims
 
     s = four_arm_study(env=(0,))
     runs = []

@@ -13,7 +13,7 @@ from scipy.optimize import least_squares
 
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
-from normgrow.study.fits import (
+from normgrow.study.engine.fits import (
     arm_stat,
     asymptote,
     contrast_stat,
@@ -21,6 +21,8 @@ from normgrow.study.fits import (
     jackknife,
     power_law,
 )
+from normgrow.study.engine.stats import estimate, t_quantile
+from normgrow.study.engine.verdicts import CONTRADICTED, NOT_TESTED, SUPPORTED, Claim
 from normgrow.study.limit_figures import limit_figures
 from normgrow.study.limits import (
     PREDICTION,
@@ -31,8 +33,6 @@ from normgrow.study.limits import (
     read_prediction,
     write_prediction,
 )
-from normgrow.study.stats import estimate, t_quantile
-from normgrow.study.verdicts import CONTRADICTED, NOT_TESTED, SUPPORTED, Claim
 
 BUDGETS = [0.125, 0.25, 0.5, 1.0, 2.0]
 
@@ -313,7 +313,7 @@ def test_a_five_point_curve_with_one_point_9_percent_off_is_flagged_not_fitted_t
     """Three seeds about L = 2.2 + 1.5·B^−0.5 (seed noise sd 0.002 per point), at five budgets; the middle budget's
     runs all 9% high. The fit's lack-of-fit F test flags it (p < 0.05), and the fit is no exact interpolation of
     three of the points (at most two residuals below 1e-6). The same curves without the bump are not flagged."""
-    from normgrow.study.fits import mean_fit, noise, with_floor
+    from normgrow.study.engine.fits import mean_fit, noise, with_floor
 
     rng = random.Random(50)
     clean = {s: {b: power_law(b, 2.2, 1.5, 0.5) + rng.gauss(0, 0.002) for b in BUDGETS} for s in range(3)}

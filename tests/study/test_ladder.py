@@ -16,10 +16,10 @@ from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
+from normgrow.study.engine.stats import Contrast, Estimate
+from normgrow.study.engine.verdicts import claims_reading
 from normgrow.study.jobs import sweep_plan
 from normgrow.study.ladder import retention, retention_label
-from normgrow.study.stats import Contrast, Estimate
-from normgrow.study.verdicts import claims_reading
 
 
 @pytest.mark.parametrize(
@@ -531,9 +531,9 @@ def test_a_branch_ladders_grow_arm_is_labelled_continued_and_no_paper_claim_read
 
     from normgrow.config import load_config
     from normgrow.study.config import ArmConfig, StudyConfig
+    from normgrow.study.engine.verdicts import NOT_TESTED, evaluate_claims
     from normgrow.study.jobs import continued, scale_budget
     from normgrow.study.ladder import CONTINUED, below_full_depth, continued_arms, shape_gate, shape_lines
-    from normgrow.study.verdicts import NOT_TESTED, evaluate_claims
 
     grow, joint = load_config("grow", ["train.schedule=wsd"]), load_config("joint", ["train.schedule=wsd"])
     assert below_full_depth(scale_budget(grow, 4)) == pytest.approx(2 / 3)

@@ -8,12 +8,9 @@ import pytest
 
 from normgrow.errors import ConfigError
 from normgrow.study.contrasts import Aggregate
-from normgrow.study.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
-from normgrow.study.mechanism import identity_verdict
-from normgrow.study.paper import crossover_verdict, magnitude_verdict
-from normgrow.study.report import _claims_section, headline
-from normgrow.study.stats import Estimate
-from normgrow.study.verdicts import (
+from normgrow.study.engine.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
+from normgrow.study.engine.stats import Estimate
+from normgrow.study.engine.verdicts import (
     CONTRADICTED,
     DESCRIPTIVE,
     NOT_TESTED,
@@ -23,6 +20,9 @@ from normgrow.study.verdicts import (
     normalize_claims,
     sign_verdict,
 )
+from normgrow.study.mechanism import identity_verdict
+from normgrow.study.paper import crossover_verdict, magnitude_verdict
+from normgrow.study.report import _claims_section, headline
 
 
 def ClaimsConfig(**section) -> dict:  # noqa: N802 - a study file's `claims:` section, as the tests name it
@@ -502,7 +502,7 @@ def test_snapshots_and_events_from_diagnostics_records_by_hand():
 def test_scale_ratios_mean_log_ratio_over_matched_events():
     """Per seed, the mean over events matched by stage of log(arm's boundary RMS / the reference's), structural
     tokens on request; events or seeds without values are left out (hand-computed)."""
-    from normgrow.study.measures import BoundaryEvent, RunMeasures, scale_ratios
+    from normgrow.study.engine.measures import BoundaryEvent, RunMeasures, scale_ratios
 
     def run(*rms):
         return RunMeasures(
@@ -563,8 +563,8 @@ def renorm_study(gap, closed, joint):
 def renorm(gap, closed, joint):
     """The difference in differences as its sign rule reads it (paper.renorm_reading); the registered claim
     `boundary_renorm` reports the same number as descriptive (test below)."""
+    from normgrow.study.engine.verdicts import study_roles
     from normgrow.study.paper import renorm_reading
-    from normgrow.study.verdicts import study_roles
 
     return renorm_reading(study_roles(RENORM), renorm_study(gap, closed, joint))
 

@@ -478,9 +478,9 @@ def test_a_neighbouring_rate_that_beats_the_chosen_one_by_2_delta_leaves_its_cla
     its verdict; post-joint's pilot choice at an edge of its grid fails it too."""
     from test_paper import ROLES, study
 
+    from normgrow.study.engine.verdicts import evaluate_claims
     from normgrow.study.pilot import RATE_UNDETERMINED, rate_gate, with_confirm
     from normgrow.study.rates import confirm_lines
-    from normgrow.study.verdicts import evaluate_claims
 
     roles = dict(ROLES)
     s = StudyConfig(

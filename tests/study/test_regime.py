@@ -22,9 +22,11 @@ from normgrow.study.config import (
     rate_path,
     validate_study,
 )
+from normgrow.study.engine.measures import BoundaryEvent, RunMeasures
+from normgrow.study.engine.stats import Estimate
+from normgrow.study.engine.verdicts import evaluate_claims
 from normgrow.study.jobs import sweep_plan, write_study_yaml
 from normgrow.study.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
-from normgrow.study.measures import BoundaryEvent, RunMeasures
 from normgrow.study.pilot import choose_rates, pilot_study, with_rates
 from normgrow.study.rates import choice_lines
 from normgrow.study.record import from_row, values
@@ -47,9 +49,7 @@ from normgrow.study.regime import (
     scale_check,
 )
 from normgrow.study.sections import RegimeConfig
-from normgrow.study.stats import Estimate
 from normgrow.study.sweep import ladder_points
-from normgrow.study.verdicts import evaluate_claims
 
 # ----------------------------------------------------------------------------- validation
 

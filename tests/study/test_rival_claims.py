@@ -7,9 +7,9 @@ from scipy import stats
 
 from normgrow.errors import ConfigError
 from normgrow.study.config import RivalConfig, load_study
-from normgrow.study.measures import RunMeasures
+from normgrow.study.engine.measures import RunMeasures
+from normgrow.study.engine.verdicts import CONTRADICTED, SUPPORTED, UNDETERMINED
 from normgrow.study.rivals import rival_claims
-from normgrow.study.verdicts import CONTRADICTED, SUPPORTED, UNDETERMINED
 
 SECTION = {"pre_joint": "pj", "post_joint": "qj", "pre_grow": "pg", "post_grow": "qg", "margin": 0.01}
 

@@ -11,7 +11,7 @@ import normgrow.study as study_api
 from conftest import cli
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
-from normgrow.study.verdicts import CLAIMS, ROLES, SETTINGS, equivalence_claim, gap, sign_claim
+from normgrow.study.engine.verdicts import CLAIMS, ROLES, SETTINGS, equivalence_claim, gap, sign_claim
 
 T_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # two-sided 95% t quantile, 2 degrees of freedom: 4.3027
 

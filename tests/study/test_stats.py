@@ -8,8 +8,8 @@ import pytest
 
 from normgrow.study.config import ArmConfig, StudyConfig
 from normgrow.study.contrasts import aggregate, contrast, phase_table
+from normgrow.study.engine.stats import Estimate, Ratio, estimate, fieller_ratio, holm, t_quantile
 from normgrow.study.record import RunRecord
-from normgrow.study.stats import Estimate, Ratio, estimate, fieller_ratio, holm, t_quantile
 
 
 def t95(df: int) -> float:
@@ -153,7 +153,7 @@ def test_holm_step_down_by_hand():
 def test_paired_t_power_against_known_values_and_a_simulation():
     from scipy.stats import ttest_1samp
 
-    from normgrow.study.stats import detectable, sd_interval, seeds_for, t_power
+    from normgrow.study.engine.stats import detectable, sd_interval, seeds_for, t_power
 
     assert t_power(0.0, 1.0, 5) == pytest.approx(0.05, abs=1e-12)  # no effect: the test's own α
     # the textbook case (one-sample t, effect size d = 1, α = 0.05 two-sided, 80% power): 10 subjects, power 0.803

@@ -10,9 +10,9 @@ from conftest import cli
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
+from normgrow.study.engine.stats import Contrast, Estimate
 from normgrow.study.jobs import sweep_plan
 from normgrow.study.sections import SweepAxis, SweepConfig
-from normgrow.study.stats import Contrast, Estimate
 from normgrow.study.sweep import points, sign_sentence
 
 

@@ -97,9 +97,9 @@ def test_the_dose_claim_is_the_per_seed_slope_on_log_c_by_hand():
     → contradicted; post-norm's slope is descriptive."""
     import math
 
-    from normgrow.study.measures import RunMeasures
+    from normgrow.study.engine.measures import RunMeasures
+    from normgrow.study.engine.verdicts import CONTRADICTED, DESCRIPTIVE, SUPPORTED
     from normgrow.study.mechanism import dose_claims, slopes
-    from normgrow.study.verdicts import CONTRADICTED, DESCRIPTIVE, SUPPORTED
 
     cs = {"c025": 0.25, "c05": 0.5, "c1": 1.0, "c2": 2.0, "c4": 4.0}
 
@@ -124,8 +124,8 @@ def test_the_dose_claim_is_the_per_seed_slope_on_log_c_by_hand():
     one_dose = dose_claims({"pre-c1": 1.0, "pre-c1b": 1.0}, {}, 0.01, m)[0]
     assert one_dose.verdict == "not tested"
     # the dose decides only where it can speak: each c at its own rate, in a regime whose interaction is below −δ
+    from normgrow.study.engine.verdicts import Claim
     from normgrow.study.mechanism import dose_gate
-    from normgrow.study.verdicts import Claim
 
     below = Claim("interaction", verdict=SUPPORTED, key="interaction")
     assert dose_gate([dose, beside], [below], own_rates=True)[0].verdict == SUPPORTED

@@ -45,8 +45,8 @@ from typing import Any
 from normgrow.config.schema import need
 from normgrow.errors import ConfigError
 from normgrow.registry import Registry
-from normgrow.study.measures import Measures
-from normgrow.study.stats import Estimate, estimate, holm
+from normgrow.study.engine.measures import Measures
+from normgrow.study.engine.stats import Estimate, estimate, holm
 
 SUPPORTED, CONTRADICTED, UNDETERMINED, NOT_TESTED = "supported", "contradicted", "undetermined", "not tested"
 DESCRIPTIVE = "descriptive"  # the verdict of a claim of kind "descriptive": a number reported, nothing decided

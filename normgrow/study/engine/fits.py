@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from normgrow.study.stats import t_quantile
+from normgrow.study.engine.stats import t_quantile
 
 HUBER = 1e-3  # Huber's δ on log residuals (a relative error of 0.1% of L) where no seed noise sets it
 HUBER_K = 1.345  # with seed noise: Huber's δ = HUBER_K × the pooled relative SE of a point (95% efficient if normal)
