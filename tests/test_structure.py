@@ -191,6 +191,33 @@ def test_the_engine_imports_nothing_of_the_study_wing_outside_it():
     assert outside_the_engine(planted) == ["normgrow.study.engine.fits → normgrow.study.record"]
 
 
+THE_PAPER = PAPER | {
+    f"normgrow.study.{m}" for m in ("rivals", "regime", "paper_limits", "paper_parts")
+}  # every module of the paper: its claims, mechanism, rivals, regime checks, limit claims and report parts
+REPORT = {
+    f"normgrow.study.{m}"
+    for m in (
+        "summary", "report", "parts", "figures", "overview", "contrasts", "compare", "ladder", "downstream",
+        "multiplier", "valsample", "rates", "limit_figures",
+    )
+}  # fmt: skip
+
+
+def papers_reached(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each report module → the paper's modules it reaches through its imports (the study package's `__init__`,
+    which imports the paper to register it, aside)."""
+    without_init = {k: v - {"normgrow.study"} for k, v in graph.items()}
+    return {m: found for m in sorted(REPORT) if (found := reachable(without_init, m) & THE_PAPER)}
+
+
+def test_the_report_imports_no_module_of_the_paper():
+    graph = import_graph()
+    assert REPORT <= set(graph) and THE_PAPER <= set(graph)  # the names above are modules
+    assert papers_reached(graph) == {}
+    planted = {**graph, "normgrow.study.overview": graph["normgrow.study.overview"] | {"normgrow.study.rivals"}}
+    assert set(papers_reached(planted)) >= {"normgrow.study.overview", "normgrow.study.report"}
+
+
 def room(module: str) -> str:
     """normgrow.train.loop → train; normgrow.atomic → atomic; normgrow → "" (the package's __init__)."""
     parts = module.split(".")

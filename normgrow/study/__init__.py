@@ -31,20 +31,24 @@ The layer sits above the core: nothing outside normgrow/study/ (but the command 
 from normgrow.study import (
     paper,  # noqa: F401 - registers the paper's claims on the engine, as a user's are
     paper_limits,  # noqa: F401 - and its claims at the limit of a ladder
+    paper_parts,  # noqa: F401 - and its report parts: regime checks, rivals, the causal dose
 )
 from normgrow.study.compare import compare_studies
 from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.engine.verdicts import register_claim, register_role, register_setting
 from normgrow.study.launch import register_launcher
+from normgrow.study.parts import ReportPart, register_report_part
 from normgrow.study.runner import rebuild_report, run_study
 
 __all__ = [
+    "ReportPart",
     "StudyConfig",
     "compare_studies",
     "load_study",
     "rebuild_report",
     "register_claim",
     "register_launcher",
+    "register_report_part",
     "register_role",
     "register_setting",
     "run_study",

@@ -22,10 +22,10 @@ from normgrow.study.engine.verdicts import NOT_TESTED, Claim, describe, study_ro
 from normgrow.study.envelope import envelope_section
 from normgrow.study.figures import dose_response, study_figures
 from normgrow.study.overview import opening, overview_figure, rates_line, study_lines
+from normgrow.study.parts import Part, slot
+from normgrow.study.parts import cautions as part_cautions
 from normgrow.study.rates import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
-from normgrow.study.regime import Check, regime_section
-from normgrow.study.rivals import RIVALS_TITLE, rivals_intro
 from normgrow.study.valsample import split_lines
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
@@ -504,7 +504,7 @@ CAUSAL_DOSE_TITLE = "## The causal dose: the boundary stream scaled by c from ea
 
 def opening_lines(
     study: StudyConfig, rows: list[RunRecord], claims: list[Claim], measures: Measures, lr_choice: dict | None,
-    regime: list[Check], study_dir: Path,
+    parts: Sequence[Part], study_dir: Path,
 ) -> list[str]:  # fmt: skip
     """The report's opening: the four core arms' figure and at most six lines of what the study says."""
     figure = overview_figure(study.claims, [(study.budget_scale, rows)], study_dir / "plots")
@@ -512,9 +512,7 @@ def opening_lines(
     collapsed = collapsed_arms(study, measures)
     if collapsed:
         cautions.append(f"Caution: collapsed at the end of training: {', '.join(collapsed)}.")
-    failed = [f"{c.number}" for c in regime if c.outcome == "fail"]
-    if failed:
-        cautions.append(f"Caution: regime check(s) {', '.join(failed)} fail (see Regime checks).")
+    cautions += part_cautions(parts)
     counts = verdict_counts("the paper's claims", claims) if claims else ""
     return opening(figure, study_lines(claims, counts, rates_line(lr_choice), cautions))
 
@@ -529,25 +527,19 @@ def write_report(
     selection: dict | None = None,
     all_rows: list[RunRecord] | None = None,
     lr_choice: dict | None = None,
-    regime: list[Check] | tuple[Check, ...] = (),
-    rivals: list[Claim] | tuple[Claim, ...] = (),
-    dose: list[Claim] | tuple[Claim, ...] = (),
+    parts: Sequence[Part] = (),
 ) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
     statistics use (an arm's selected learning rate only); `all_rows` every run of the study; `lr_choice` the
-    learning-rate pilot's choice (pilot.py), if the study ran one; `regime` the readings of its registered regime
-    checks (regime.py), printed above the claims; `rivals` the rival entries' claims (rivals.py), after them."""
+    learning-rate pilot's choice (pilot.py), if the study ran one; `parts` what the registered report parts add
+    (parts.py: the paper's regime checks above the claims, its rivals' and dose claims after them)."""
     study_dir, measures, selection = Path(study_dir), measures or {}, selection or {}
     figs = study_figures(study, rows, agg, study_dir)
     L = _header(study, rows, all_rows if all_rows is not None else rows, study_dir, lr_choice) + _dtype_lines(measures)
-    L[2:2] = opening_lines(study, rows, list(claims), measures, lr_choice, list(regime), study_dir)
-    L += regime_section(study, list(regime))
+    L[2:2] = opening_lines(study, rows, list(claims), measures, lr_choice, parts, study_dir)
+    L += slot(parts, "above_claims")
     L += claims_section(study, rows, list(claims), measures)
-    if rivals:
-        section = claims_section(study, rows, list(rivals), measures, title=RIVALS_TITLE)
-        L += section[:2] + rivals_intro(study.rivals, study.claims) + section[2:]
-    if dose:
-        L += claims_section(study, rows, list(dose), measures, title=CAUSAL_DOSE_TITLE)
+    L += slot(parts, "after_claims")
     piloted = (lr_choice or {}).get("arms", {})
     L += _arms_section(rows, agg, selection, piloted)
     L += choice_lines(lr_choice)

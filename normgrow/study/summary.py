@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from normgrow import atomic
-from normgrow.study.config import StudyConfig, envelope_on
+from normgrow.study.config import StudyConfig
 from normgrow.study.contrasts import Aggregate, aggregate, contrast
 from normgrow.study.engine.fits import MIN_BUDGETS
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.verdicts import Claim, evaluate_claims
-from normgrow.study.envelope import ENVELOPE, bracketed, ladder_lines, mark
+from normgrow.study.envelope import ENVELOPE, ladder_lines, mark
 from normgrow.study.figures import dose_response
 from normgrow.study.jobs import Job
 from normgrow.study.ladder import (
@@ -39,13 +39,12 @@ from normgrow.study.limits import (
     limits_headline,
     limits_lines,
 )
-from normgrow.study.mechanism import dose_claims, dose_gate
 from normgrow.study.multiplier import multiplier_lines, multiplier_sentence
 from normgrow.study.overview import ladder_opening, opening, overview_figure
+from normgrow.study.parts import LadderView, Rung, StudyView, cautions, headlines, ladder_parts, slot, study_parts
 from normgrow.study.pilot import choice_at, rate_gate
 from normgrow.study.rates import check_lines, confirm_lines
-from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, values, write_results
-from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
+from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, write_results
 from normgrow.study.report import (
     claims_section,
     collapsed_arms,
@@ -54,7 +53,6 @@ from normgrow.study.report import (
     verdict_counts,
     write_report,
 )
-from normgrow.study.rivals import rival_claims
 from normgrow.study.sweep import Point, axis_keys, plot_contrast, sentences, sub_points, sub_root, sweep_report_lines
 from normgrow.train.rundir import log_once
 
@@ -72,11 +70,6 @@ class Summary(NamedTuple):
     measures: Measures
 
 
-def kls(study: StudyConfig, kept: list[RunRecord]) -> dict[str, dict[int, float]]:
-    """Each arm's final val/kl by seed (what regime check 2 reads)."""
-    return {arm: values(kept, arm, "val_kl") for arm in study.arms}
-
-
 def summarize(
     study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path, lr_choice: dict | None = None
 ) -> Summary:
@@ -92,19 +85,8 @@ def summarize(
     measures = study_measures(kept)
     claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice, study)
     claims = shape_gate(claims, study.claims, continued_arms(study, {j.arm: j.cfg for j in jobs}))
-    rivals = rival_claims(study.rivals, study.claims, measures)
-    doses = {j.arm: j.cfg.model.boundary_scale for j in jobs}
-    dose = (
-        dose_claims({a: doses[a] for a in study.dose.pre if a in doses}, {a: doses[a] for a in study.dose.post if a in doses},
-                    float(study.claims.get("margin", 0.01)), measures)
-        if study.dose.pre
-        else []
-    )  # fmt: skip
-    if dose:
-        own = envelope_on(study) and all(a in bracketed(study) for a in study.dose.pre)
-        dose = dose_gate(dose, claims, own)
-    checks = study_checks(study, kls(study, kept), measures)
-    write_regime(study, checks, out)
+    view = StudyView(study, out, {j.arm: j.cfg for j in jobs}, kept, measures, claims)
+    parts = study_parts(view)  # the registered parts (the paper's: paper_parts.py), regime.json written by its own
     path = write_report(
         study,
         kept,
@@ -115,14 +97,9 @@ def summarize(
         selection=selection,
         all_rows=records,
         lr_choice=lr_choice,
-        regime=checks,
-        rivals=rivals,
-        dose=dose,
+        parts=parts,
     )
-    heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headline_line(checks)
-    if rivals:
-        heads.append(verdict_counts("rivals' claims", rivals))
-    heads += [f"dose ({c.measure}): {c.sentence.split(': ', 1)[-1]}" for c in dose if c.key == "dose" and c.n]
+    heads = headline(study, agg, claims, collapsed_arms(study, measures)) + headlines(parts)
     loggers = sorted({n for r in kept if r.config is not None for n in r.config.train.loggers} & {"wandb", "trackio"})
     if loggers:
         log_once(out, loggers, study.name, *tracker_summary(agg, claims))
@@ -230,9 +207,8 @@ def _ladder_report(
     ]
     sub, done = next((sub, done) for p, sub, _, done in subs if p.coords[0] == study.budget_scale)
     reference_claims = claims_section(sub, done.kept, done.claims, done.measures, title=reference_title(study))
-    readings = [(p.coords[0], list(sub.arms), kls(sub, done.kept), done.measures) for p, sub, _, done in subs]
-    checks = ladder_checks(study, readings)
-    write_regime(study, checks, out)
+    readings = [Rung(p.coords[0], list(sub.arms), done.kept, done.measures) for p, sub, _, done in subs]
+    parts = ladder_parts(LadderView(study, out, readings))  # the paper's: regime.json written by its own
     by_budget = [(p.coords[0], d.measures) for p, _, _, d in subs]
     dose = dose_section(dose_response(study.claims, by_budget, out / "plots") if plots else None)
     by_kept = [(p.coords[0], d.kept) for p, _, _, d in subs]
@@ -245,26 +221,25 @@ def _ladder_report(
     }
     multiplier = multiplier_lines(pairs, [p.coords[0] for p, _, _, _ in subs])
     figure = overview_figure(study.claims, by_kept, out / "plots") if plots else None
-    failed = sorted({f"{c.number}" for c in checks if c.outcome == "fail"})
     lines = ladder_opening(
         [(r.budget, r.claims) for r in rungs],
         multiplier_sentence(pairs, study.budget_scale),
         verdict_counts(f"the paper's claims at budget {study.budget_scale:g}", done.claims) if done.claims else "",
         ladder_rates_line(lr_choice),
-        [f"Caution: regime check(s) {', '.join(failed)} fail at some budget (see Regime checks)."] if failed else [],
+        cautions(parts),
     )
     return (
         ladder_report_lines(
             study,
             rungs,
             reference_claims,
-            regime_section(study, checks),
-            dose,
+            slot(parts, "above_headline"),
+            dose + slot(parts, "after_limits"),
             limit_lines,
             multiplier,
             opening(figure, lines),
         ),
-        ladder_headline(study, rungs) + limit_heads + headline_line(checks),
+        ladder_headline(study, rungs) + limit_heads + headlines(parts),
     )
 
 

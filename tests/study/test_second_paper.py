@@ -85,3 +85,40 @@ def test_a_study_naming_a_role_nobody_registered_is_one_line(tmp_path):
         load_study(str(path))
     path.write_text("name: s\nbase: tiny\narms: {a: {}}\nclaims: {p2_sandwich: null}\n")
     assert "p2_sandwich" not in load_study(str(path)).claims  # a role of an extension not loaded, set to nothing
+
+
+def test_a_second_papers_report_section_registers_from_this_file(second_paper, tmp_path):
+    """A report part registered here: its section follows the claims table (and the first paper's parts, which add
+    nothing to this study), its headline line ends `normgrow report`'s output, its caution opens the report; the
+    count it prints is computed from the view it is handed (3 seeds of sandwich at their chosen rate)."""
+    from normgrow.study.parts import REPORT_PARTS, Part
+
+    def sandwich_runs(view):
+        n = sum(1 for r in view.kept if r.arm == view.study.claims["p2_sandwich"])
+        return Part(
+            {"after_claims": ["## The second paper's runs", "", f"sandwich runs read: {n}", ""]},
+            [f"second paper: {n} sandwich runs"],
+            ["Caution: the second paper reads sandwich only."],
+        )
+
+    study_api.register_report_part("p2_runs", study_api.ReportPart(study=sandwich_runs))
+    try:
+        out = tmp_path / "study"
+        out.mkdir()
+        (out / "study.yaml").write_text(
+            "name: second\nbase: tiny\nseeds: [0, 1, 2]\narms:\n  pre: {overrides: [model.norm=pre]}\n"
+            "  post: {overrides: [model.norm=post]}\n  sandwich: {overrides: [model.norm=sandwich]}\n"
+            "claims: {p2_sandwich: sandwich, p2_post: post, p2_pre: pre}\n"
+        )
+        for arm, values in CE.items():
+            for seed, ce in enumerate(values):
+                write_run(out / "runs" / f"{arm}-s{seed}", arm, seed, ce, arm)
+        proc = cli("report", out)
+        report = (out / "report.md").read_text()
+        part = report.index("## The second paper's runs\n\nsandwich runs read: 3\n")
+        assert report.index("| p2_beats_post |") < part < report.index("## Validation CE per arm")
+        assert "- Caution: the second paper reads sandwich only." in report[: report.index("## ")]
+        assert "second paper: 3 sandwich runs" in proc.stdout
+    finally:
+        REPORT_PARTS.unregister("p2_runs")
+    assert "p2_runs" not in REPORT_PARTS and list(REPORT_PARTS) == ["regime", "rivals", "dose"]
