@@ -48,6 +48,7 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
+from normgrow.study.choice import RateChoice
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
 from normgrow.study.engine.verdicts import NOT_TESTED, claim_arms
 from normgrow.study.envelope import ENVELOPE, at_budget, not_closed
@@ -234,7 +235,9 @@ def anchor_choice(study: StudyConfig) -> dict:
 
 
 def write_choice(out: Path, choice: dict) -> None:
-    atomic.write_text(Path(out) / CHOICE_FILE, json.dumps(choice, indent=2) + "\n")
+    """lr_choice.json, written through its typed records (choice.RateChoice): a shape the records do not know is an
+    error here, before the file is written, not a surprise for whatever reads it later."""
+    atomic.write_text(Path(out) / CHOICE_FILE, json.dumps(RateChoice.from_json(choice).to_json(), indent=2) + "\n")
 
 
 def read_choice(out: Path) -> dict:
