@@ -354,3 +354,23 @@ def test_a_tied_student_cannot_freeze_the_block_its_embedding_feeds():
     paper = load_config("paper-freeze")
     assert paper.model.tie_embeddings is False and load_config("paper-grow").model.tie_embeddings is True
     assert all(0 not in p.train_blocks for p in plan_stages(paper)[1:])
+
+
+def test_matching_to_a_run_whose_summary_is_cut_is_one_line_naming_it(tmp_path):
+    """A reference run whose summary.json is cut (or records no compute) was a JSONDecodeError traceback; it is one
+    line naming the file, from the command line too, and nothing is written."""
+    from normgrow.config import save_config
+
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    save_config(load_config("tiny", ["model.vocab_size=512"]), ref / "config.yaml")
+    (ref / "summary.json").write_text('{"compute": {"tok')
+    proc = cli("run", "tiny", f"curriculum.match_budget={ref}", "-o", tmp_path / "out", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"curriculum.match_budget: {ref / 'summary.json'}: unreadable, or it records no compute" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    (ref / "summary.json").write_text('{"val/ce": 3.0}')  # readable, but no compute to match
+    assert (
+        "records no compute"
+        in cli("run", "tiny", f"curriculum.match_budget={ref}", "-o", tmp_path / "o2", check=False).stderr
+    )
