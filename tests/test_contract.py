@@ -21,7 +21,7 @@ from conftest import cli
 from normgrow.config import RunConfig, load_config
 from normgrow.config.schema import field_docs, leaf_fields
 from normgrow.errors import ConfigError
-from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.config import load_study, study_schema
 
 BAD = ("nan", "inf", "-inf", "0", "-1", "1e300")
 
@@ -96,7 +96,7 @@ def _get(obj, key: str):
 def test_every_number_of_a_study_is_checked_at_load_time():
     """The same walk over a study's own numbers (budget_scale=1e300 was an OverflowError traceback that left a
     half-written study folder; a seed beyond 64 bits a traceback), on the gap study."""
-    keys = numeric_keys(StudyConfig, skip=("launcher.parameters",))
+    keys = numeric_keys(study_schema(), skip=("launcher.parameters",))
     assert {"budget_scale", "budgets.0", "seeds.0", "lr_pilot.lrs.0", "regime.min_kl"} <= set(dict(keys))
     walk(keys, lambda overrides: load_study("gap", overrides))
     for seed in (2**64, -(2**70)):

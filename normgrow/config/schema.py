@@ -250,6 +250,11 @@ def check_numbers(obj: Any, upper: dict[str, float], prefix: str = "") -> None:
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """{field: docstring} for a config dataclass, read from the attribute docstrings in its source."""
+    own = cls.__dict__.get("__field_docs__")
+    if own is not None:  # a schema built at run time (study.config.study_schema): its bases' docs and its own
+        return {
+            k: v for b in reversed(cls.__mro__[1:]) if dataclasses.is_dataclass(b) for k, v in field_docs(b).items()
+        } | own
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = typing.cast(ast.ClassDef, tree.body[0]).body
     docs = {}

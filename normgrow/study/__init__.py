@@ -34,15 +34,17 @@ from normgrow.study import (
     paper_parts,  # noqa: F401 - and its report parts: regime checks, rivals, the causal dose
 )
 from normgrow.study.compare import compare_studies
-from normgrow.study.config import StudyConfig, load_study
+from normgrow.study.config import StudyConfig, load_study, register_study_section
 from normgrow.study.engine.verdicts import register_claim, register_role, register_setting
 from normgrow.study.launch import register_launcher
 from normgrow.study.parts import ReportPart, register_report_part
 from normgrow.study.runner import rebuild_report, run_study
+from normgrow.study.sections import StudySection
 
 __all__ = [
     "ReportPart",
     "StudyConfig",
+    "StudySection",
     "compare_studies",
     "load_study",
     "rebuild_report",
@@ -51,5 +53,6 @@ __all__ = [
     "register_report_part",
     "register_role",
     "register_setting",
+    "register_study_section",
     "run_study",
 ]

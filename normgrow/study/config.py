@@ -24,6 +24,7 @@ the others set study fields. Every problem is a one-line ConfigError naming the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.resources
 import os
 from collections.abc import Sequence
@@ -38,11 +39,14 @@ from normgrow.config.schema import check_numbers, describe_fields, load_structur
 from normgrow.errors import ConfigError
 from normgrow.study.engine.verdicts import normalize_claims, section_fields
 from normgrow.study.sections import (
-    RegimeConfig,
+    SECTIONS,
+    StudySection,
     SweepConfig,
+    field_order,
+    register_section,
+    section,
     validate_arm_budgets,
     validate_ladder,
-    validate_regime,
     validate_sweep,
 )
 
@@ -86,14 +90,6 @@ class ArmConfig:
     lr_from: str | None = None
     """With a learning-rate pilot: an arm not piloted (see lr_pilot.arms) trains at this arm's chosen rate (a piloted
     arm, or one that itself takes a piloted arm's rate), e.g. a control at the rate of its placement's core arm."""
-
-
-@dataclass
-class RivalConfig:
-    against: list[str] = field(default_factory=list)
-    """[joint arm, grow arm] of the rival (a placement, or post-norm under another growth operator)."""
-    reference: list[str] = field(default_factory=list)
-    """[joint arm, grow arm] it is read against; empty = the claims' pre_joint and pre_grow."""
 
 
 @dataclass
@@ -142,14 +138,6 @@ class LrPilotConfig:
 
 
 @dataclass
-class DoseConfig:
-    pre: list[str] = field(default_factory=list)
-    """Pre-norm grow arms that differ only in model.boundary_scale (at least two values): the dose claim's arms."""
-    post: list[str] = field(default_factory=list)
-    """The same for post-norm (its slope is reported beside, descriptive)."""
-
-
-@dataclass
 class EvaluateConfig:
     tasks: list[str] = field(default_factory=list)
     """lm-evaluation-harness tasks run on every finished run's export once the study has trained, into its report
@@ -190,10 +178,6 @@ class StudyConfig:
     """Which arm plays which part in the registered claims (roles: pre_grow: <arm>, matched: [<joint>, <grow>], …) and
     the claims' settings (margin, …): the roles and settings the claims declare (verdicts.py, paper.py; `normgrow
     config --study` lists them). The report gives each registered claim a verdict."""
-    rivals: dict[str, RivalConfig] = field(default_factory=dict)
-    """The paper's joint-gap and grow-gap claims read for other arms than post-norm: per entry, its `against` arms
-    [joint, grow] in post-norm's part and its `reference` arms [joint, grow] in pre-norm's; the same claim functions,
-    Holm across every entry's claims (rivals.py). A pair already read by the paper's claims is not read again."""
     select_tokens: int = 16384
     """Size of the model-selection set (data.select_tokens) of the arms that sweep learning rates."""
     collapse_threshold: float = 0.5
@@ -224,15 +208,44 @@ class StudyConfig:
     stages before the last the `branches` and `direct` recipes keep at every budget."""
     lr_pilot: LrPilotConfig = field(default_factory=LrPilotConfig)
     """A short learning-rate pilot run first, on the model-selection set, that chooses each arm's rate (pilot.py)."""
-    regime: RegimeConfig = field(default_factory=RegimeConfig)
-    """Pre-registered regime checks (regime.py): health, distance from the teacher, the mechanism's precondition;
-    printed when the study starts and judged in its report above the claims. All null: none registered."""
-    dose: DoseConfig = field(default_factory=DoseConfig)
-    """The causal dose (mechanism.dose_claims): arms run at several model.boundary_scale values; the claim is the
-    per-seed slope of val/ce on log c. Empty: none."""
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     """Downstream evaluation after training (lm-evaluation-harness); it changes no run, so it may change between
     invocations of one study."""
+
+
+# ----------------------------------------------------------------------------- the schema: the core and a paper's sections
+
+
+CORE_FIELDS = tuple(f.name for f in dataclasses.fields(StudyConfig))
+
+
+def register_study_section(sec: StudySection) -> None:
+    """A paper's study-file section (sections.StudySection), in every study's schema from now on."""
+    register_section(sec, CORE_FIELDS)
+
+
+@functools.cache
+def _schema(names: tuple[str, ...]) -> type:
+    secs = [SECTIONS[n] for n in names]
+    cls = dataclasses.make_dataclass(
+        "StudyConfig",
+        [(sec.name, sec.kind, field(default_factory=sec.default)) for sec in secs],
+        bases=(StudyConfig,),
+        namespace={"__field_docs__": {sec.name: sec.doc for sec in secs}},
+    )
+    cls.__module__ = __name__
+    return cls
+
+
+def study_schema() -> type[StudyConfig]:
+    """The study file's schema: StudyConfig with every registered section as a field (a subclass, built once per set
+    of sections)."""
+    return _schema(tuple(SECTIONS))
+
+
+def new_study(**fields: Any) -> StudyConfig:
+    """A study with the given fields (a paper's sections among them), the others at their defaults."""
+    return study_schema()(**fields)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -268,7 +281,7 @@ def load_study(name_or_path: str | None = None, overrides: Sequence[str] = ()) -
     path = study_path(name_or_path or "default")
     run_over = [o for o in overrides if o.startswith(RUN_SECTIONS)]
     study_over = [o for o in overrides if not o.startswith(RUN_SECTIONS)]
-    study = load_structured(StudyConfig, [(str(path), read_yaml(path))], study_over)
+    study = load_structured(study_schema(), [(str(path), read_yaml(path))], study_over)
     study = dataclasses.replace(study, overrides=list(study.overrides) + run_over)
     study = canonical(study)
     validate_study(study)
@@ -303,7 +316,15 @@ STUDY_UPPER = {
 def canonical(study: StudyConfig) -> StudyConfig:
     """The study with its `claims:` section checked and completed (verdicts.normalize_claims: every registered role
     and setting, in registration order), as it is compared and saved."""
-    return dataclasses.replace(study, claims=normalize_claims(study.claims, study.arms))
+    return dataclasses.replace(complete(study), claims=normalize_claims(study.claims, study.arms))
+
+
+def complete(study: StudyConfig) -> StudyConfig:
+    """The study in the full schema: a section it was made without at its empty value."""
+    if type(study) is study_schema():
+        return study
+    core = {name: getattr(study, name) for name in CORE_FIELDS}
+    return new_study(**core, **{name: section(study, name) for name in SECTIONS})
 
 
 # the longest list a study may give each field, and its most runs: what the paper and its ablations need, and less
@@ -327,21 +348,6 @@ def check_sizes(s: StudyConfig) -> None:
     runs = len(s.arms) * len(s.seeds) * max(1, len(s.budgets)) * rates
     need(runs <= MAX_RUNS, "seeds", f"the study would plan about {runs:,} runs (arms × seeds × budgets × rates): "
          f"at most {MAX_RUNS:,}")  # fmt: skip
-
-
-def validate_rivals(s: StudyConfig) -> None:
-    for rname, rival in s.rivals.items():
-        for key, pair in (("against", rival.against), ("reference", rival.reference)):
-            need(
-                (key == "reference" and not pair) or (len(pair) == 2 and all(a in s.arms for a in pair)),
-                f"rivals.{rname}.{key}",
-                f"expected two arm names [joint, grow], got {pair}",
-            )
-        need(
-            bool(rival.reference) or all(s.claims.get(r) for r in ("pre_joint", "pre_grow")),
-            f"rivals.{rname}.reference",
-            "not given, and the study's claims name no pre_joint and pre_grow arms to read it against",
-        )
 
 
 def validate_study(s: StudyConfig) -> None:
@@ -380,13 +386,17 @@ def validate_study(s: StudyConfig) -> None:
         need(
             not pair or (len(pair) == 2 and all(a in s.arms for a in pair)), key, f"expected two arm names, got {pair}"
         )
-    validate_rivals(s)
+    for sec in SECTIONS.values():
+        if not sec.late:
+            sec.validate(s)
     validate_evaluate(s)
     need(0 < s.collapse_threshold < 1, "collapse_threshold", f"must be in (0, 1), got {s.collapse_threshold}")
     validate_sweep(s.sweep, RUN_SECTIONS)
     validate_ladder(s)
     validate_arm_budgets(s)
-    validate_regime(s.regime, s.claims)
+    for sec in SECTIONS.values():
+        if sec.late:
+            sec.validate(s)
     for name, arm in s.arms.items():
         need(
             all(lr > 0 for lr in arm.lrs) and len(set(arm.lrs)) == len(arm.lrs),
@@ -407,15 +417,7 @@ def validate_confirm(s: StudyConfig) -> None:
     )
 
 
-def validate_dose(s: StudyConfig) -> None:
-    for key in ("pre", "post"):
-        arms = getattr(s.dose, key)
-        need(all(a in s.arms for a in arms), f"dose.{key}", f"names arms the study does not have: {arms}")
-        need(not arms or len(arms) >= 2, f"dose.{key}", "needs at least two arms (two doses) to fit a slope")
-
-
 def validate_evaluate(s: StudyConfig) -> None:
-    validate_dose(s)
     need(s.select_tokens > 0, "select_tokens", f"must be positive, got {s.select_tokens}")
     e = s.evaluate
     need(e.batch_size > 0, "evaluate.batch_size", f"must be positive, got {e.batch_size}")
@@ -591,10 +593,19 @@ def rate_path(study: StudyConfig, arm: str) -> list[str]:
 def study_fields() -> list[tuple[str, str, str]]:
     """(dotted key, default, help) of every field of a study file, the registered claims' roles and settings
     among them."""
-    rows = describe_fields(StudyConfig)
-    at = next(i for i, (key, _, _) in enumerate(rows) if key == "claims") + 1
-    return rows[:at] + section_fields() + rows[at:]
+    groups: dict[str, list[tuple[str, str, str]]] = {}
+    for row in describe_fields(StudyConfig):
+        groups.setdefault(row[0].split(".")[0], []).append(row)
+    groups["claims"] += section_fields()
+    for name, sec in SECTIONS.items():
+        default = sec.default()
+        rows = describe_fields(type(default), f"{name}.") if dataclasses.is_dataclass(default) else []
+        groups[name] = rows or [(name, repr(default), sec.doc)]
+    return [row for name in field_order(CORE_FIELDS) for row in groups[name]]
 
 
 def study_yaml(study: StudyConfig) -> str:
-    return OmegaConf.to_yaml(OmegaConf.structured(study), sort_keys=False)
+    """study.yaml's text: every field, each paper section after the field it follows (sections.field_order)."""
+    data = OmegaConf.to_container(OmegaConf.structured(complete(study)))
+    assert isinstance(data, dict)
+    return OmegaConf.to_yaml(OmegaConf.create({k: data[k] for k in field_order(CORE_FIELDS)}), sort_keys=False)

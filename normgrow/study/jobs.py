@@ -29,7 +29,7 @@ from normgrow import atomic
 from normgrow.config import RunConfig, load_config, resume_may_differ, to_dict, to_yaml
 from normgrow.config.schema import load_structured, read_yaml
 from normgrow.errors import ConfigError
-from normgrow.study.config import StudyConfig, canonical, study_yaml
+from normgrow.study.config import StudyConfig, canonical, study_schema, study_yaml
 from normgrow.study.sweep import budget_factor, ladder_points, point_study, points, rung_study
 from normgrow.train.branch import needs_flat_schedule
 from normgrow.train.rundir import RunDir, config_differences
@@ -287,10 +287,10 @@ def write_study_yaml(study: StudyConfig, out: Path, subdirs: tuple[str, ...] = (
     and the study saved, with their `claims:` sections completed (config.canonical)."""
     study, saved = canonical(study), out / "study.yaml"
     if saved.is_file():
-        old = canonical(load_structured(StudyConfig, [(str(saved), read_yaml(saved))]))
+        old = canonical(load_structured(study_schema(), [(str(saved), read_yaml(saved))]))
         differ = [
             f.name
-            for f in dataclasses.fields(StudyConfig)
+            for f in dataclasses.fields(study)
             if getattr(old, f.name) != getattr(study, f.name) and f.name not in ("launcher", "evaluate")
         ]
         if differ and not extends_ladder(old, study, differ):

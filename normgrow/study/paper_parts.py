@@ -1,4 +1,5 @@
-"""The paper's report parts (parts.py), registered in the order their sections and headline lines appear: its regime
+"""The paper as a plug-in: its study-file sections (paper_sections.py: `rivals:`, `regime:`, `dose:`, registered on the
+study's schema) and its report parts (parts.py), registered in the order their sections and headline lines appear: its regime
 checks (regime.py: the section above the claims, regime.json beside the report, a caution when one fails), the
 rivals' claims (rivals.py: a section after the claims) and the causal dose (mechanism.py: its claims, gated, after
 the rivals). The report reaches none of these modules; the study package's `__init__` imports this one.
@@ -6,15 +7,48 @@ the rivals). The report reaches none of these modules; the study package's `__in
 
 from __future__ import annotations
 
-from normgrow.study.config import envelope_on
+from normgrow.study.config import envelope_on, register_study_section
 from normgrow.study.engine.verdicts import Claim
 from normgrow.study.envelope import bracketed
 from normgrow.study.mechanism import dose_claims, dose_gate
+from normgrow.study.paper_sections import (
+    DOSE_DOC,
+    REGIME_DOC,
+    RIVALS_DOC,
+    DoseConfig,
+    RegimeConfig,
+    RivalConfig,
+    dose_of,
+    regime_at,
+    regime_of,
+    rivals_of,
+    validate_dose,
+    validate_regime,
+    validate_rivals,
+)
 from normgrow.study.parts import LadderView, Part, ReportPart, StudyView, register_report_part
 from normgrow.study.record import values
-from normgrow.study.regime import headline_line, ladder_checks, regime_section, study_checks, write_regime
+from normgrow.study.regime import headline_line, ladder_checks, plan_lines, regime_section, study_checks, write_regime
 from normgrow.study.report import CAUSAL_DOSE_TITLE, claims_section, verdict_counts
 from normgrow.study.rivals import RIVALS_TITLE, rival_claims, rivals_intro
+from normgrow.study.sections import StudySection
+
+# the study file's sections, in study.yaml's order: rivals after claims; regime, then dose, after lr_pilot
+register_study_section(StudySection("rivals", dict[str, RivalConfig], dict, "claims", RIVALS_DOC, validate_rivals))
+register_study_section(
+    StudySection(
+        "regime",
+        RegimeConfig,
+        RegimeConfig,
+        "lr_pilot",
+        REGIME_DOC,
+        lambda s: validate_regime(regime_of(s), s.claims),
+        late=True,
+        rung=regime_at,
+        start_lines=plan_lines,
+    )
+)
+register_study_section(StudySection("dose", DoseConfig, DoseConfig, "regime", DOSE_DOC, validate_dose, pilot=True))
 
 
 def kls(arms, kept) -> dict[str, dict[int, float]]:
@@ -45,32 +79,32 @@ def regime_ladder(v: LadderView) -> Part:
 
 
 def rivals_study(v: StudyView) -> Part:
-    rivals = rival_claims(v.study.rivals, v.study.claims, v.measures)
+    rivals = rival_claims(rivals_of(v.study), v.study.claims, v.measures)
     if not rivals:
         return Part()
     section = claims_section(v.study, list(v.kept), rivals, v.measures, title=RIVALS_TITLE)
     return Part(
-        {"after_claims": section[:2] + rivals_intro(v.study.rivals, v.study.claims) + section[2:]},
+        {"after_claims": section[:2] + rivals_intro(rivals_of(v.study), v.study.claims) + section[2:]},
         [verdict_counts("rivals' claims", rivals)],
     )
 
 
-def dose_of(v: StudyView) -> list[Claim]:
+def dose_claims_of(v: StudyView) -> list[Claim]:
     """The causal dose's claims, gated (mechanism.dose_gate): none when the study names no dose arms."""
-    study = v.study
-    if not study.dose.pre:
+    study, d = v.study, dose_of(v.study)
+    if not d.pre:
         return []
     doses = {arm: cfg.model.boundary_scale for arm, cfg in v.cfgs.items()}
-    pre, post = ({a: doses[a] for a in arms if a in doses} for arms in (study.dose.pre, study.dose.post))
+    pre, post = ({a: doses[a] for a in arms if a in doses} for arms in (d.pre, d.post))
     dose = dose_claims(pre, post, float(study.claims.get("margin", 0.01)), v.measures)
     if not dose:
         return []
-    own = envelope_on(study) and all(a in bracketed(study) for a in study.dose.pre)
+    own = envelope_on(study) and all(a in bracketed(study) for a in d.pre)
     return dose_gate(dose, list(v.claims), own)
 
 
 def dose_study(v: StudyView) -> Part:
-    dose = dose_of(v)
+    dose = dose_claims_of(v)
     if not dose:
         return Part()
     return Part(

@@ -49,12 +49,12 @@ from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
 from normgrow.study.choice import RateChoice
-from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
+from normgrow.study.config import LrPilotConfig, StudyConfig, complete, piloted_arms, rate_path
 from normgrow.study.engine.verdicts import NOT_TESTED, claim_arms
 from normgrow.study.envelope import ENVELOPE, at_budget, not_closed
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord, select_lrs
-from normgrow.study.sections import RegimeConfig
+from normgrow.study.sections import SECTIONS
 
 PILOT_DIR = "pilot"
 CHOICE_FILE = "lr_choice.json"
@@ -84,8 +84,9 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         name: dataclasses.replace(study.arms[name], match=None, lrs=list(p.lrs), lr_from=None, budgets=[])
         for name in piloted_arms(study)
     }
+    empty = {name: sec.default() for name, sec in SECTIONS.items() if not sec.pilot}
     return dataclasses.replace(
-        study,
+        complete(study),
         name=f"{study.name}-pilot",
         budget_scale=study.budget_scale * p.budget_scale,
         overrides=[*study.overrides, *p.overrides],
@@ -93,7 +94,6 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         holdout=None,
         ladder="rungs",  # the pilot is a plain study: its budget scales every stage
         ladder_base=None,
-        regime=RegimeConfig(),
         seeds=list(p.seeds),
         arms=arms,
         contrasts={},
@@ -101,8 +101,8 @@ def pilot_study(study: StudyConfig) -> StudyConfig:
         phase=[],
         diagnostics_pair=[],
         claims={},
-        rivals={},
         lr_pilot=LrPilotConfig(),
+        **empty,
     )
 
 

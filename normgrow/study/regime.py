@@ -55,7 +55,7 @@ from normgrow.study.config import StudyConfig
 from normgrow.study.engine.measures import Measures, scale_ratios
 from normgrow.study.engine.stats import Estimate, estimate
 from normgrow.study.mechanism import drift_excess
-from normgrow.study.sections import CHECKS, MECHANISM_TESTS, registered
+from normgrow.study.paper_sections import CHECKS, MECHANISM_TESTS, regime_of, registered
 
 PASS, FAIL, UNDETERMINED, NOT_MEASURED = "pass", "fail", "undetermined", "not measured"
 NOT_RUN = "not run at this budget"  # a ladder's budget where the arms a check reads do not run
@@ -67,7 +67,7 @@ REGIME_FILE = "regime.json"
 
 
 def _what(study: StudyConfig, key: str, ladder: bool) -> str:
-    r, c = study.regime, study.claims
+    r, c = regime_of(study), study.claims
     if key == "max_collapse":
         return f"every arm's worst-block collapse share (end of training, mean over seeds) ≤ {r.max_collapse:g}"
     if key == "min_kl":
@@ -89,7 +89,7 @@ def _what(study: StudyConfig, key: str, ladder: bool) -> str:
 
 def plan_lines(study: StudyConfig) -> list[str]:
     """The block a study (or ladder) prints before any run: its registered checks (none: no lines)."""
-    keys = registered(study.regime)
+    keys = registered(regime_of(study))
     if not keys:
         return []
     return ["Regime checks, registered in the study file before any run:"] + [
@@ -265,7 +265,7 @@ def drift_check(measures: Measures, pre_grow: str | None, pre_joint: str | None,
 def study_checks(study: StudyConfig, kls: dict[str, dict[int, float]], measures: Measures) -> list[Check]:
     """The study's registered checks from its arms' final val/kl by seed and their runs' measures (each arm's
     selected rate)."""
-    r, arms, out = study.regime, list(study.arms), []
+    r, arms, out = regime_of(study), list(study.arms), []
     if r.max_collapse is not None:
         out.append(collapse_check(arms, measures, r.max_collapse))
     if r.min_kl is not None:
@@ -286,7 +286,7 @@ def ladder_checks(
 ) -> list[Check]:
     """A ladder's checks from its budgets' (budget, arms run there, their final val/kl by seed, measures): checks 1
     and 3 at every budget, check 2 at the largest."""
-    r, out = study.regime, []
+    r, out = regime_of(study), []
     pre, post = study.claims.get("pre_grow"), study.claims.get("post_grow")
     if r.max_collapse is not None:
         for budget, arms, _, measures in rungs:
@@ -419,7 +419,7 @@ def headline_line(checks: list[Check]) -> list[str]:
 def regime_record(study: StudyConfig, checks: list[Check]) -> dict:
     """What regime.json holds: the thresholds as registered, each check's outcome and every reading's numbers."""
     return {
-        "registered": {k: getattr(study.regime, k) for k in registered(study.regime)},
+        "registered": {k: getattr(regime_of(study), k) for k in registered(regime_of(study))},
         "outcomes": outcomes(checks),
         "not_informative": list(MECHANISM_TESTS) if outcomes(checks).get("drift_excess") == FAIL else [],
         "readings": [{"check": c.number, "name": CHECKS[c.key][1], **dataclasses.asdict(c)} for c in checks],

@@ -87,8 +87,7 @@ from normgrow.study.pilot import (
 )
 from normgrow.study.plan import study_plan
 from normgrow.study.record import RunRecord, read_results, read_runs, select_lrs
-from normgrow.study.regime import plan_lines
-from normgrow.study.sections import budget_label
+from normgrow.study.sections import SECTIONS, budget_label
 from normgrow.study.summary import summarize, summarize_sweep
 from normgrow.study.sweep import ladder_points, rung_study
 
@@ -422,8 +421,9 @@ def run_study(study: StudyConfig, out: Path, log: Log = print, progress: bool = 
     config is resolved (and so checked) before anything is written. `out` must be new, empty or this study's
     directory; `force` lets it be a user's folder (claim_study_dir)."""
     claim_study_dir(out, force)
-    for line in plan_lines(study):
-        log(line)
+    for sec in SECTIONS.values():  # a paper's registered checks (its regime:), before any run
+        for line in sec.start_lines(study):
+            log(line)
     if study.sweep.axes or study.budgets:
         jobs = [j for _, _, js in sweep_plan(study, out) for j in js]  # every point's configs checked
     else:

@@ -1,16 +1,75 @@
-"""The two study-file sections their own modules act on, as data: `regime:` (the pre-registered checks; regime.py
-judges them) and `sweep:` (axes of run-config values; sweep.py expands them into points). They live here, apart from
-the modules that act on them, so that the study's schema (config.py) reads them without importing those modules, and
-those modules take the whole StudyConfig without an import running back."""
+"""Study-file sections beside the core schema (config.py), as data:
+
+- the registry of a paper's own sections (`register_section`): a paper declares its study-file sections (the
+  normgrow paper's `rivals:`, `regime:` and `dose:`, in study/paper_sections.py) with their type, default, place in
+  study.yaml, checks, and what a pilot or a ladder's budget keeps of them; config.py builds the study's schema from
+  them, so the core names no paper field;
+- `sweep:` (axes of run-config values; sweep.py expands them into points) and a budget ladder's checks, which the
+  schema reads without importing the modules that act on them.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from normgrow.config.schema import need
+
+# ----------------------------------------------------------------------------- a paper's study-file sections
+
+
+def _keep(value: Any, study: Any, arms: Collection[str]) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class StudySection:
+    """A study-file section a paper adds to the schema: `name:` holds a `kind` (a config dataclass, or a map of them)
+    whose empty value is `default()`. It follows the field `after` in study.yaml and in `normgrow config --study`
+    (sections that follow one field keep their registration order). `validate(study)` raises a one-line
+    ConfigError; `late` ones run after the ladder's checks (the others before `evaluate:`'s). A learning-rate pilot
+    keeps the value when `pilot` is true (else the empty one); a ladder's budget takes `rung(value, study, arms)`
+    with the arms that run there. `start_lines(study)` is printed when a study starts, before any run."""
+
+    name: str
+    kind: Any
+    default: Callable[[], Any]
+    after: str
+    doc: str
+    validate: Callable[[Any], None]
+    late: bool = False
+    pilot: bool = False
+    rung: Callable[[Any, Any, Collection[str]], Any] = _keep
+    start_lines: Callable[[Any], list[str]] = lambda study: []
+
+
+SECTIONS: dict[str, StudySection] = {}
+
+
+def register_section(sec: StudySection, core: Collection[str]) -> None:
+    """Add a section to every study's schema from now on (config.register_study_section passes the core fields)."""
+    if sec.name in SECTIONS or sec.name in core:
+        raise ValueError(f"study section '{sec.name}' is already a field of the study file")
+    if sec.after not in core and sec.after not in SECTIONS:
+        raise ValueError(f"study section '{sec.name}': follows '{sec.after}', which is no field of the study file")
+    SECTIONS[sec.name] = sec
+
+
+def section(study: Any, name: str) -> Any:
+    """The value of section `name` in `study` (its empty value when the study was made without it)."""
+    return getattr(study, name) if hasattr(study, name) else SECTIONS[name].default()
+
+
+def field_order(core: Sequence[str]) -> list[str]:
+    """The study file's top-level keys in order: the core fields, each section after the field it follows."""
+    order = list(core)
+    for name, sec in SECTIONS.items():
+        at = order.index(sec.after) + 1
+        while at < len(order) and order[at] in SECTIONS:
+            at += 1
+        order.insert(at, name)
+    return order
 
 
 class _Arm(Protocol):
@@ -47,74 +106,6 @@ class LadderView(Protocol):
     def sweep(self) -> _Sweep: ...
     @property
     def contrasts(self) -> Mapping[str, Sequence[str]]: ...
-
-
-# ----------------------------------------------------------------------------- regime: the pre-registered checks
-
-
-@dataclass
-class RegimeConfig:
-    max_collapse: float | None = None
-    """Check 1, health: every arm's collapse share (worst block, end of training; diagnostics `collapse_share`) must
-    have a mean over seeds at most this (a share in (0, 1]). null: not registered."""
-    min_kl: float | None = None
-    """Check 2, distance from the teacher: the mean over the arms of their mean final val/kl must be at least this
-    (nats/token); a budget ladder judges it at its largest budget. null: not registered."""
-    scale_factor: float | None = None
-    """Check 3, the mechanism's precondition: at the growth events the stream the appended blocks receive must differ
-    in RMS between claims.pre_grow and claims.post_grow by at least this factor (> 1), the 95% interval of the log
-    ratio beyond ±log(factor), for all tokens and for the structural tokens; a ladder judges it at every budget.
-    Descriptive since session 20: a post-norm stream's RMS is its norm's gains by construction, so this gates
-    nothing (check 4 does). null: not registered."""
-    drift_excess: float | None = None
-    """Check 4, the placement-independent precondition and the gate of the mechanism's tests: over the stage after
-    each growth event, claims.pre_grow's boundary RMS drift |log(RMS end / RMS at growth)| minus claims.pre_joint's
-    at the same tokens and residual index (mean over events) must exceed this (log units), the 95% interval over
-    seeds above it; below it, the mechanism's tests are not informative. null: not registered."""
-
-
-# number, name, what is measured (the report's table and the start-of-study block)
-CHECKS = {
-    "max_collapse": (1, "health"),
-    "min_kl": (2, "distance from the teacher"),
-    "scale_factor": (3, "placements' boundary scales (descriptive)"),
-    "drift_excess": (4, "mechanism precondition"),
-}
-# What a failed check 4 takes away, as registered with it (docs/LOG.md, session 20; check 3 until then, session 9):
-# the mechanism's tests read a boundary drift the precondition says is not there, so their verdicts are not evidence
-# for or against the mechanism.
-MECHANISM_TESTS = ("boundary_update", "boundary_renorm", "the dose–response")
-
-
-def validate_regime(r: RegimeConfig, claims) -> None:
-    """Positive finite thresholds; a collapse share in (0, 1]; a factor above 1, with the two grow arms it compares."""
-    for key in CHECKS:
-        v = getattr(r, key)
-        need(v is None or (math.isfinite(v) and v > 0), f"regime.{key}", f"must be a positive finite number, got {v}")
-    need(
-        r.max_collapse is None or r.max_collapse <= 1,
-        "regime.max_collapse",
-        f"a collapse share is at most 1, got {r.max_collapse}",
-    )
-    need(
-        r.scale_factor is None or r.scale_factor > 1,
-        "regime.scale_factor",
-        f"must be greater than 1 (a factor between the two placements' scales), got {r.scale_factor}",
-    )
-    need(
-        r.drift_excess is None or (claims.get("pre_grow") and claims.get("pre_joint")),
-        "regime.drift_excess",
-        "compares the claims roles pre_grow and pre_joint: name both arms (claims.pre_grow, claims.pre_joint)",
-    )
-    need(
-        r.scale_factor is None or (claims.get("pre_grow") and claims.get("post_grow")),
-        "regime.scale_factor",
-        "compares the claims roles pre_grow and post_grow: name both arms (claims.pre_grow, claims.post_grow)",
-    )
-
-
-def registered(r: RegimeConfig) -> list[str]:
-    return [key for key in CHECKS if getattr(r, key) is not None]
 
 
 # ----------------------------------------------------------------------------- sweep: axes of run-config values

@@ -41,10 +41,10 @@ from typing import Any
 from normgrow.config import ModelConfig, RunConfig
 from normgrow.nn.model import block_parameters
 from normgrow.run.plots import pyplot
-from normgrow.study.config import StudyConfig
+from normgrow.study.config import StudyConfig, complete
 from normgrow.study.engine.stats import Contrast
 from normgrow.study.engine.verdicts import roles_within
-from normgrow.study.sections import SweepConfig, arms_at, budget_label
+from normgrow.study.sections import SECTIONS, SweepConfig, arms_at, budget_label, section
 from normgrow.teacher.load import teacher_shape
 
 
@@ -300,13 +300,9 @@ def rung_study(study: StudyConfig, p: Point):
         return all(a in arms for a in pair)
 
     contrasts = {k: pair for k, pair in study.contrasts.items() if both(pair)}
-    c = study.claims
-    grow = [c.get("pre_grow"), c.get("post_grow")]
-    regime = study.regime if both(grow) else dataclasses.replace(study.regime, scale_factor=None)
-    if not both([c.get("pre_grow"), c.get("pre_joint")]):
-        regime = dataclasses.replace(regime, drift_excess=None)
+    own = {name: sec.rung(section(study, name), study, arms) for name, sec in SECTIONS.items()}
     return dataclasses.replace(
-        study,
+        complete(study),
         name=f"{study.name}@{p.label}",
         budgets=[],
         holdout=None,
@@ -317,6 +313,6 @@ def rung_study(study: StudyConfig, p: Point):
         gap_ratio=study.gap_ratio if all(x in contrasts for x in study.gap_ratio) else [],
         phase=study.phase if both(study.phase) else [],
         diagnostics_pair=study.diagnostics_pair if both(study.diagnostics_pair) else [],
-        claims=roles_within(c, arms),
-        regime=regime,
+        claims=roles_within(study.claims, arms),
+        **own,
     )

@@ -755,9 +755,9 @@ def test_check_4_reads_pre_grow_drift_beyond_pre_joint_at_the_same_tokens_by_han
     0, +0.001); the joint runs' snapshots hold a constant RMS (drift 0). Excess 0.30 ± 4.303·0.001/√3 per the t
     interval: above 0.1 → pass. A joint run drifting as much (grow_rms = e^0.30 per snapshot) leaves an excess of
     j − 0 → an interval around 0, below 0.1 → fail, and the mechanism's tests are then not informative."""
-    from normgrow.study.config import StudyConfig
+    from normgrow.study.config import new_study
+    from normgrow.study.paper_sections import MECHANISM_TESTS, RegimeConfig
     from normgrow.study.regime import FAIL, PASS, drift_check, regime_record
-    from normgrow.study.sections import MECHANISM_TESTS, RegimeConfig
 
     m = study(joint_gap=0.0, grow_gap=-0.03)
     check = drift_check(m, "pg", "pj", 0.1)
@@ -767,6 +767,6 @@ def test_check_4_reads_pre_grow_drift_beyond_pre_joint_at_the_same_tokens_by_han
         m["pj"][s] = run(m["pj"][s].val_ce, snapshots=joint_snapshots(grow_rms=math.exp(0.30)))
     failed = drift_check(m, "pg", "pj", 0.1)
     assert failed.outcome == FAIL and failed.values["excess"]["mean"] == pytest.approx(0.0, abs=1e-9)
-    s = StudyConfig(regime=RegimeConfig(drift_excess=0.1))
+    s = new_study(regime=RegimeConfig(drift_excess=0.1))
     assert regime_record(s, [failed])["not_informative"] == list(MECHANISM_TESTS)
     assert regime_record(s, [check])["not_informative"] == []

@@ -18,6 +18,7 @@ from normgrow.study.config import (
     LrPilotConfig,
     StudyConfig,
     load_study,
+    new_study,
     piloted_arms,
     rate_path,
     validate_study,
@@ -27,6 +28,7 @@ from normgrow.study.engine.stats import Estimate
 from normgrow.study.engine.verdicts import evaluate_claims
 from normgrow.study.jobs import sweep_plan, write_study_yaml
 from normgrow.study.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
+from normgrow.study.paper_sections import RegimeConfig
 from normgrow.study.pilot import choose_rates, pilot_study, with_rates
 from normgrow.study.rates import choice_lines
 from normgrow.study.record import from_row, values
@@ -48,7 +50,6 @@ from normgrow.study.regime import (
     regime_section,
     scale_check,
 )
-from normgrow.study.sections import RegimeConfig
 from normgrow.study.sweep import ladder_points
 
 # ----------------------------------------------------------------------------- validation
@@ -258,7 +259,7 @@ def test_readings_combine_fail_first_then_undetermined_then_not_measured():
 
 
 def test_the_section_warns_above_the_claims_only_when_a_check_fails_or_is_undetermined():
-    s = StudyConfig(arms={"a": ArmConfig()}, regime=RegimeConfig(max_collapse=0.5, min_kl=0.1))
+    s = new_study(arms={"a": ArmConfig()}, regime=RegimeConfig(max_collapse=0.5, min_kl=0.1))
     ok = [Check("max_collapse", PASS, "m", "t", "d"), Check("min_kl", PASS, "m", "t", "d")]
     L = regime_section(s, ok)
     assert L[0] == "## Regime checks" and not any(line.startswith("> ") for line in L)
@@ -284,7 +285,7 @@ def test_a_failed_precondition_makes_the_mechanism_tests_not_informative_as_regi
     """The rule registered with check 4 (check 3's until session 20): when it fails, boundary_update,
     boundary_renorm and the dose–response are reported as not informative (above the claims, and in regime.json);
     undetermined or passed, they stand. A failed check 3 — a comparison of post's norm gains — no longer gates."""
-    s = StudyConfig(arms={"a": ArmConfig()}, regime=RegimeConfig(scale_factor=2.0, drift_excess=0.1))
+    s = new_study(arms={"a": ArmConfig()}, regime=RegimeConfig(scale_factor=2.0, drift_excess=0.1))
     three = [Check("scale_factor", FAIL, "m", "t", "d")]
     assert regime_record(s, three)["not_informative"] == []
     assert "not informative" not in " ".join(regime_section(s, three))

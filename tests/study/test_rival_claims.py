@@ -6,9 +6,10 @@ import pytest
 from scipy import stats
 
 from normgrow.errors import ConfigError
-from normgrow.study.config import RivalConfig, load_study
+from normgrow.study.config import load_study
 from normgrow.study.engine.measures import RunMeasures
 from normgrow.study.engine.verdicts import CONTRADICTED, SUPPORTED, UNDETERMINED
+from normgrow.study.paper_sections import RivalConfig
 from normgrow.study.rivals import rival_claims
 
 SECTION = {"pre_joint": "pj", "post_joint": "qj", "pre_grow": "pg", "post_grow": "qg", "margin": 0.01}

@@ -1,8 +1,10 @@
 """A second paper's claims on the verdict engine, registered from this file alone (no edit to the package): its
 roles and its setting, declared by the claims that use them, named in a study file, and its two verdicts in the
-report — one supported, one contradicted, by arithmetic done here — beside the first paper's (not tested)."""
+report — one supported, one contradicted, by arithmetic done here — beside the first paper's (not tested); its
+report section; and a study-file section of its own."""
 
 import math
+from dataclasses import dataclass, field
 
 import pytest
 from test_report import write_run
@@ -10,8 +12,10 @@ from test_report import write_run
 import normgrow.study as study_api
 from conftest import cli
 from normgrow.errors import ConfigError
-from normgrow.study.config import load_study
+from normgrow.study.config import load_study, study_fields, study_yaml
 from normgrow.study.engine.verdicts import CLAIMS, ROLES, SETTINGS, equivalence_claim, gap, sign_claim
+from normgrow.study.pilot import pilot_study
+from normgrow.study.sections import SECTIONS, section
 
 T_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # two-sided 95% t quantile, 2 degrees of freedom: 4.3027
 
@@ -122,3 +126,82 @@ def test_a_second_papers_report_section_registers_from_this_file(second_paper, t
     finally:
         REPORT_PARTS.unregister("p2_runs")
     assert "p2_runs" not in REPORT_PARTS and list(REPORT_PARTS) == ["regime", "rivals", "dose"]
+
+
+# ----------------------------------------------------------------------------- a study-file section of its own
+
+
+@dataclass
+class ProbeConfig:
+    arms: list[str] = field(default_factory=list)
+    """Arms the second paper probes."""
+    min_share: float | None = None
+    """Its threshold, a share in (0, 1]; null: none."""
+
+
+def validate_probe(s) -> None:
+    p = section(s, "p2_probe")
+    if p.min_share is not None and not 0 < p.min_share <= 1:
+        raise ConfigError(f"p2_probe.min_share: a share in (0, 1], got {p.min_share}")
+
+
+PROBE = study_api.StudySection(
+    "p2_probe", ProbeConfig, ProbeConfig, "claims", "The second paper's probe.", validate_probe
+)
+
+
+@pytest.fixture
+def probe_section():
+    study_api.register_study_section(PROBE)
+    yield
+    SECTIONS.pop("p2_probe")
+
+
+PROBED = """name: probed
+base: tiny
+arms:
+  pre: {overrides: [model.norm=pre]}
+  post: {overrides: [model.norm=post]}
+lr_pilot: {lrs: [0.001, 0.002]}
+p2_probe: {arms: [pre, post], min_share: 0.5}
+"""
+
+
+def test_a_second_papers_study_file_section_registers_from_this_file(probe_section, tmp_path):
+    """Its section is read, checked in one line naming its field, saved in study.yaml after the field it follows
+    (claims, after the first paper's rivals), listed by `config --study`, emptied in the learning-rate pilot's
+    study; a study saved with it no longer loads once it is gone (one line naming it)."""
+    path = tmp_path / "probed.yaml"
+    path.write_text(PROBED)
+    s = load_study(str(path))
+    assert section(s, "p2_probe") == ProbeConfig(arms=["pre", "post"], min_share=0.5)
+    assert section(load_study(str(path), ["p2_probe.min_share=0.25"]), "p2_probe").min_share == 0.25
+    with pytest.raises(ConfigError, match=r"^p2_probe.min_share: a share in \(0, 1\], got 2.0$"):
+        load_study(str(path), ["p2_probe.min_share=2"])
+    with pytest.raises(ConfigError, match="p2_probe.nope"):
+        load_study(str(path), ["p2_probe.nope=1"])
+    keys = [line.split(":")[0] for line in study_yaml(s).splitlines() if line[:1].isalpha()]
+    assert keys[keys.index("claims") :][:4] == ["claims", "rivals", "p2_probe", "select_tokens"]
+    rows = [key for key, _, _ in study_fields()]
+    assert rows[rows.index("rivals") + 1 : rows.index("rivals") + 3] == ["p2_probe.arms", "p2_probe.min_share"]
+    assert section(pilot_study(s), "p2_probe") == ProbeConfig() and section(pilot_study(s), "dose") == section(
+        s, "dose"
+    )
+    saved = tmp_path / "saved.yaml"
+    saved.write_text(study_yaml(s))
+    assert section(load_study(str(saved)), "p2_probe") == section(s, "p2_probe")
+    SECTIONS.pop("p2_probe")
+    try:
+        with pytest.raises(ConfigError, match="p2_probe") as e:
+            load_study(str(saved))
+        assert "\n" not in str(e.value)
+    finally:
+        study_api.register_study_section(PROBE)
+
+
+def test_a_section_cannot_take_a_fields_name_or_follow_a_field_that_is_not_there():
+    with pytest.raises(ValueError, match="'seeds' is already a field"):
+        study_api.register_study_section(study_api.StudySection("seeds", ProbeConfig, ProbeConfig, "claims", "", print))
+    with pytest.raises(ValueError, match="follows 'nope'"):
+        study_api.register_study_section(study_api.StudySection("p2_x", ProbeConfig, ProbeConfig, "nope", "", print))
+    assert "seeds" not in SECTIONS and "p2_x" not in SECTIONS
