@@ -40,9 +40,7 @@ from normgrow.run.budget import match_budget
 from normgrow.run.export import export_student
 from normgrow.run.pipeline import build_cache, build_default_teacher, diagnose_run, prepare_data, quiet, run
 from normgrow.run.plots import plot_runs
-from normgrow.study.compare import compare_studies
 from normgrow.study.config import load_study, study_fields
-from normgrow.study.downstream import evaluate_study, settings
 from normgrow.study.launch import die_with_parent, forks, threads_per_job
 from normgrow.study.plan import (
     describe,
@@ -56,6 +54,8 @@ from normgrow.study.plan import (
     vocab_of,
     wall_lines,
 )
+from normgrow.study.report.compare import compare_studies
+from normgrow.study.report.downstream import evaluate_study, settings
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
 from normgrow.teacher.standin import make_standin, study_overrides
 from normgrow.train import rundir

@@ -3,7 +3,7 @@
 normgrow has seven: placements (`model.norm`, nn/model.py), norm kinds (`model.norm_kind`, nn/model.py), growth operators (`curriculum.growth`,
 train/growth.py), diagnostics (`diagnostics.include`, train/diagnostics.py), launchers (`launcher.kind`,
 study/launch.py), corpus sources (`data.format`, data/sources.py) and claims (every study's
-claims, study/engine/verdicts.py; the paper's in study/paper.py). Each module fills its registry with explicit `register(...)` calls
+claims, study/engine/verdicts.py; the paper's in study/paper/claims.py). Each module fills its registry with explicit `register(...)` calls
 for the built-in entries; user code makes the same calls, before the config is loaded:
 
     import normgrow

@@ -14,7 +14,10 @@ PACKAGE = Path(normgrow.__file__).parent
 MAX_LINES = 60  # a function
 MAX_MODULE_LINES = 600
 ENGINE = "normgrow.study.engine.verdicts"
-PAPER = {"normgrow.study.paper", "normgrow.study.mechanism"}  # the paper's claims, registered on the engine
+PAPER = {
+    "normgrow.study.paper.claims",
+    "normgrow.study.paper.mechanism",
+}  # the paper's claims, registered on the engine
 STUDY_USERS = {"normgrow", "normgrow.cli"}  # the only modules outside normgrow.study that may import it
 # The floor plan, bottom up: a module imports only modules of its own floor and of the floors below. The package
 # root holds the shared utilities (the ground floor) and the face: the command line and `__init__`, on top.
@@ -166,7 +169,9 @@ def test_the_verdict_engine_does_not_import_the_papers_claims():
     graph = import_graph()
     below = reachable({k: v - {"normgrow.study"} for k, v in graph.items()}, ENGINE)
     assert not below & PAPER, below & PAPER
-    assert ENGINE in reachable(graph, "normgrow.study.paper")  # the paper is registered on the engine, not beside it
+    assert ENGINE in reachable(
+        graph, "normgrow.study.paper.claims"
+    )  # the paper is registered on the engine, not beside it
 
 
 ENGINE_ROOM = "normgrow.study.engine"
@@ -191,31 +196,38 @@ def test_the_engine_imports_nothing_of_the_study_wing_outside_it():
     assert outside_the_engine(planted) == ["normgrow.study.engine.fits → normgrow.study.record"]
 
 
-THE_PAPER = PAPER | {
-    f"normgrow.study.{m}" for m in ("rivals", "regime", "paper_limits", "paper_parts")
-}  # every module of the paper: its claims, mechanism, rivals, regime checks, limit claims and report parts
-REPORT = {
-    f"normgrow.study.{m}"
-    for m in (
-        "summary", "report", "parts", "figures", "overview", "contrasts", "compare", "ladder", "downstream",
-        "multiplier", "valsample", "rates", "limit_figures",
-    )
-}  # fmt: skip
+PAPER_ROOM, REPORT_ROOM = "normgrow.study.paper", "normgrow.study.report"
+
+
+def room_of(graph: dict[str, set[str]], prefix: str) -> set[str]:
+    return {m for m in graph if m == prefix or m.startswith(prefix + ".")}
 
 
 def papers_reached(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """Each report module → the paper's modules it reaches through its imports (the study package's `__init__`,
-    which imports the paper to register it, aside)."""
+    """Each study module outside study/paper/ → the paper's modules it reaches through its imports (the study
+    package's `__init__`, which imports the paper to register it, aside)."""
+    paper = room_of(graph, PAPER_ROOM)
     without_init = {k: v - {"normgrow.study"} for k, v in graph.items()}
-    return {m: found for m in sorted(REPORT) if (found := reachable(without_init, m) & THE_PAPER)}
+    outside = sorted(room_of(graph, "normgrow.study") - paper - {"normgrow.study"})
+    return {m: found for m in outside if (found := reachable(without_init, m) & paper)}
 
 
-def test_the_report_imports_no_module_of_the_paper():
+def test_the_report_and_the_plumbing_import_no_module_of_the_paper():
+    """The paper is a plug-in: its claims, sections and report parts register through registries, so no study
+    module outside study/paper/ — the report's, the engine's, the runner's, the config's — reaches one of its modules.
+    At 2935ab9 report.py imported regime and rivals directly, summary.py mechanism, regime and rivals; before the
+    sections registry (09ab184) config.py, runner.py and pilot.py named the paper's regime: section."""
     graph = import_graph()
-    assert REPORT <= set(graph) and THE_PAPER <= set(graph)  # the names above are modules
+    report, paper = room_of(graph, REPORT_ROOM), room_of(graph, PAPER_ROOM)
+    assert len(report) >= 14 and len(paper) >= 8 and PAPER <= paper  # the rooms are there, with their modules
     assert papers_reached(graph) == {}
-    planted = {**graph, "normgrow.study.overview": graph["normgrow.study.overview"] | {"normgrow.study.rivals"}}
-    assert set(papers_reached(planted)) >= {"normgrow.study.overview", "normgrow.study.report"}
+    planted = {
+        **graph,
+        "normgrow.study.report.overview": graph["normgrow.study.report.overview"] | {"normgrow.study.paper.rivals"},
+    }
+    assert {"normgrow.study.report.overview", "normgrow.study.report.study"} <= set(papers_reached(planted))
+    planted = {**graph, "normgrow.study.runner": graph["normgrow.study.runner"] | {"normgrow.study.paper.regime"}}
+    assert "normgrow.study.runner" in papers_reached(planted)
 
 
 def room(module: str) -> str:

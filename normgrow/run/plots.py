@@ -2,8 +2,8 @@
 
 `plot_runs(run_dirs, out_dir)` draws one set of figures for any number of runs — one run (the
 figures `normgrow run` leaves in its run directory) or several side by side (pre vs post in a
-study): the same axes, one colour per run, stage boundaries marked. study/figures.py draws a
-study's with these helpers (study/report.py writes the text around them).
+study): the same axes, one colour per run, stage boundaries marked. study/report/figures.py draws a
+study's with these helpers (study/report/study.py writes the text around them).
 
     val_ce.png            the learning curve against active-layer tokens, stage boundaries dashed: curve/ce at
                           every evaluation (the curve subset, data.curve_tokens), or val/ce for runs written

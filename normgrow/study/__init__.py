@@ -1,43 +1,35 @@
 """Studies: every arm × seed of a comparison run as independent jobs, then aggregated into results, statistics,
-the claims' verdicts and a report — all rebuilt from the study directory alone.
+the claims' verdicts and a report — all rebuilt from the study directory alone. Three rooms and the plumbing:
 
-    config.py     the study file: arms, seeds, contrasts, claims' roles, launcher; loading and validation
-    sections.py   its regime: and sweep: sections as data (read by config.py; acted on by regime.py, sweep.py)
+    engine/       the verdict engine, knowing no paper: measures.py (a run's view), stats.py (intervals, Fieller,
+                  Holm, power), verdicts.py (claims, roles, settings as registries), fits.py (L(B) = E + A·B^−α)
+    paper/        the paper, a plug-in: its claims (claims.py, mechanism.py, rivals.py, limits.py), its regime
+                  checks (regime.py), its study-file sections (sections.py) and report parts (plugin.py)
+    report/       a study directory read back: summary.py, study.py (report.md), ladder.py, figures.py,
+                  overview.py, parts.py (the report-part registry), contrasts.py, compare.py, downstream.py, …
+
+    config.py     the study file: arms, seeds, contrasts, claims' roles, launcher; a paper's sections registered
+    sections.py   the study-file section registry; sweep: and a ladder's checks as data
     jobs.py       arm × seed (× learning rate) jobs, their names, the study directory
     launch.py     launchers (inline, local processes, submitit/SLURM) as a registry, the progress bar
     runner.py     one walk of a study's tree (pilot, rounds, points or budgets) with two launchers: train, or read
-    summary.py    a study directory summarized: results.csv, statistics, claims, regime checks, report.md
     record.py     one record per run (RunRecord), results.csv, the learning-rate selection
-    measures.py   the claims' view of a run record (RunMeasures)
-    stats.py      one typed interval estimate (Estimate), paired contrasts, Fieller's ratio, Holm, power
-    contrasts.py  a study's numbers from its records: per arm, contrasts, the gap ratio, the phase-wise table
-    verdicts.py   the verdict engine: claims, roles and settings as registries, verdicts, p-values, Holm
-    paper.py      the paper's claims, registered on the engine;  mechanism.py  its mechanism claims' measures
-    pilot.py      the learning-rate pilot (lr_pilot): a short sub-study that chooses each arm's rate first (and a
-                  ladder's check of it at its middle budget)
-    report.py     report.md;  figures.py  its figures
-    sweep.py      sweep axes and the sweep report;  compare.py  `report --against`
-    ladder.py     budget ladders: each contrast's retention ratio between budgets and its label (also --against's)
-    branches.py   a ladder trained as trunks and decay branches (`ladder: branches`; the runs' side: train/branch.py)
-    fits.py       L(B) = E + A·B^−α per arm, jackknife over seeds;  limits.py  the limit, the held-out prediction,
-                  the claims at the limit (the paper's: paper_limits.py);  limit_figures.py  their figures
-    regime.py     pre-registered regime checks (health, distance from the teacher, the mechanism's precondition)
+    choice.py     lr_choice.json as frozen records;  pilot.py, envelope.py  the rates' pilot and per-budget envelope
+    sweep.py      sweep axes;  branches.py  a ladder trained as trunks and decay branches
+    limits.py     the limit per arm, the held-out prediction, the registry of claims at the limit
     plan.py       `normgrow plan`: memory per device and device-hours before running
 
 The layer sits above the core: nothing outside normgrow/study/ (but the command line and the package's
-`__init__`) imports it; the engine (verdicts.py) imports no claim of the paper's (tests/test_structure.py).
+`__init__`) imports it; the engine imports nothing of the study outside it; the report and the plumbing import
+nothing of the paper (tests/test_structure.py).
 """
 
-from normgrow.study import (
-    paper,  # noqa: F401 - registers the paper's claims on the engine, as a user's are
-    paper_limits,  # noqa: F401 - and its claims at the limit of a ladder
-    paper_parts,  # noqa: F401 - and its report parts: regime checks, rivals, the causal dose
-)
-from normgrow.study.compare import compare_studies
+from normgrow.study import paper  # noqa: F401 - the paper, registered as a plug-in (study/paper/__init__.py)
 from normgrow.study.config import StudyConfig, load_study, register_study_section
 from normgrow.study.engine.verdicts import register_claim, register_role, register_setting
 from normgrow.study.launch import register_launcher
-from normgrow.study.parts import ReportPart, register_report_part
+from normgrow.study.report.compare import compare_studies
+from normgrow.study.report.parts import ReportPart, register_report_part
 from normgrow.study.runner import rebuild_report, run_study
 from normgrow.study.sections import StudySection
 

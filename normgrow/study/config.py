@@ -40,8 +40,10 @@ from normgrow.errors import ConfigError
 from normgrow.study.engine.verdicts import normalize_claims, section_fields
 from normgrow.study.sections import (
     SECTIONS,
+    STUDY_UPPER,
     StudySection,
     SweepConfig,
+    check_sizes,
     field_order,
     register_section,
     section,
@@ -141,7 +143,7 @@ class LrPilotConfig:
 class EvaluateConfig:
     tasks: list[str] = field(default_factory=list)
     """lm-evaluation-harness tasks run on every finished run's export once the study has trained, into its report
-    (`normgrow evaluate`, study/downstream.py); `normgrow_continuation` is the local one; [] = none."""
+    (`normgrow evaluate`, study/report/downstream.py); `normgrow_continuation` is the local one; [] = none."""
     include_path: list[str] = field(default_factory=list)
     """Folders of task YAMLs (lm_eval's --include_path) besides the harness's own tasks."""
     batch_size: int = 8
@@ -296,23 +298,6 @@ def load_study(name_or_path: str | None = None, overrides: Sequence[str] = ()) -
     return study
 
 
-# the study's numbers whose meaningful range ends below schema.FLOAT_LIMIT / INT_LIMIT (check_numbers)
-STUDY_UPPER = {
-    "budget_scale": 1e4,
-    "budgets.*": 1e4,
-    "holdout": 1e4,
-    "arms.*.budgets.*": 1e4,
-    "seeds.*": 2**32 - 1,
-    "lr_pilot.seeds.*": 2**32 - 1,
-    "lr_pilot.envelope_seeds.*": 2**32 - 1,
-    "arms.*.lrs.*": 1e6,
-    "lr_pilot.lrs.*": 1e6,
-    "launcher.parallel": 4096,
-    "launcher.threads": 4096,
-    "launcher.torchrun_nproc": 4096,
-}
-
-
 def canonical(study: StudyConfig) -> StudyConfig:
     """The study with its `claims:` section checked and completed (verdicts.normalize_claims: every registered role
     and setting, in registration order), as it is compared and saved."""
@@ -325,29 +310,6 @@ def complete(study: StudyConfig) -> StudyConfig:
         return study
     core = {name: getattr(study, name) for name in CORE_FIELDS}
     return new_study(**core, **{name: section(study, name) for name in SECTIONS})
-
-
-# the longest list a study may give each field, and its most runs: what the paper and its ablations need, and less
-LIST_LIMITS = {"arms": 500, "seeds": 1000, "budgets": 64, "lr_pilot.lrs": 64, "lr_pilot.seeds": 100,
-               "lr_pilot.envelope_seeds": 100, "evaluate.tasks": 500}  # fmt: skip
-MAX_RUNS = 5_000  # arms × seeds × budgets × rates: a study beyond this is refused
-
-
-def check_sizes(s: StudyConfig) -> None:
-    """Every list a user types is refused in one line beyond its limit (LIST_LIMITS), and so is a study of more than
-    MAX_RUNS runs, before anything is planned: a mistyped range would otherwise stall `plan` or `study` silently."""
-    sizes = {"arms": len(s.arms), "seeds": len(s.seeds), "budgets": len(s.budgets), "lr_pilot.lrs": len(s.lr_pilot.lrs),
-             "lr_pilot.seeds": len(s.lr_pilot.seeds), "lr_pilot.envelope_seeds": len(s.lr_pilot.envelope_seeds),
-             "evaluate.tasks": len(s.evaluate.tasks)}  # fmt: skip
-    for key, n in sizes.items():
-        need(n <= LIST_LIMITS[key], key, f"{n:,} entries: at most {LIST_LIMITS[key]:,}")
-    for name, arm in s.arms.items():
-        for key, n in (("lrs", len(arm.lrs)), ("budgets", len(arm.budgets))):
-            need(n <= 64, f"arms.{name}.{key}", f"{n:,} entries: at most 64")
-    rates = max([len(a.lrs) for a in s.arms.values()] + [len(s.lr_pilot.lrs), 1])
-    runs = len(s.arms) * len(s.seeds) * max(1, len(s.budgets)) * rates
-    need(runs <= MAX_RUNS, "seeds", f"the study would plan about {runs:,} runs (arms × seeds × budgets × rates): "
-         f"at most {MAX_RUNS:,}")  # fmt: skip
 
 
 def validate_study(s: StudyConfig) -> None:

@@ -38,9 +38,9 @@ import math
 from pathlib import Path
 
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
-from normgrow.study.contrasts import contrast
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord
+from normgrow.study.report.contrasts import contrast
 from normgrow.study.sections import budget_label
 
 ENVELOPE = "envelope"

@@ -16,7 +16,7 @@ prediction's seeds inside its interval or not, each contrast the same.
                     undetermined when all cover but some are that wide; kept out of Holm's family and the headline's
                     counts (a covered prediction is the absence of a miss, not a rejection); not tested without a
                     holdout, a prediction, or the held-out runs of every seed the prediction was made from
-    limit claims    registered with `register_limit_claim` (the paper's are in paper_limits.py) and judged by the same
+    limit claims    registered with `register_limit_claim` (the paper's are in paper/limits.py) and judged by the same
                     engine as a study's claims (p-values, Holm within the ladder's limit claims) from the centred
                     jackknife pseudo-values of their statistic; *not informative* unless `extrapolation` is supported:
                     a limit read from a law that has not predicted a budget it had not seen is a guess

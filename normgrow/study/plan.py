@@ -38,7 +38,6 @@ from normgrow.parallel.dist import pick_device
 from normgrow.run.budget import match_budget
 from normgrow.study.branches import branched
 from normgrow.study.config import StudyConfig, envelope_on, load_study, study_preset_names
-from normgrow.study.contrasts import contrast
 from normgrow.study.engine.stats import detectable, estimate, sd_interval, seeds_for, t_quantile
 from normgrow.study.engine.verdicts import study_roles
 from normgrow.study.envelope import bracket, bracket_jobs, bracketed
@@ -54,6 +53,7 @@ from normgrow.study.pilot import (
     pilot_study,
 )
 from normgrow.study.record import read_results
+from normgrow.study.report.contrasts import contrast
 from normgrow.study.sections import budget_label
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
 from normgrow.train.stages import check_pool_repeats, plan_stages, step_cost

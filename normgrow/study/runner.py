@@ -37,7 +37,6 @@ from normgrow.parallel.dist import pick_device
 from normgrow.run.pipeline import build_cache, prepare_data
 from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
 from normgrow.study.config import StudyConfig, envelope_on, load_study
-from normgrow.study.downstream import evaluate_study, settings
 from normgrow.study.envelope import (
     ENVELOPE,
     at_budget,
@@ -60,7 +59,6 @@ from normgrow.study.jobs import (
     write_study_dir,
     write_study_yaml,
 )
-from normgrow.study.ladder import restricted
 from normgrow.study.launch import launch, threads_per_job
 from normgrow.study.limits import curves_of, write_prediction
 from normgrow.study.pilot import (
@@ -87,8 +85,10 @@ from normgrow.study.pilot import (
 )
 from normgrow.study.plan import study_plan
 from normgrow.study.record import RunRecord, read_results, read_runs, select_lrs
+from normgrow.study.report.downstream import evaluate_study, settings
+from normgrow.study.report.ladder import restricted
+from normgrow.study.report.summary import summarize, summarize_sweep
 from normgrow.study.sections import SECTIONS, budget_label
-from normgrow.study.summary import summarize, summarize_sweep
 from normgrow.study.sweep import ladder_points, rung_study
 
 Log = Callable[[str], None]

@@ -1,11 +1,12 @@
 """Study-file sections beside the core schema (config.py), as data:
 
 - the registry of a paper's own sections (`register_section`): a paper declares its study-file sections (the
-  normgrow paper's `rivals:`, `regime:` and `dose:`, in study/paper_sections.py) with their type, default, place in
+  normgrow paper's `rivals:`, `regime:` and `dose:`, in study/paper/sections.py) with their type, default, place in
   study.yaml, checks, and what a pilot or a ladder's budget keeps of them; config.py builds the study's schema from
   them, so the core names no paper field;
 - `sweep:` (axes of run-config values; sweep.py expands them into points) and a budget ladder's checks, which the
-  schema reads without importing the modules that act on them.
+  schema reads without importing the modules that act on them;
+- a study's size limits and number bounds, checked before anything is planned.
 """
 
 from __future__ import annotations
@@ -15,6 +16,49 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from normgrow.config.schema import need
+
+# ----------------------------------------------------------------------------- a study's sizes and numbers
+
+
+# the study's numbers whose meaningful range ends below schema.FLOAT_LIMIT / INT_LIMIT (check_numbers)
+STUDY_UPPER = {
+    "budget_scale": 1e4,
+    "budgets.*": 1e4,
+    "holdout": 1e4,
+    "arms.*.budgets.*": 1e4,
+    "seeds.*": 2**32 - 1,
+    "lr_pilot.seeds.*": 2**32 - 1,
+    "lr_pilot.envelope_seeds.*": 2**32 - 1,
+    "arms.*.lrs.*": 1e6,
+    "lr_pilot.lrs.*": 1e6,
+    "launcher.parallel": 4096,
+    "launcher.threads": 4096,
+    "launcher.torchrun_nproc": 4096,
+}
+
+
+# the longest list a study may give each field, and its most runs: what the paper and its ablations need, and less
+LIST_LIMITS = {"arms": 500, "seeds": 1000, "budgets": 64, "lr_pilot.lrs": 64, "lr_pilot.seeds": 100,
+               "lr_pilot.envelope_seeds": 100, "evaluate.tasks": 500}  # fmt: skip
+MAX_RUNS = 5_000  # arms × seeds × budgets × rates: a study beyond this is refused
+
+
+def check_sizes(s: Any) -> None:
+    """Every list a user types is refused in one line beyond its limit (LIST_LIMITS), and so is a study of more than
+    MAX_RUNS runs, before anything is planned: a mistyped range would otherwise stall `plan` or `study` silently."""
+    sizes = {"arms": len(s.arms), "seeds": len(s.seeds), "budgets": len(s.budgets), "lr_pilot.lrs": len(s.lr_pilot.lrs),
+             "lr_pilot.seeds": len(s.lr_pilot.seeds), "lr_pilot.envelope_seeds": len(s.lr_pilot.envelope_seeds),
+             "evaluate.tasks": len(s.evaluate.tasks)}  # fmt: skip
+    for key, n in sizes.items():
+        need(n <= LIST_LIMITS[key], key, f"{n:,} entries: at most {LIST_LIMITS[key]:,}")
+    for name, arm in s.arms.items():
+        for key, n in (("lrs", len(arm.lrs)), ("budgets", len(arm.budgets))):
+            need(n <= 64, f"arms.{name}.{key}", f"{n:,} entries: at most 64")
+    rates = max([len(a.lrs) for a in s.arms.values()] + [len(s.lr_pilot.lrs), 1])
+    runs = len(s.arms) * len(s.seeds) * max(1, len(s.budgets)) * rates
+    need(runs <= MAX_RUNS, "seeds", f"the study would plan about {runs:,} runs (arms × seeds × budgets × rates): "
+         f"at most {MAX_RUNS:,}")  # fmt: skip
+
 
 # ----------------------------------------------------------------------------- a paper's study-file sections
 

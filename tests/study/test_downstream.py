@@ -11,7 +11,7 @@ import pytest
 from test_runner import write_study
 
 from conftest import cli, cli_process
-from normgrow.study.downstream import CHOICES, CONTEXT, CONTINUATION, ITEMS, LOCAL_TASK
+from normgrow.study.report.downstream import CHOICES, CONTEXT, CONTINUATION, ITEMS, LOCAL_TASK
 
 pytestmark = pytest.mark.e2e  # every test here reads one micro study trained and evaluated end to end
 

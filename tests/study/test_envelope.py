@@ -166,7 +166,7 @@ def test_a_ladders_check_at_the_pilots_own_budget_is_skipped_with_its_note():
 
     from normgrow.study.config import load_study
     from normgrow.study.pilot import check_budget, check_skipped
-    from normgrow.study.rates import check_lines
+    from normgrow.study.report.rates import check_lines
 
     # session 21's coord: budgets 0.25, 0.5, 1 fitted, 2 held out, the pilot at half the reference budget 1
     coord = dataclasses.replace(load_study("coord"), budgets=[0.25, 0.5, 1, 2], holdout=2, budget_scale=1)

@@ -23,7 +23,6 @@ from normgrow.study.engine.fits import (
 )
 from normgrow.study.engine.stats import estimate, t_quantile
 from normgrow.study.engine.verdicts import CONTRADICTED, NOT_TESTED, SUPPORTED, Claim
-from normgrow.study.limit_figures import limit_figures
 from normgrow.study.limits import (
     PREDICTION,
     STUDY_LOG,
@@ -33,6 +32,7 @@ from normgrow.study.limits import (
     read_prediction,
     write_prediction,
 )
+from normgrow.study.report.limit_figures import limit_figures
 
 BUDGETS = [0.125, 0.25, 0.5, 1.0, 2.0]
 

@@ -19,7 +19,7 @@ from normgrow.study.config import load_study
 from normgrow.study.engine.stats import Contrast, Estimate
 from normgrow.study.engine.verdicts import claims_reading
 from normgrow.study.jobs import sweep_plan
-from normgrow.study.ladder import retention, retention_label
+from normgrow.study.report.ladder import retention, retention_label
 
 
 @pytest.mark.parametrize(
@@ -533,7 +533,7 @@ def test_a_branch_ladders_grow_arm_is_labelled_continued_and_no_paper_claim_read
     from normgrow.study.config import ArmConfig, StudyConfig
     from normgrow.study.engine.verdicts import NOT_TESTED, evaluate_claims
     from normgrow.study.jobs import continued, scale_budget
-    from normgrow.study.ladder import CONTINUED, below_full_depth, continued_arms, shape_gate, shape_lines
+    from normgrow.study.report.ladder import CONTINUED, below_full_depth, continued_arms, shape_gate, shape_lines
 
     grow, joint = load_config("grow", ["train.schedule=wsd"]), load_config("joint", ["train.schedule=wsd"])
     assert below_full_depth(scale_budget(grow, 4)) == pytest.approx(2 / 3)
@@ -566,7 +566,7 @@ def test_the_compute_multiplier_by_hand():
     budget 1 is reached by pre-norm half a doubling later: M = 2^0.5 = 1.414. Post-norm at 2.5 at budget 4 lies below
     pre's whole curve: M > 4 / 4 = 1, beyond the ladder. Two seeds with pre's curve shifted by ±0.02 (post's
     unchanged): per seed M = 2^(0.5 ∓ 0.1), geometric mean 2^0.5, its interval exp(t₁ · sd / √2) around it."""
-    from normgrow.study.multiplier import crossing, multiplier, multiplier_lines
+    from normgrow.study.report.multiplier import crossing, multiplier, multiplier_lines
 
     pre = {0: {1.0: 3.0, 2.0: 2.8, 4.0: 2.6}}
     post = {0: {1.0: 2.9, 2.0: 2.75, 4.0: 2.5}}

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from normgrow.errors import ConfigError
-from normgrow.study.contrasts import Aggregate
 from normgrow.study.engine.measures import BoundaryEvent, RunMeasures, boundary_events, snapshot
 from normgrow.study.engine.stats import Estimate
 from normgrow.study.engine.verdicts import (
@@ -20,9 +19,10 @@ from normgrow.study.engine.verdicts import (
     normalize_claims,
     sign_verdict,
 )
-from normgrow.study.mechanism import identity_verdict
-from normgrow.study.paper import crossover_verdict, magnitude_verdict
-from normgrow.study.report import _claims_section, headline
+from normgrow.study.paper.claims import crossover_verdict, magnitude_verdict
+from normgrow.study.paper.mechanism import identity_verdict
+from normgrow.study.report.contrasts import Aggregate
+from normgrow.study.report.study import _claims_section, headline
 
 
 def ClaimsConfig(**section) -> dict:  # noqa: N802 - a study file's `claims:` section, as the tests name it
@@ -564,7 +564,7 @@ def renorm(gap, closed, joint):
     """The difference in differences as its sign rule reads it (paper.renorm_reading); the registered claim
     `boundary_renorm` reports the same number as descriptive (test below)."""
     from normgrow.study.engine.verdicts import study_roles
-    from normgrow.study.paper import renorm_reading
+    from normgrow.study.paper.claims import renorm_reading
 
     return renorm_reading(study_roles(RENORM), renorm_study(gap, closed, joint))
 
@@ -644,7 +644,7 @@ def test_boundary_renorm_is_descriptive_with_its_number_and_why():
     """The renormalization arms change the blocks' type and train longer jointly than under growth: the registered
     claim reports the difference in differences with what its sign rule would read, outside Holm's family and the
     headline's counts, whatever the numbers."""
-    from normgrow.study.paper import RENORM_DESCRIPTIVE
+    from normgrow.study.paper.claims import RENORM_DESCRIPTIVE
 
     for closed, joint, rule in ((CLOSED, (0.003, 0.002, 0.001), SUPPORTED), (CLOSED, (0.03,) * 3, CONTRADICTED)):
         c = verdicts(renorm_study(GAP, closed, joint), RENORM)["boundary_renorm"]
@@ -700,7 +700,7 @@ def test_controls_are_read_against_their_baseline_so_a_regime_favouring_post_eve
 
 def test_the_interaction_is_in_the_headline_and_in_a_ladders_table_at_every_budget():
     from normgrow.study.config import StudyConfig
-    from normgrow.study.ladder import Rung, interaction_section
+    from normgrow.study.report.ladder import Rung, interaction_section
     from normgrow.study.sweep import Point
 
     claims = evaluate_claims(ROLES, study(joint_gap=0.0004, grow_gap=-0.0328))
@@ -720,7 +720,7 @@ def test_the_grow_gap_is_read_where_the_joint_gap_first_enters_the_margin():
     """study(): qj − pj = joint_gap + j (j = −0.001, 0, +0.001: a 95% half-width of 4.303 · 0.001 / √3 = 0.0025).
     Joint gap −0.17: outside ±δ = 0.01; −0.008: its mean inside, its interval [−0.0105, −0.0055] not; +0.0004: the
     interval [−0.0021, +0.0029] inside → the coordinate, where the grow gap −0.0328 is read (supported)."""
-    from normgrow.study.ladder import Rung, coordinate_section
+    from normgrow.study.report.ladder import Rung, coordinate_section
     from normgrow.study.sweep import Point
 
     def rung(budget, joint, grow, tpp):
@@ -756,8 +756,8 @@ def test_check_4_reads_pre_grow_drift_beyond_pre_joint_at_the_same_tokens_by_han
     interval: above 0.1 → pass. A joint run drifting as much (grow_rms = e^0.30 per snapshot) leaves an excess of
     j − 0 → an interval around 0, below 0.1 → fail, and the mechanism's tests are then not informative."""
     from normgrow.study.config import new_study
-    from normgrow.study.paper_sections import MECHANISM_TESTS, RegimeConfig
-    from normgrow.study.regime import FAIL, PASS, drift_check, regime_record
+    from normgrow.study.paper.regime import FAIL, PASS, drift_check, regime_record
+    from normgrow.study.paper.sections import MECHANISM_TESTS, RegimeConfig
 
     m = study(joint_gap=0.0, grow_gap=-0.03)
     check = drift_check(m, "pg", "pj", 0.1)

@@ -480,7 +480,7 @@ def test_a_neighbouring_rate_that_beats_the_chosen_one_by_2_delta_leaves_its_cla
 
     from normgrow.study.engine.verdicts import evaluate_claims
     from normgrow.study.pilot import RATE_UNDETERMINED, rate_gate, with_confirm
-    from normgrow.study.rates import confirm_lines
+    from normgrow.study.report.rates import confirm_lines
 
     roles = dict(ROLES)
     s = StudyConfig(

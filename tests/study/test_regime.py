@@ -1,4 +1,4 @@
-"""Pre-registered regime checks (study section `regime:`, normgrow/study/regime.py): validation, each check's outcome
+"""Pre-registered regime checks (study section `regime:`, normgrow/study/paper/regime.py): validation, each check's outcome
 from hand-made measures and rows, the report's section and its warning; arms run at some budgets of a ladder only;
 the pilot's scope (lr_pilot.arms, arms.<arm>.lr_from); and a micro ladder end to end with an arm at its middle budget
 only."""
@@ -27,12 +27,7 @@ from normgrow.study.engine.measures import BoundaryEvent, RunMeasures
 from normgrow.study.engine.stats import Estimate
 from normgrow.study.engine.verdicts import evaluate_claims
 from normgrow.study.jobs import sweep_plan, write_study_yaml
-from normgrow.study.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
-from normgrow.study.paper_sections import RegimeConfig
-from normgrow.study.pilot import choose_rates, pilot_study, with_rates
-from normgrow.study.rates import choice_lines
-from normgrow.study.record import from_row, values
-from normgrow.study.regime import (
+from normgrow.study.paper.regime import (
     ABSENT,
     FAIL,
     NOT_MEASURED,
@@ -50,6 +45,11 @@ from normgrow.study.regime import (
     regime_section,
     scale_check,
 )
+from normgrow.study.paper.sections import RegimeConfig
+from normgrow.study.pilot import choose_rates, pilot_study, with_rates
+from normgrow.study.record import from_row, values
+from normgrow.study.report.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
+from normgrow.study.report.rates import choice_lines
 from normgrow.study.sweep import ladder_points
 
 # ----------------------------------------------------------------------------- validation

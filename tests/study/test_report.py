@@ -10,7 +10,7 @@ import pytest
 from conftest import cli
 from normgrow.config import load_config, save_config
 from normgrow.study.engine.measures import BoundaryEvent, RunMeasures
-from normgrow.study.figures import dose_points, dose_response, dose_sentence
+from normgrow.study.report.figures import dose_points, dose_response, dose_sentence
 
 T_DF1 = math.tan(0.475 * math.pi)  # two-sided 95% t quantile, 1 degree of freedom (Cauchy)
 CE = {("pre", 0): 5.10, ("pre", 1): 5.30, ("post", 0): 4.90, ("post", 1): 5.00}

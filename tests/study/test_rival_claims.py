@@ -1,4 +1,4 @@
-"""The paper's joint and grow gap claims read for rival arms (study/rivals.py): verdicts worked out here by hand from
+"""The paper's joint and grow gap claims read for rival arms (study/paper/rivals.py): verdicts worked out here by hand from
 synthetic per-seed numbers, the roles' remapping, the pairs not read twice, Holm across the rivals, the study file's
 section and its one-line errors."""
 
@@ -9,8 +9,8 @@ from normgrow.errors import ConfigError
 from normgrow.study.config import load_study
 from normgrow.study.engine.measures import RunMeasures
 from normgrow.study.engine.verdicts import CONTRADICTED, SUPPORTED, UNDETERMINED
-from normgrow.study.paper_sections import RivalConfig
-from normgrow.study.rivals import rival_claims
+from normgrow.study.paper.rivals import rival_claims
+from normgrow.study.paper.sections import RivalConfig
 
 SECTION = {"pre_joint": "pj", "post_joint": "qj", "pre_grow": "pg", "post_grow": "qg", "margin": 0.01}
 

@@ -95,7 +95,7 @@ def test_a_second_papers_report_section_registers_from_this_file(second_paper, t
     """A report part registered here: its section follows the claims table (and the first paper's parts, which add
     nothing to this study), its headline line ends `normgrow report`'s output, its caution opens the report; the
     count it prints is computed from the view it is handed (3 seeds of sandwich at their chosen rate)."""
-    from normgrow.study.parts import REPORT_PARTS, Part
+    from normgrow.study.report.parts import REPORT_PARTS, Part
 
     def sandwich_runs(view):
         n = sum(1 for r in view.kept if r.arm == view.study.claims["p2_sandwich"])

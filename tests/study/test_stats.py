@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from normgrow.study.config import ArmConfig, StudyConfig
-from normgrow.study.contrasts import aggregate, contrast, phase_table
 from normgrow.study.engine.stats import Estimate, Ratio, estimate, fieller_ratio, holm, t_quantile
 from normgrow.study.record import RunRecord
+from normgrow.study.report.contrasts import aggregate, contrast, phase_table
 
 
 def t95(df: int) -> float:

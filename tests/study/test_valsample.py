@@ -1,4 +1,4 @@
-"""The validation set in a contrast's interval (normgrow/study/valsample.py), by hand: the seed term, the set term,
+"""The validation set in a contrast's interval (normgrow/study/report/valsample.py), by hand: the seed term, the set term,
 both together and the larger one named, from hand-made per-sequence ce."""
 
 import math
@@ -8,7 +8,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from normgrow.study.record import RunRecord
-from normgrow.study.valsample import split, split_lines
+from normgrow.study.report.valsample import split, split_lines
 
 
 def rec(arm, seed, per_seq):

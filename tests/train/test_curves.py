@@ -13,7 +13,7 @@ from normgrow.data import val_sequences
 from normgrow.errors import ConfigError
 from normgrow.parallel.dist import DistInfo
 from normgrow.run.pipeline import build_inputs, run
-from normgrow.study.figures import after_growth_curves
+from normgrow.study.report.figures import after_growth_curves
 from normgrow.train import checkpoint
 from normgrow.train.evaluate import evaluate
 from normgrow.train.loop import build_student

@@ -99,7 +99,7 @@ def test_the_dose_claim_is_the_per_seed_slope_on_log_c_by_hand():
 
     from normgrow.study.engine.measures import RunMeasures
     from normgrow.study.engine.verdicts import CONTRADICTED, DESCRIPTIVE, SUPPORTED
-    from normgrow.study.mechanism import dose_claims, slopes
+    from normgrow.study.paper.mechanism import dose_claims, slopes
 
     cs = {"c025": 0.25, "c05": 0.5, "c1": 1.0, "c2": 2.0, "c4": 4.0}
 
@@ -125,7 +125,7 @@ def test_the_dose_claim_is_the_per_seed_slope_on_log_c_by_hand():
     assert one_dose.verdict == "not tested"
     # the dose decides only where it can speak: each c at its own rate, in a regime whose interaction is below −δ
     from normgrow.study.engine.verdicts import Claim
-    from normgrow.study.mechanism import dose_gate
+    from normgrow.study.paper.mechanism import dose_gate
 
     below = Claim("interaction", verdict=SUPPORTED, key="interaction")
     assert dose_gate([dose, beside], [below], own_rates=True)[0].verdict == SUPPORTED

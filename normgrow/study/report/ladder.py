@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 
 from normgrow.config import ModelConfig, RunConfig
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import contrast
 from normgrow.study.engine.stats import Contrast, fieller_ratio
 from normgrow.study.engine.verdicts import MARGIN, NOT_TESTED, Claim, claim_arms, claims_reading
 from normgrow.study.record import RunRecord
+from normgrow.study.report.contrasts import contrast
 from normgrow.study.sections import arms_at, budget_label
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, Point, non_embedding_params
 
@@ -434,7 +434,7 @@ def ladder_report_lines(
         "over the seeds both have; each contrast's label comes from its last pair: reversing (ρ's upper bound < 0), "
         f"fading (< 1), persistent (the interval includes 1 and lies within [{PERSIST_LO:.2f}, {PERSIST_HI:.2f}]), "
         "growing (lower bound > 1), "
-        "undetermined otherwise (rules: normgrow/study/ladder.py).",
+        "undetermined otherwise (rules: normgrow/study/report/ladder.py).",
         "",
         recipe_line(study),
         "",

@@ -20,7 +20,7 @@ from typing import Any
 
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.verdicts import Claim, ClaimSpec, Roles, evaluate_specs, study_roles
-from normgrow.study.paper import grow_gap, joint_gap
+from normgrow.study.paper.claims import grow_gap, joint_gap
 
 PAPER = {
     "joint_gap": (

@@ -96,7 +96,7 @@ def split_lines(contrasts: dict[str, list[str]], records: list[RunRecord]) -> li
         "Every run is scored on one fixed validation set, so the intervals above vary the seed, not the set. From each "
         "run's ce per validation sequence (the same sequences in every run): the 95% half-width over seeds (t), over "
         "the validation sequences (a set of the same size drawn again; normal), and both together (t over the seeds' "
-        "degrees of freedom), with the larger term named (rules: normgrow/study/valsample.py).",
+        "degrees of freedom), with the larger term named (rules: normgrow/study/report/valsample.py).",
         "",
         "| contrast | Δ | seeds | sequences | ± seeds | ± validation set | ± both | larger term |",
         "|---|---|---|---|---|---|---|---|",

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from normgrow.errors import NormgrowError
 from normgrow.study.config import StudyConfig, load_study
-from normgrow.study.contrasts import contrast
 from normgrow.study.engine.stats import Contrast
 from normgrow.study.engine.verdicts import NOT_TESTED, Claim, evaluate_claims, study_roles
-from normgrow.study.ladder import (
+from normgrow.study.record import RunRecord, study_measures, verified_results
+from normgrow.study.report.contrasts import contrast
+from normgrow.study.report.ladder import (
     FADING,
     GROWING,
     PERSIST_HI,
@@ -21,7 +22,6 @@ from normgrow.study.ladder import (
     UNDETERMINED,
     retention,
 )
-from normgrow.study.record import RunRecord, study_measures, verified_results
 from normgrow.study.sections import budget_label
 
 

@@ -14,19 +14,19 @@ from pathlib import Path
 
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import Aggregate, Phase
-from normgrow.study.downstream import downstream_section
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.stats import Estimate
 from normgrow.study.engine.verdicts import NOT_TESTED, Claim, describe, study_roles
 from normgrow.study.envelope import envelope_section
-from normgrow.study.figures import dose_response, study_figures
-from normgrow.study.overview import opening, overview_figure, rates_line, study_lines
-from normgrow.study.parts import Part, slot
-from normgrow.study.parts import cautions as part_cautions
-from normgrow.study.rates import choice_lines, confirm_lines, header_line
 from normgrow.study.record import RunRecord
-from normgrow.study.valsample import split_lines
+from normgrow.study.report.contrasts import Aggregate, Phase
+from normgrow.study.report.downstream import downstream_section
+from normgrow.study.report.figures import dose_response, study_figures
+from normgrow.study.report.overview import opening, overview_figure, rates_line, study_lines
+from normgrow.study.report.parts import Part, slot
+from normgrow.study.report.parts import cautions as part_cautions
+from normgrow.study.report.rates import choice_lines, confirm_lines, header_line
+from normgrow.study.report.valsample import split_lines
 
 FIGURE_NOTES = {  # a line under a figure whose reading is not evident from the figure alone
     "after_growth": "after_growth: per growth event, curve/ce minus its value at the event (the stage_start record "

@@ -54,8 +54,8 @@ from normgrow import atomic
 from normgrow.study.config import StudyConfig
 from normgrow.study.engine.measures import Measures, scale_ratios
 from normgrow.study.engine.stats import Estimate, estimate
-from normgrow.study.mechanism import drift_excess
-from normgrow.study.paper_sections import CHECKS, MECHANISM_TESTS, regime_of, registered
+from normgrow.study.paper.mechanism import drift_excess
+from normgrow.study.paper.sections import CHECKS, MECHANISM_TESTS, regime_of, registered
 
 PASS, FAIL, UNDETERMINED, NOT_MEASURED = "pass", "fail", "undetermined", "not measured"
 NOT_RUN = "not run at this budget"  # a ladder's budget where the arms a check reads do not run
@@ -387,7 +387,7 @@ def regime_section(study: StudyConfig, checks: list[Check]) -> list[str]:
         "",
         "Registered in the study file (`regime:`) before any run, judged here from this study's numbers: *pass*, "
         "*fail*, *undetermined* (the 95% interval over seeds decides neither way) or *not measured* (rules: "
-        "normgrow/study/regime.py)."
+        "normgrow/study/paper/regime.py)."
         + (
             f" Check 2 is judged at the largest budget ({study.budgets[-1]:g}), where students get closest to their "
             "teacher; checks 1 and 3 at every budget."

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from normgrow.run.plots import COLORS, CURVE_KEYS, LINE_STYLES, curve_records, legend, plot_runs, pyplot, save_figure
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import Aggregate, Phase
 from normgrow.study.engine.measures import Measures, scale_ratios
 from normgrow.study.engine.verdicts import gap_by_seed, study_roles
 from normgrow.study.record import RunRecord
+from normgrow.study.report.contrasts import Aggregate, Phase
 
 
 def plot_study_val_ce(study: StudyConfig, records: list[RunRecord], out: Path) -> Path:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from normgrow.study import mechanism
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.stats import Estimate, fieller_ratio, interval_sign
 from normgrow.study.engine.verdicts import (
@@ -40,6 +39,7 @@ from normgrow.study.engine.verdicts import (
     sign_verdict,
     values,
 )
+from normgrow.study.paper import mechanism
 
 for _name, _help in (
     ("pre_joint", "Arm: pre-norm, joint training."),

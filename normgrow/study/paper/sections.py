@@ -1,6 +1,6 @@
 """The paper's own study-file sections, as data: `rivals:` (its claims read for other arms; rivals.py), `regime:` (the
 pre-registered checks; regime.py judges them) and `dose:` (the causal dose's arms; mechanism.py). They register on the
-study's schema (sections.register_section) from paper_parts.py, with their checks here; the core study names none of
+study's schema (sections.register_section) from plugin.py, with their checks here; the core study names none of
 them. Read a study's value with `rivals_of`, `regime_of`, `dose_of`: a study made without the section reads empty.
 """
 

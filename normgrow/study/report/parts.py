@@ -9,7 +9,7 @@ each slot's lines where the slot says, in the parts' registration order:
     a ladder's report  above_headline (above the headline), after_limits (after the fitted curves), the same for
                        headline lines and cautions
 
-The paper's parts (its regime checks, the rivals' claims, the causal dose) register in normgrow/study/paper_parts.py;
+The paper's parts (its regime checks, the rivals' claims, the causal dose) register in normgrow/study/paper/plugin.py;
 a second paper's from its own module (tests/study/test_second_paper.py). A part may also write files beside the
 report (regime.json): it is called once per summary.
 """

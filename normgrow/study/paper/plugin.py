@@ -1,4 +1,4 @@
-"""The paper as a plug-in: its study-file sections (paper_sections.py: `rivals:`, `regime:`, `dose:`, registered on the
+"""The paper as a plug-in: its study-file sections (sections.py: `rivals:`, `regime:`, `dose:`, registered on the
 study's schema) and its report parts (parts.py), registered in the order their sections and headline lines appear: its regime
 checks (regime.py: the section above the claims, regime.json beside the report, a caution when one fails), the
 rivals' claims (rivals.py: a section after the claims) and the causal dose (mechanism.py: its claims, gated, after
@@ -10,8 +10,17 @@ from __future__ import annotations
 from normgrow.study.config import envelope_on, register_study_section
 from normgrow.study.engine.verdicts import Claim
 from normgrow.study.envelope import bracketed
-from normgrow.study.mechanism import dose_claims, dose_gate
-from normgrow.study.paper_sections import (
+from normgrow.study.paper.mechanism import dose_claims, dose_gate
+from normgrow.study.paper.regime import (
+    headline_line,
+    ladder_checks,
+    plan_lines,
+    regime_section,
+    study_checks,
+    write_regime,
+)
+from normgrow.study.paper.rivals import RIVALS_TITLE, rival_claims, rivals_intro
+from normgrow.study.paper.sections import (
     DOSE_DOC,
     REGIME_DOC,
     RIVALS_DOC,
@@ -26,11 +35,9 @@ from normgrow.study.paper_sections import (
     validate_regime,
     validate_rivals,
 )
-from normgrow.study.parts import LadderView, Part, ReportPart, StudyView, register_report_part
 from normgrow.study.record import values
-from normgrow.study.regime import headline_line, ladder_checks, plan_lines, regime_section, study_checks, write_regime
-from normgrow.study.report import CAUSAL_DOSE_TITLE, claims_section, verdict_counts
-from normgrow.study.rivals import RIVALS_TITLE, rival_claims, rivals_intro
+from normgrow.study.report.parts import LadderView, Part, ReportPart, StudyView, register_report_part
+from normgrow.study.report.study import CAUSAL_DOSE_TITLE, claims_section, verdict_counts
 from normgrow.study.sections import StudySection
 
 # the study file's sections, in study.yaml's order: rivals after claims; regime, then dose, after lr_pilot

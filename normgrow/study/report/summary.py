@@ -12,24 +12,11 @@ from typing import NamedTuple
 
 from normgrow import atomic
 from normgrow.study.config import StudyConfig
-from normgrow.study.contrasts import Aggregate, aggregate, contrast
 from normgrow.study.engine.fits import MIN_BUDGETS
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.verdicts import Claim, evaluate_claims
 from normgrow.study.envelope import ENVELOPE, ladder_lines, mark
-from normgrow.study.figures import dose_response
 from normgrow.study.jobs import Job
-from normgrow.study.ladder import (
-    below_full_depth,
-    continued_arms,
-    ladder_headline,
-    ladder_report_lines,
-    ladder_rung,
-    reference_title,
-    shape_gate,
-    shape_lines,
-)
-from normgrow.study.limit_figures import limit_figures
 from normgrow.study.limits import (
     curves_of,
     extrapolation,
@@ -39,13 +26,35 @@ from normgrow.study.limits import (
     limits_headline,
     limits_lines,
 )
-from normgrow.study.multiplier import multiplier_lines, multiplier_sentence
-from normgrow.study.overview import ladder_opening, opening, overview_figure
-from normgrow.study.parts import LadderView, Rung, StudyView, cautions, headlines, ladder_parts, slot, study_parts
 from normgrow.study.pilot import choice_at, rate_gate
-from normgrow.study.rates import check_lines, confirm_lines
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, write_results
-from normgrow.study.report import (
+from normgrow.study.report.contrasts import Aggregate, aggregate, contrast
+from normgrow.study.report.figures import dose_response
+from normgrow.study.report.ladder import (
+    below_full_depth,
+    continued_arms,
+    ladder_headline,
+    ladder_report_lines,
+    ladder_rung,
+    reference_title,
+    shape_gate,
+    shape_lines,
+)
+from normgrow.study.report.limit_figures import limit_figures
+from normgrow.study.report.multiplier import multiplier_lines, multiplier_sentence
+from normgrow.study.report.overview import ladder_opening, opening, overview_figure
+from normgrow.study.report.parts import (
+    LadderView,
+    Rung,
+    StudyView,
+    cautions,
+    headlines,
+    ladder_parts,
+    slot,
+    study_parts,
+)
+from normgrow.study.report.rates import check_lines, confirm_lines
+from normgrow.study.report.study import (
     claims_section,
     collapsed_arms,
     dose_section,
@@ -86,7 +95,7 @@ def summarize(
     claims = rate_gate(evaluate_claims(study.claims, measures), study.claims, lr_choice, study)
     claims = shape_gate(claims, study.claims, continued_arms(study, {j.arm: j.cfg for j in jobs}))
     view = StudyView(study, out, {j.arm: j.cfg for j in jobs}, kept, measures, claims)
-    parts = study_parts(view)  # the registered parts (the paper's: paper_parts.py), regime.json written by its own
+    parts = study_parts(view)  # the registered parts (the paper's: paper/plugin.py), regime.json written by its own
     path = write_report(
         study,
         kept,
