@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from normgrow.study.config import StudyConfig, envelope_on, load_study, study_pr
 from normgrow.study.engine.stats import detectable, estimate, sd_interval, seeds_for, t_quantile
 from normgrow.study.engine.verdicts import study_roles
 from normgrow.study.envelope import bracket, bracket_jobs, bracketed
-from normgrow.study.jobs import Job, plan_jobs, sweep_plan, write_study_dir
+from normgrow.study.jobs import Job, plan_jobs, sweep_plan
 from normgrow.study.launch import fork_seconds
 from normgrow.study.pilot import (
     CHECK_DIR,
@@ -56,7 +55,7 @@ from normgrow.study.record import read_results
 from normgrow.study.report.contrasts import contrast
 from normgrow.study.sections import budget_label
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
-from normgrow.train.stages import check_pool_repeats, plan_stages, step_cost
+from normgrow.train.stages import check_pool_repeats, plan_stages, planned_totals, step_cost
 
 GIB = 2**30
 
@@ -279,43 +278,59 @@ def recorded_rate(rate: dict, cache_root: Path) -> dict:
 
 def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[JobPlan], list[RunConfig]]:
     """Every job of a study (every point of a sweep, every budget of a ladder, the learning-rate pilot's runs), budgets
-    matched as the runs will match them."""
+    matched as the runs will match them. Priced in memory: nothing is written (the directory named is notional)."""
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        phased: list[tuple[str, Job]] = []
-        if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
-            for sub, sub_dir in pilot_studies(study, Path(tmp)):
-                sub_jobs = plan_jobs(sub, sub_dir)
-                write_study_dir(sub, sub_jobs, sub_dir)
-                phased += [("confirm" if sub_dir.name == "confirm" else "pilot", j) for j in sub_jobs]
-        if study.sweep.axes or study.budgets:
-            groups = sweep_plan(study, Path(tmp))
-            for sub, sub_dir, jobs in groups:
-                write_study_dir(sub, jobs, sub_dir)
-            trunks: list[Job] = []
-            if study.budgets and study.ladder == "branches":
-                groups, trunks = branched(groups, Path(tmp))
-            held = budget_label(study.holdout) if study.holdout is not None else None
-            phased += [("trunk", j) for j in trunks]
-            if envelope_on(study):
-                groups = [(sub, sub_dir, [*jobs, *envelope_extra(sub, sub_dir)]) for sub, sub_dir, jobs in groups]
-            phased += [("held" if j.point == held else "main", j) for _, _, js in groups for j in js]
-        else:
-            jobs = plan_jobs(study, Path(tmp))
-            write_study_dir(study, jobs, Path(tmp))
-            if envelope_on(study):
-                jobs += envelope_extra(study, Path(tmp))
-            phased += [("main", j) for j in jobs]
-        for phase, job in phased:
-            cfg = match_budget(with_vocab(job.cfg))[0]
-            try:
-                plans.append(job_plan(job.name, cfg, world, fsdp, job.start_step, job.stop_step))
-                plans[-1].phase = phase
-            except ConfigError as e:  # a run refused at planning (data.max_pool_repeats): name the job
-                raise ConfigError(f"{job.name}: {e}") from None
-            cfgs.append(cfg)
+    root = Path(study.name)
+    phased: list[tuple[str, Job]] = []
+    written: dict[str, RunConfig] = {}  # config file → the config a study would write there
+    if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
+        for sub, sub_dir in pilot_studies(study, root):
+            sub_jobs = plan_jobs(sub, sub_dir)
+            written |= {str(j.config_path): j.cfg for j in sub_jobs}
+            phased += [("confirm" if sub_dir.name == "confirm" else "pilot", j) for j in sub_jobs]
+    if study.sweep.axes or study.budgets:
+        groups = sweep_plan(study, root)
+        written |= {str(j.config_path): j.cfg for _, _, js in groups for j in js}
+        trunks: list[Job] = []
+        if study.budgets and study.ladder == "branches":
+            groups, trunks = branched(groups, root)
+        held = budget_label(study.holdout) if study.holdout is not None else None
+        phased += [("trunk", j) for j in trunks]
+        if envelope_on(study):
+            groups = [(sub, sub_dir, [*jobs, *envelope_extra(sub, sub_dir)]) for sub, sub_dir, jobs in groups]
+        phased += [("held" if j.point == held else "main", j) for _, _, js in groups for j in js]
+    else:
+        jobs = plan_jobs(study, root)
+        written |= {str(j.config_path): j.cfg for j in jobs}
+        if envelope_on(study):
+            jobs += envelope_extra(study, root)
+        phased += [("main", j) for j in jobs]
+    for phase, job in phased:
+        cfg = priced_config(job, written)
+        try:
+            plans.append(job_plan(job.name, cfg, world, fsdp, job.start_step, job.stop_step))
+            plans[-1].phase = phase
+        except ConfigError as e:  # a run refused at planning (data.max_pool_repeats): name the job
+            raise ConfigError(f"{job.name}: {e}") from None
+        cfgs.append(cfg)
     return plans, cfgs
+
+
+def priced_config(job: Job, written: dict[str, RunConfig]) -> RunConfig:
+    """The job's config as its run resolves it: its vocabulary, and a budget matched to another job of the study from
+    that job's config (the file its run reads, here found among the planned jobs); a match to anything else (a run
+    or preset of the user's) is read as the run reads it."""
+    cfg = with_vocab(job.cfg)
+    ref = cfg.curriculum.match_budget
+    if ref not in written:
+        return match_budget(cfg)[0]
+    ref_cfg = written[ref]
+    if ref_cfg.model.vocab_size is None:  # as run.budget.reference_totals fills it
+        ref_cfg = dataclasses.replace(
+            ref_cfg, model=dataclasses.replace(ref_cfg.model, vocab_size=cfg.model.vocab_size)
+        )
+    return match_budget(cfg, planned_totals(ref_cfg))[0]
 
 
 def envelope_extra(study: StudyConfig, out: Path) -> list[Job]:
@@ -328,18 +343,18 @@ def envelope_extra(study: StudyConfig, out: Path) -> list[Job]:
     return bracket_jobs(study, out, {arm: [lo, hi] for arm in bracketed(study)}, point)
 
 
-def pilot_studies(study: StudyConfig, tmp: Path) -> list[tuple[StudyConfig, Path]]:
+def pilot_studies(study: StudyConfig, root: Path) -> list[tuple[StudyConfig, Path]]:
     """The pilot's studies whose runs are known before it runs: its first round, a ladder's check and the rate
     confirmation (at placeholder rates: a rate changes no budget). Extension rounds follow from the pilot's outcome
     and are not priced."""
-    out = [(pilot_study(study), tmp / PILOT_DIR)]
+    out = [(pilot_study(study), root / PILOT_DIR)]
     grid = sorted(study.lr_pilot.lrs)
     rates = [{"lr": lr} for lr in grid]
     placeholder = {"arms": {arm: {"chosen": grid[len(grid) // 2], "rates": rates} for arm in study.arms}}
     if study.budgets and study.lr_pilot.check and not envelope_on(study) and not check_skipped(study):
-        out.append((check_study(study, placeholder), tmp / CHECK_DIR))
+        out.append((check_study(study, placeholder), root / CHECK_DIR))
     if study.lr_pilot.confirm_seeds:
-        out.append((confirm_study(study, placeholder), tmp / CONFIRM_DIR))
+        out.append((confirm_study(study, placeholder), root / CONFIRM_DIR))
     return out
 
 

@@ -340,3 +340,38 @@ def test_the_probes_step_line_adds_up_at_full_depth():
     assert a == pytest.approx(0.010) and b == pytest.approx(0.010) and a + 9 * b == pytest.approx(0.100)
     a, b = depth_fit(0.001, 0.100, 2)  # b = 0.099 > one step: a would be negative, so a = 0 and b = 0.100 / 2
     assert (a, b) == (0.0, 0.05)
+
+
+def test_plan_prices_a_matched_arm_in_memory_as_its_run_resolves_it_and_writes_nothing(tmp_path, monkeypatch):
+    """The tiny study's matched arm (post-matched, matched to post-grow) priced without writing a study folder: its
+    stages equal those its run resolves from the reference's config file in a real study directory, and planning
+    creates no file, here or in a temporary folder (before, plan wrote every sub-study into a temporary folder to read the reference's config back)."""
+    import tempfile
+
+    from normgrow.machine.costs import with_vocab
+    from normgrow.run.budget import match_budget
+    from normgrow.study.config import load_study
+    from normgrow.study.jobs import plan_jobs, write_study_dir
+    from normgrow.study.plan import study_plan
+
+    study = load_study("tiny")
+    real = tmp_path / "real"
+    jobs = plan_jobs(study, real)
+    write_study_dir(study, jobs, real)
+    matched = next(j for j in jobs if j.arm == "post-matched")
+    from_file = match_budget(with_vocab(matched.cfg))[0].curriculum.stages
+
+    empty = tmp_path / "cwd"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+
+    def no_temp(*args, **kwargs):
+        raise AssertionError("plan made a temporary folder")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_temp)
+    plans, cfgs = study_plan(study, None, False)
+    priced = next(c for p, c in zip(plans, cfgs, strict=True) if p.name == "post-matched-s0").curriculum.stages
+    assert [s.tokens for s in priced] == [s.tokens for s in from_file] and from_file[0].tokens > 0
+    # by hand: post-grow's active-layer tokens 6656 · (1 + 2 + 3) = 39,936 over 3 layers = 13,312 (52 steps of 256)
+    assert [s.tokens for s in from_file] == [13312]
+    assert list(empty.iterdir()) == []
