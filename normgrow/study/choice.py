@@ -8,6 +8,11 @@
     CheckInfo, Checked            the ladder's check of the pilot's choice at another budget, per arm
     Confirm, ConfirmArm           the confirmation at the study's budget (lr/2, lr, 2·lr on the confirm seeds)
     BudgetEnvelope, ArmEnvelope   one budget's brackets (envelope.py): per arm its rates, choice, closure, vertex
+    RatesAt, ArmAt                the choice as one budget's study reads it (pilot.rates_at; never written): each
+                                  arm's rate there, that budget's envelope and confirmation
+
+The choice is these records in memory too: the pilot, the check, the confirmation and the envelope build them
+(pilot.py, envelope.py), the runner passes them on, the report reads them (report/rates.py, summary.py).
 
 `RateChoice.from_json(d).to_json() == d` for every file the pilot, the check, the confirmation and the envelope
 write (key order included): a key absent from the file is UNSET, never None, and written back absent. Numbers are
@@ -94,7 +99,7 @@ def _map(of):
 
 @dataclass(frozen=True)
 class Score(_Record):
-    lr: float
+    lr: float | None  # None: a shared rate the brackets do not have
     select_ce: float | None
 
 
@@ -253,3 +258,39 @@ class RateChoice(_Record):
             confirm=Confirm.from_json,
             envelope=_map(BudgetEnvelope.from_json),
         )
+
+
+def given(value: Any) -> Any:
+    """A field's value, None where the file has no such key (UNSET)."""
+    return None if value is UNSET else value
+
+
+# ----------------------------------------------------------------------------- the choice as one budget reads it
+
+
+@dataclass(frozen=True)
+class ArmAt:
+    """One arm's rate where one budget's study reads it: `chosen` the rate it trains at there (the envelope's at that
+    budget, or the check's where the choice moved and the check is nearer), `edge` the edge of its pilot's grid that
+    rate sits at (None under the envelope, or where it moved), `record` the arm's entry in the file."""
+
+    chosen: float | None
+    edge: str | None
+    record: ArmChoice
+
+
+@dataclass(frozen=True)
+class RatesAt:
+    """The choice as the study of one budget reads it (pilot.rates_at; never written): every arm's rate there, that
+    budget's envelope (None: none yet, or no envelope: `enveloped` says which) and its confirmation (None: none
+    there; a ladder confirms at its largest budget only)."""
+
+    choice: RateChoice
+    arms: Mapping[str, ArmAt]
+    envelope: BudgetEnvelope | None
+    enveloped: bool
+    confirm: Confirm | None
+
+    @property
+    def pilot(self) -> Pilot:
+        return self.choice.pilot

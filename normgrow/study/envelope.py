@@ -33,17 +33,23 @@ module reads no file itself (runner.py hands in the records).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
+from normgrow.study.choice import ArmEnvelope, BudgetEnvelope, EnvelopeScore, RateChoice, Score, given
 from normgrow.study.config import LrPilotConfig, StudyConfig, piloted_arms, rate_path
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord
 from normgrow.study.report.contrasts import contrast
-from normgrow.study.sections import budget_label
 
 ENVELOPE = "envelope"
+
+
+def envelopes(choice: RateChoice | None) -> dict[str, BudgetEnvelope]:
+    """Every budget's envelope in a choice, by budget label (none: no envelope)."""
+    return dict(given(choice.envelope) or {}) if choice is not None else {}
+
+
 FACTOR = 2.0  # the bracket's step: r/2, r, 2r; a widening round goes one such step beyond an edge
 
 
@@ -93,7 +99,7 @@ def vertex(points: list[tuple[float, float]]) -> float | None:
     return _g(2 ** (-b / (2 * a)))
 
 
-def arm_envelope(anchor: float, sc: dict[float, dict], rounds: int) -> dict:
+def arm_envelope(anchor: float, sc: dict[float, dict], rounds: int) -> ArmEnvelope:
     """One arm's envelope at one budget from its rates' scores: the chosen rate (the lowest mean select/ce), the edge
     it sits at among the rates tried (None: interior), whether the bracket is closed, the parabola's vertex."""
     tried = sorted(sc)
@@ -110,59 +116,43 @@ def arm_envelope(anchor: float, sc: dict[float, dict], rounds: int) -> dict:
         closed = edge is None and bounds(tried[i - 1]) and bounds(tried[i + 1])
         if edge is None and sc[tried[i - 1]]["mean"] is not None and sc[tried[i + 1]]["mean"] is not None:
             vtx = vertex([(lr, sc[lr]["mean"]) for lr in tried[i - 1 : i + 2]])
-    return {
-        "anchor": anchor,
-        "rates": [
-            {"lr": lr, "select_ce": sc[lr]["mean"], "n": sc[lr]["n"], "failed": sc[lr]["failed"]} for lr in tried
-        ],
-        "chosen": chosen,
-        "edge": edge,
-        "closed": closed,
-        "vertex": vtx,
-        "rounds": rounds,
-    }
+    rates = tuple(EnvelopeScore(lr, sc[lr]["mean"], sc[lr]["n"], sc[lr]["failed"]) for lr in tried)
+    return ArmEnvelope(anchor, rates, chosen, edge, closed, vtx, rounds)
 
 
 def budget_envelope(
     study: StudyConfig, records: list[RunRecord], anchors: dict[str, float | None], rounds: dict[str, int]
-) -> dict:
+) -> BudgetEnvelope:
     """The envelope of one budget (`study` its study) from its runs: per bracketed arm its rates and choice, and the
     shared-rate reading."""
     seeds = list(study.lr_pilot.envelope_seeds)
-    arms: dict[str, dict] = {}
+    arms: dict[str, ArmEnvelope] = {}
     for arm in bracketed(study):
         anchor = anchors.get(arm)
         if anchor is None:
-            arms[arm] = {"anchor": None, "rates": [], "chosen": None, "edge": None, "closed": False, "vertex": None,
-                         "rounds": 0}  # fmt: skip
+            arms[arm] = ArmEnvelope(None, (), None, None, False, None, 0)
             continue
         arms[arm] = arm_envelope(anchor, scores(records, arm, seeds), rounds.get(arm, 0))
-    return {
-        "budget_scale": study.budget_scale,
-        "seeds": seeds,
-        "widen": study.lr_pilot.envelope_widen,
-        "arms": arms,
-        "shared": shared_rate(arms),
-    }
+    return BudgetEnvelope(study.budget_scale, tuple(seeds), study.lr_pilot.envelope_widen, arms, shared_rate(arms))
 
 
-def shared_rate(arms: dict[str, dict]) -> dict:
+def shared_rate(arms: dict[str, ArmEnvelope]) -> Score:
     """The paper's protocol at this budget: among the rates every bracketed arm scored, the one with the lowest mean
     select/ce over the arms (None when the brackets share no scored rate)."""
-    per = [{r["lr"]: r["select_ce"] for r in a["rates"] if r["select_ce"] is not None} for a in arms.values()]
+    per = [{r.lr: r.select_ce for r in a.rates if r.select_ce is not None} for a in arms.values()]
     common = set.intersection(*(set(p) for p in per)) if per else set()
     if not common:
-        return {"lr": None, "select_ce": None}
+        return Score(None, None)
     best = min(sorted(common), key=lambda lr: sum(p[lr] for p in per))
-    return {"lr": best, "select_ce": sum(p[best] for p in per) / len(per)}
+    return Score(best, sum(p[best] for p in per) / len(per))
 
 
-def widen_rates(env: dict) -> dict[str, float]:
+def widen_rates(env: BudgetEnvelope) -> dict[str, float]:
     """The next round's rate of every arm whose best rate is an edge of those it tried: a factor 2 beyond it."""
     return {
-        arm: _g(a["chosen"] * FACTOR if a["edge"] == "highest" else a["chosen"] / FACTOR)
-        for arm, a in env["arms"].items()
-        if a["chosen"] is not None and a["edge"] is not None
+        arm: _g(a.chosen * FACTOR if a.edge == "highest" else a.chosen / FACTOR)
+        for arm, a in env.arms.items()
+        if a.chosen is not None and a.edge is not None
     }
 
 
@@ -177,9 +167,9 @@ def bracket_jobs(study: StudyConfig, out: Path, rates: dict[str, list[float]], p
     return plan_jobs(sub, out, point=point)
 
 
-def rates_at(study: StudyConfig, env: dict) -> dict[str, float | None]:
+def env_rates(study: StudyConfig, env: BudgetEnvelope) -> dict[str, float | None]:
     """Every arm's rate at this budget: a bracketed arm's chosen one, any other arm its source's (pilot.piloted_as)."""
-    return {arm: env["arms"].get(_source(study, arm), {}).get("chosen") for arm in study.arms}
+    return {arm: getattr(env.arms.get(_source(study, arm)), "chosen", None) for arm in study.arms}
 
 
 def _source(study: StudyConfig, arm: str) -> str:
@@ -187,11 +177,11 @@ def _source(study: StudyConfig, arm: str) -> str:
     return ([arm] + rate_path(study, arm))[-1]
 
 
-def filled_study(study: StudyConfig, env: dict) -> StudyConfig:
+def filled_study(study: StudyConfig, env: BudgetEnvelope) -> StudyConfig:
     """The budget's study with every arm at its rate there: a bracketed arm sweeping its chosen rate alone (so its
     runs keep the bracket's names, and the envelope seeds' runs are the bracket's own), every other arm with
     `train.lr=<its source's rate>` after its overrides; an arm without a rate keeps its own (its runs are blocked)."""
-    rates, own = rates_at(study, env), set(bracketed(study))
+    rates, own = env_rates(study, env), set(bracketed(study))
     arms = {}
     for name, a in study.arms.items():
         rate = rates[name]
@@ -204,14 +194,14 @@ def filled_study(study: StudyConfig, env: dict) -> StudyConfig:
     return dataclasses.replace(study, arms=arms, lr_pilot=LrPilotConfig())
 
 
-def mark(records: list[RunRecord], env: dict) -> list[RunRecord]:
+def mark(records: list[RunRecord], env: BudgetEnvelope | None) -> list[RunRecord]:
     """The records with every bracketed arm's runs marked selected yes (at its chosen rate) or no (the rest of its
-    bracket): the statistics keep the chosen rate's runs alone (RunRecord.kept)."""
+    bracket): the statistics keep the chosen rate's runs alone (RunRecord.kept). No envelope: as they are."""
     out = []
     for r in records:
-        a = env["arms"].get(r.arm)
+        a = env.arms.get(r.arm) if env is not None else None
         if a is not None:
-            ok = a["chosen"] is not None and math.isclose(r.lr, a["chosen"], rel_tol=1e-9)
+            ok = a.chosen is not None and math.isclose(r.lr, a.chosen, rel_tol=1e-9)
             r = dataclasses.replace(r, selected="yes" if ok else "no")
         out.append(r)
     return out
@@ -220,52 +210,43 @@ def mark(records: list[RunRecord], env: dict) -> list[RunRecord]:
 # ----------------------------------------------------------------------------- the choice per budget
 
 
-def at_budget(choice: dict, budget: float) -> dict:
-    """The choice as the study of one budget reads it: every arm's `chosen` its rate at that budget (its source's
-    envelope choice) and "envelope" that budget's envelope alone (None where the budget has none yet)."""
-    out = json.loads(json.dumps(choice))
-    env = choice[ENVELOPE].get(budget_label(budget))
-    out[ENVELOPE] = env
-    for c in out["arms"].values():
-        c["pilot_chosen"] = c["chosen"]
-        c["chosen"] = None if env is None else env["arms"].get(c["piloted_as"], {}).get("chosen")
-        c["edge"] = None
-    return out
-
-
-def not_closed(study: StudyConfig | None, env: dict | None, arms: frozenset[str] | set[str] = frozenset()) -> set[str]:
+def not_closed(
+    study: StudyConfig | None, env: BudgetEnvelope | None, arms: frozenset[str] | set[str] = frozenset()
+) -> set[str]:
     """The arms (any arm of `study`, through its source; without a study, the bracketed ones and `arms`) whose rate at
     this budget comes from a bracket that is not closed (every arm, where the budget has no envelope)."""
+    own = env.arms if env is not None else {}
     if study is None:
-        names = set(arms) | set((env or {}).get("arms", {}))
-        return {a for a in names if not (env or {}).get("arms", {}).get(a, {}).get("closed")}
+        return {a for a in set(arms) | set(own) if not getattr(own.get(a), "closed", False)}
     if env is None:
         return set(study.arms)
-    return {arm for arm in study.arms if not env["arms"].get(_source(study, arm), {}).get("closed")}
+    return {arm for arm in study.arms if not getattr(own.get(_source(study, arm)), "closed", False)}
 
 
 # ----------------------------------------------------------------------------- the report
 
 
-def _rate_cell(r: dict, chosen: float | None) -> str:
-    if r["select_ce"] is None:
-        return f"{r['lr']:g}: " + ("failed" if r["failed"] else "—")
-    v = f"{r['lr']:g}: {r['select_ce']:.4f}"
-    return f"**{v}** ✓" if r["lr"] == chosen else v
+def _rate_cell(r: EnvelopeScore, chosen: float | None) -> str:
+    if r.select_ce is None:
+        return f"{r.lr:g}: " + ("failed" if r.failed else "—")
+    v = f"{r.lr:g}: {r.select_ce:.4f}"
+    return f"**{v}** ✓" if r.lr == chosen else v
 
 
-def envelope_lines(env: dict | None, contrasts: dict[str, tuple[float | None, int]] | None = None) -> list[str]:
+def envelope_lines(
+    env: BudgetEnvelope | None, contrasts: dict[str, tuple[float | None, int]] | None = None
+) -> list[str]:
     """The report's section on the envelope at this budget: per bracketed arm its rates' select/ce, the choice, the
     edge, whether the bracket closed and the parabola's vertex; the shared-rate reading and, given, its contrasts
     ({name: (Δ val/ce, seeds)})."""
     if not env:
         return []
-    seeds = ", ".join(map(str, env["seeds"]))
+    seeds = ", ".join(map(str, env.seeds))
     L = [
-        f"## Learning rates at budget {env['budget_scale']:g} (envelope)",
+        f"## Learning rates at budget {env.budget_scale:g} (envelope)",
         "",
         f"Each arm that chooses its own rate ran r/2, r and 2r on seed(s) {seeds}, r its choice at the budget before "
-        f"(the pilot's at the first; without a pilot, the arm's own train.lr), widened a factor 2 beyond an edge up to {env['widen']} round(s); the rate with "
+        f"(the pilot's at the first; without a pilot, the arm's own train.lr), widened a factor 2 beyond an edge up to {env.widen} round(s); the rate with "
         "the lowest mean select/ce over those seeds (nats/token, the model-selection set) is the one every seed trains "
         "at here. A bracket is *closed* when its best rate has a scored or diverged rate on either side; a claim "
         "reading an arm whose bracket is not closed reads *undetermined (learning rate)*. Vertex: the minimum of the "
@@ -274,23 +255,23 @@ def envelope_lines(env: dict | None, contrasts: dict[str, tuple[float | None, in
         "| arm | anchor | rates: select/ce | chosen | closed | vertex |",
         "|---|---|---|---|---|---|",
     ]
-    for arm, a in env["arms"].items():
-        cells = ", ".join(_rate_cell(r, a["chosen"]) for r in a["rates"]) or "—"
-        chosen = "—" if a["chosen"] is None else f"{a['chosen']:g}"
-        closed = "yes" if a["closed"] else f"**no** ({a['edge']} rate)" if a["edge"] else "**no**"
-        vtx = "—" if a["vertex"] is None else f"{a['vertex']:.3g}"
-        anchor = "—" if a["anchor"] is None else f"{a['anchor']:g}"
+    for arm, a in env.arms.items():
+        cells = ", ".join(_rate_cell(r, a.chosen) for r in a.rates) or "—"
+        chosen = "—" if a.chosen is None else f"{a.chosen:g}"
+        closed = "yes" if a.closed else f"**no** ({a.edge} rate)" if a.edge else "**no**"
+        vtx = "—" if a.vertex is None else f"{a.vertex:.3g}"
+        anchor = "—" if a.anchor is None else f"{a.anchor:g}"
         L.append(f"| {arm} | {anchor} | {cells} | {chosen} | {closed} | {vtx} |")
-    sh = env["shared"]
+    sh = env.shared
     L.append("")
-    if sh["lr"] is None:
+    if sh.lr is None:
         L.append(
             "Shared-rate reading (one rate for every arm, the paper's protocol): the brackets share no scored rate."
         )
     else:
         L.append(
-            f"Shared-rate reading (one rate for every arm, the paper's protocol; descriptive): {sh['lr']:g}, mean "
-            f"select/ce {sh['select_ce']:.4f} over the arms."
+            f"Shared-rate reading (one rate for every arm, the paper's protocol; descriptive): {sh.lr:g}, mean "
+            f"select/ce {sh.select_ce:.4f} over the arms."
         )
         for name, (d, n) in (contrasts or {}).items():
             shown = "no paired seeds" if d is None else f"{d:+.4f} ({n} seed{'s' if n != 1 else ''})"
@@ -298,19 +279,19 @@ def envelope_lines(env: dict | None, contrasts: dict[str, tuple[float | None, in
     return L + [""]
 
 
-def ladder_lines(choice: dict | None) -> list[str]:
+def ladder_lines(choice: RateChoice | None) -> list[str]:
     """A ladder report's table of the envelope: per bracketed arm the rate chosen at every budget, marked where its
     bracket did not close, and the shared rate per budget (descriptive)."""
-    envs = (choice or {}).get(ENVELOPE)
+    envs = envelopes(choice)
     if not envs:
         return []
     labels = list(envs)
-    arms = list(dict.fromkeys(a for env in envs.values() for a in env["arms"]))
+    arms = list(dict.fromkeys(a for env in envs.values() for a in env.arms))
 
-    def cell(a: dict | None) -> str:
-        if a is None or a["chosen"] is None:
+    def cell(a: ArmEnvelope | None) -> str:
+        if a is None or a.chosen is None:
             return "—"
-        return f"{a['chosen']:g}" + ("" if a["closed"] else " (**not closed**)")
+        return f"{a.chosen:g}" + ("" if a.closed else " (**not closed**)")
 
     L = [
         "## Learning rates per budget (envelope)",
@@ -320,27 +301,26 @@ def ladder_lines(choice: dict | None) -> list[str]:
         "reading an arm whose bracket did not close there reads *undetermined (learning rate)*. Shared rate: one rate "
         "for every arm, the paper's protocol (descriptive).",
         "",
-        "| arm | " + " | ".join(f"budget {envs[k]['budget_scale']:g}" for k in labels) + " |",
+        "| arm | " + " | ".join(f"budget {envs[k].budget_scale:g}" for k in labels) + " |",
         "|---|" + "---|" * len(labels),
     ]
     for arm in arms:
-        L.append(f"| {arm} | " + " | ".join(cell(envs[k]["arms"].get(arm)) for k in labels) + " |")
-    shared = [envs[k]["shared"]["lr"] for k in labels]
+        L.append(f"| {arm} | " + " | ".join(cell(envs[k].arms.get(arm)) for k in labels) + " |")
+    shared = [envs[k].shared.lr for k in labels]
     L.append("| *shared rate* | " + " | ".join("—" if x is None else f"{x:g}" for x in shared) + " |")
     return L + [""]
 
 
-def envelope_section(study: StudyConfig, all_rows: list[RunRecord], lr_choice: dict | None) -> list[str]:
+def envelope_section(study: StudyConfig, all_rows: list[RunRecord], env: BudgetEnvelope | None) -> list[str]:
     """The envelope's section at this budget, with the contrasts at the shared rate on the envelope seeds (every run
     of the study: the bracket's runs at other rates are not among the kept ones)."""
-    env = (lr_choice or {}).get(ENVELOPE)
     if not env:
         return []
-    lr, seeds, shown = env["shared"]["lr"], set(env["seeds"]), {}
+    lr, seeds, shown = env.shared.lr, set(env.seeds), {}
     if lr is not None:
         at = [r for r in all_rows if r.seed in seeds and math.isclose(r.lr, lr, rel_tol=1e-9)]
         for name, (a, b) in study.contrasts.items():
-            if a in env["arms"] and b in env["arms"]:
+            if a in env.arms and b in env.arms:
                 c = contrast(at, a, b)
                 shown[name] = (c.est.mean, c.est.n)
     return envelope_lines(env, shown)

@@ -48,13 +48,28 @@ from pathlib import Path
 from normgrow import atomic
 from normgrow.config import load_config
 from normgrow.errors import ConfigError
-from normgrow.study.choice import RateChoice
+from normgrow.study.choice import (
+    UNSET,
+    ArmAt,
+    ArmChoice,
+    Checked,
+    CheckInfo,
+    Confirm,
+    ConfirmArm,
+    FailedRun,
+    Pilot,
+    PilotScore,
+    RateChoice,
+    RatesAt,
+    Score,
+    given,
+)
 from normgrow.study.config import LrPilotConfig, StudyConfig, complete, piloted_arms, rate_path
 from normgrow.study.engine.verdicts import NOT_TESTED, claim_arms
-from normgrow.study.envelope import ENVELOPE, at_budget, not_closed
+from normgrow.study.envelope import not_closed
 from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord, select_lrs
-from normgrow.study.sections import SECTIONS
+from normgrow.study.sections import SECTIONS, budget_label
 
 PILOT_DIR = "pilot"
 CHOICE_FILE = "lr_choice.json"
@@ -118,16 +133,16 @@ def round_dir(k: int) -> str:
     return PILOT_DIR if k == 0 else f"{PILOT_DIR}/extend-{k}"
 
 
-def beyond_edges(study: StudyConfig, choice: dict) -> dict[str, float]:
+def beyond_edges(study: StudyConfig, choice: RateChoice) -> dict[str, float]:
     """The next round's rate of every piloted arm whose choice sits at an edge of the rates it tried: the edge rate
     times (highest) or over (lowest) the grid's step at that edge (lr_pilot.lrs' two outermost rates there), to six
     significant digits (run names and configs carry the rate)."""
     grid = sorted(study.lr_pilot.lrs)
     step = {"highest": grid[-1] / grid[-2], "lowest": grid[0] / grid[1]}
     return {
-        arm: float(f"{c['chosen'] * step[c['edge']]:.6g}")
-        for arm, c in choice["arms"].items()  # 3e-4·3: 9e-4
-        if c["from"] == "pilot" and c["edge"] is not None
+        arm: float(f"{c.chosen * step[c.edge]:.6g}")
+        for arm, c in choice.arms.items()  # 3e-4·3: 9e-4
+        if c.source == "pilot" and c.edge is not None and c.chosen is not None
     }
 
 
@@ -140,43 +155,30 @@ def shared_rate(study: StudyConfig, arm: str) -> float:
         raise ConfigError(f"arms.{arm}: {e}") from None
 
 
-def _arm_choice(study: StudyConfig, arm: str, selection: dict, records: list[RunRecord]) -> dict:
+def _arm_choice(study: StudyConfig, arm: str, selection: dict, records: list[RunRecord]) -> ArmChoice:
     src = piloted_as(study, arm)
     sel = selection[src]
     chosen, shared = sel["chosen"], shared_rate(study, arm)
-    rates = [{"lr": lr, "select_ce": v["mean"], "seeds": v["n"]} for lr, v in sel["lrs"].items()]
-    failed = [
-        {"lr": r.lr, "seed": r.seed, "status": r.status, "error": r.error} for r in records if r.arm == src and not r.ok
-    ]
-    at_shared = next((r for r in rates if math.isclose(r["lr"], shared, rel_tol=1e-9)), None)
-    best = next((r["select_ce"] for r in rates if r["lr"] == chosen), None)
+    rates = tuple(PilotScore(lr, v["mean"], v["n"]) for lr, v in sel["lrs"].items())
+    failed = tuple(FailedRun(r.lr, r.seed, r.status, r.error) for r in records if r.arm == src and not r.ok)
+    at_shared = next((r for r in rates if math.isclose(r.lr, shared, rel_tol=1e-9)), None)
+    best = next((r.select_ce for r in rates if r.lr == chosen), None)
     regret, note = None, None
     if at_shared is None:
         note = f"the shared rate {shared:g} is not among the pilot's rates: its regret is not measured"
-    elif at_shared["select_ce"] is None or best is None:
+    elif at_shared.select_ce is None or best is None:
         note = f"the shared rate {shared:g} has no pilot score (a pilot run at it failed or is missing)"
     else:
-        regret = at_shared["select_ce"] - best
+        regret = at_shared.select_ce - best
     lrs = sorted(sel["lrs"])
     edge = None if chosen is None else "highest" if chosen == lrs[-1] else "lowest" if chosen == lrs[0] else None
     how, via = rate_from(study, arm)
-    return {
-        "chosen": chosen,
-        "from": how,
-        "via": via,
-        "piloted_as": src,
-        "rates": rates,
-        "failed": failed,
-        "shared": shared,
-        "regret": regret,
-        "regret_note": note,
-        "edge": edge,
-    }
+    return ArmChoice(chosen, how, tuple(via), src, rates, failed, shared, regret, note, edge, check=UNSET)
 
 
 def choose_rates(
     study: StudyConfig, pilot_records: list[RunRecord], extra: dict[str, list[float]] | None = None
-) -> dict:
+) -> RateChoice:
     """The choice (what lr_choice.json holds) from the pilot's results.csv rows (every round's): per arm of `study` its
     rate (null when its pilot arm finished no rate on every seed), every rate's mean select/ce, the shared rate and its
     regret. `extra`: the rates extension rounds added, per piloted arm."""
@@ -187,64 +189,63 @@ def choose_rates(
     )
     records, selection = select_lrs(pilot, pilot_records)
     p = study.lr_pilot
-    return {
-        "pilot": {
-            "dir": PILOT_DIR,
-            "lrs": list(p.lrs),
-            "seeds": list(p.seeds),
-            "fraction": p.budget_scale,
-            "extend": p.extend,
-            "extended": {arm: list(r) for arm, r in extra.items()},
-            "budget_scale": pilot.budget_scale,
-            "select_tokens": study.select_tokens,
-            "measure": "select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
+    return RateChoice(
+        Pilot(
+            dir=PILOT_DIR,
+            lrs=tuple(p.lrs),
+            seeds=tuple(p.seeds),
+            fraction=p.budget_scale,
+            extend=p.extend,
+            extended={arm: tuple(r) for arm, r in extra.items()},
+            budget_scale=pilot.budget_scale,
+            select_tokens=study.select_tokens,
+            envelope_seeds=UNSET,
+            measure="select/ce: mean over the pilot's seeds of val/ce on the model-selection set; "
             "the lowest is chosen; regret = select/ce(shared) − select/ce(chosen)",
-        },
-        "arms": {arm: _arm_choice(study, arm, selection, records) for arm in study.arms},
-    }
+        ),
+        {arm: _arm_choice(study, arm, selection, records) for arm in study.arms},
+        check=UNSET,
+        check_skipped=UNSET,
+        confirm=UNSET,
+        envelope=UNSET,
+    )
 
 
-def anchor_choice(study: StudyConfig) -> dict:
+def anchor_choice(study: StudyConfig) -> RateChoice:
     """The choice of an envelope without a pilot (lr_pilot.lrs empty, envelope seeds given): every arm anchored at
     its rate source's own train.lr (shared_rate), no pilot rate tried; the envelope then chooses at every budget."""
-    p = study.lr_pilot
     arms = {}
     for arm in study.arms:
         how, via = rate_from(study, arm)
         src = piloted_as(study, arm)
         shared = shared_rate(study, src)
-        arms[arm] = {
-            "chosen": shared, "from": how, "via": via, "piloted_as": src, "rates": [], "failed": [], "shared": shared,
-            "regret": None, "regret_note": "no pilot: the envelope anchors at the arm's own train.lr", "edge": None,
-        }  # fmt: skip
-    return {
-        "pilot": {
-            "dir": None,
-            "lrs": [],
-            "seeds": [],
-            "fraction": None,
-            "extend": 0,
-            "extended": {},
-            "budget_scale": None,
-            "select_tokens": study.select_tokens,
-            "envelope_seeds": list(p.envelope_seeds),
-            "measure": "no pilot: the first budget's brackets anchor at each arm's own train.lr",
-        },  # fmt: skip
-        "arms": arms,
-    }
+        note = "no pilot: the envelope anchors at the arm's own train.lr"
+        arms[arm] = ArmChoice(shared, how, tuple(via), src, (), (), shared, None, note, None, check=UNSET)
+    pilot = Pilot(
+        dir=None,
+        lrs=(),
+        seeds=(),
+        fraction=None,
+        extend=0,
+        extended={},
+        budget_scale=None,
+        select_tokens=study.select_tokens,
+        envelope_seeds=tuple(study.lr_pilot.envelope_seeds),
+        measure="no pilot: the first budget's brackets anchor at each arm's own train.lr",
+    )
+    return RateChoice(pilot, arms, check=UNSET, check_skipped=UNSET, confirm=UNSET, envelope=UNSET)
 
 
-def write_choice(out: Path, choice: dict) -> None:
-    """lr_choice.json, written through its typed records (choice.RateChoice): a shape the records do not know is an
-    error here, before the file is written, not a surprise for whatever reads it later."""
-    atomic.write_text(Path(out) / CHOICE_FILE, json.dumps(RateChoice.from_json(choice).to_json(), indent=2) + "\n")
+def write_choice(out: Path, choice: RateChoice) -> None:
+    """lr_choice.json, written from its typed records (choice.RateChoice)."""
+    atomic.write_text(Path(out) / CHOICE_FILE, json.dumps(choice.to_json(), indent=2) + "\n")
 
 
-def read_choice(out: Path) -> dict:
-    return json.loads((Path(out) / CHOICE_FILE).read_text())
+def read_choice(out: Path) -> RateChoice:
+    return RateChoice.from_json(json.loads((Path(out) / CHOICE_FILE).read_text()))
 
 
-def with_rates(study: StudyConfig, choice: dict) -> StudyConfig:
+def with_rates(study: StudyConfig, rates: RatesAt) -> StudyConfig:
     """`study` with every arm that has a chosen rate training at it (`train.lr=<rate>` after its overrides) and no
     pilot of its own: the study a pilot feeds (the main study, or each rung of a budget ladder). A study that confirms
     its rates also scores its runs on the model-selection set (data.select_tokens, which changes no training), the
@@ -252,7 +253,7 @@ def with_rates(study: StudyConfig, choice: dict) -> StudyConfig:
     arms = {}
     select = [f"data.select_tokens={study.select_tokens}"] if study.lr_pilot.confirm_seeds else []
     for name, a in study.arms.items():
-        rate = choice["arms"][name]["chosen"]
+        rate = rates.arms[name].chosen
         a = dataclasses.replace(a, lr_from=None)  # the rate is now its own
         arms[name] = (
             a if rate is None else dataclasses.replace(a, overrides=[*a.overrides, f"train.lr={rate!r}", *select])
@@ -260,15 +261,15 @@ def with_rates(study: StudyConfig, choice: dict) -> StudyConfig:
     return dataclasses.replace(study, arms=arms, lr_pilot=LrPilotConfig())
 
 
-def piloted_jobs(study: StudyConfig, out: Path, choice: dict) -> tuple[list[Job], dict[str, str]]:
+def piloted_jobs(study: StudyConfig, out: Path, rates: RatesAt) -> tuple[list[Job], dict[str, str]]:
     """The study's jobs at their chosen rates, and {job name: why} for those not launched (no pilot rate)."""
-    jobs = plan_jobs(with_rates(study, choice), out)
+    jobs = plan_jobs(with_rates(study, rates), out)
     blocked = {}
     for job in jobs:
-        c = choice["arms"][job.arm]
-        if c["chosen"] is None:
+        c = rates.arms[job.arm]
+        if c.chosen is None:
             blocked[job.name] = (
-                f"{NOT_LAUNCHED}the learning-rate pilot of {c['piloted_as']} finished no rate on every "
+                f"{NOT_LAUNCHED}the learning-rate pilot of {c.record.piloted_as} finished no rate on every "
                 f"pilot seed ({PILOT_DIR}/results.csv)"
             )
     return jobs, blocked
@@ -286,10 +287,12 @@ def check_budget(study: StudyConfig) -> float:
     return fitted[len(fitted) // 2]
 
 
-def neighbours(study: StudyConfig, c: dict) -> list[float]:
+def neighbours(study: StudyConfig, c: ArmChoice) -> list[float]:
     """The chosen rate and the rate next to it on either side among those its pilot tried (every round's), or beyond
     an edge a grid step further (as `beyond_edges` steps)."""
-    tried, chosen = sorted(r["lr"] for r in c["rates"]), c["chosen"]
+    tried, chosen = sorted(r.lr for r in c.rates), c.chosen
+    if chosen is None:
+        raise ValueError(f"{c.piloted_as}: no chosen rate to check")  # check_study checks arms with a rate only
     grid = sorted(study.lr_pilot.lrs)
     i = tried.index(chosen)
     lo = tried[i - 1] if i > 0 else float(f"{chosen * grid[0] / grid[1]:.6g}")
@@ -311,15 +314,17 @@ def check_skipped(study: StudyConfig) -> str | None:
     return None
 
 
-def check_study(study: StudyConfig, choice: dict) -> StudyConfig:
+def check_study(study: StudyConfig, choice: RateChoice) -> StudyConfig:
     """The second pilot point: every piloted arm that has a rate, at its chosen rate and its two neighbours, at the
     ladder's middle budget under the ladder's own recipe, on the pilot's first seed."""
+    rates = {arm: neighbours(study, c) for arm, c in choice.arms.items() if c.chosen is not None}
+    return check_round(study, rates)
+
+
+def check_round(study: StudyConfig, rates: dict[str, list[float]]) -> StudyConfig:
+    """The check's study with each piloted arm at the given rates (check_study's; plan prices it at any three)."""
     base = pilot_study(study)
-    arms = {
-        arm: dataclasses.replace(a, lrs=neighbours(study, choice["arms"][arm]))
-        for arm, a in base.arms.items()
-        if choice["arms"][arm]["chosen"] is not None
-    }
+    arms = {arm: dataclasses.replace(a, lrs=list(rates[arm])) for arm, a in base.arms.items() if arm in rates}
     return dataclasses.replace(
         base,
         name=f"{study.name}-pilot-check",
@@ -330,46 +335,57 @@ def check_study(study: StudyConfig, choice: dict) -> StudyConfig:
     )
 
 
-def with_check(study: StudyConfig, choice: dict, sub: StudyConfig, records: list[RunRecord]) -> dict:
+def with_check(study: StudyConfig, choice: RateChoice, sub: StudyConfig, records: list[RunRecord]) -> RateChoice:
     """The choice with the check's outcome: per piloted arm its select/ce at the three rates, the best of them and
     whether it is the pilot's choice (None: a check run did not finish); every arm reads its piloted arm's."""
     _, selection = select_lrs(sub, records)
-    out = json.loads(json.dumps(choice))
-    out["check"] = {"dir": CHECK_DIR, "budget_scale": sub.budget_scale, "seeds": list(sub.seeds)}
-    for c in out["arms"].values():
-        sel = selection.get(c["piloted_as"])
+    arms = {}
+    for arm, c in choice.arms.items():
+        sel = selection.get(c.piloted_as)
         if sel is None:
-            c["check"] = None
+            arms[arm] = dataclasses.replace(c, check=None)
             continue
-        rates = [{"lr": lr, "select_ce": v["mean"]} for lr, v in sorted(sel["lrs"].items())]
-        complete = all(r["select_ce"] is not None for r in rates)
+        rates = tuple(Score(lr, v["mean"]) for lr, v in sorted(sel["lrs"].items()))
+        complete = all(r.select_ce is not None for r in rates)
         best = sel["chosen"] if complete else None
-        c["check"] = {"rates": rates, "chosen": best, "held": None if best is None else best == c["chosen"]}
-    return out
+        arms[arm] = dataclasses.replace(c, check=Checked(rates, best, None if best is None else best == c.chosen))
+    info = CheckInfo(CHECK_DIR, sub.budget_scale, tuple(sub.seeds))
+    return dataclasses.replace(choice, arms=arms, check=info)
 
 
-def choice_at(choice: dict, budget: float) -> dict:
-    """The rates a ladder's budget trains at: per arm the choice of the pilot point nearest in log budget — the pilot's
-    own, or, for an arm whose choice moved at the check, the check's where the check's budget is nearer."""
-    if choice.get(ENVELOPE) is not None and "budget_scale" not in choice[ENVELOPE]:
-        return at_budget(choice, budget)
-    check, confirm = choice.get("check"), choice.get("confirm")
-    out = json.loads(json.dumps(choice))
-    if confirm and not math.isclose(budget, confirm.get("budget_scale", budget)):
-        del out["confirm"]  # a ladder confirms its rates at its largest budget only
-    if not check:
-        return out
-    near_check = abs(math.log(budget / check["budget_scale"])) < abs(math.log(budget / choice["pilot"]["budget_scale"]))
-    for c in out["arms"].values():
-        moved = c.get("check") and c["check"]["held"] is False
-        if moved and near_check:
-            c["chosen"], c["edge"] = c["check"]["chosen"], None
-    return out
+def rates_at(choice: RateChoice, budget: float | None = None) -> RatesAt:
+    """The rates the study at `budget` (None: the study's own) trains at. Under the envelope, every arm's rate is its
+    source's envelope choice at that budget (None where the budget has none yet). Otherwise, the pilot's choice; in a
+    ladder whose check moved an arm's choice, the check's where the check's budget is nearer in log budget; the
+    confirmation only at the budget it was made at."""
+    if choice.envelope is not UNSET:
+        env = None if budget is None else choice.envelope.get(budget_label(budget))
+        arms = {
+            arm: ArmAt(None if env is None else given(getattr(env.arms.get(c.piloted_as), "chosen", None)), None, c)
+            for arm, c in choice.arms.items()
+        }
+        return RatesAt(choice, arms, env, True, given(choice.confirm))
+    confirm, check = given(choice.confirm), given(choice.check)
+    if confirm is not None and budget is not None and not math.isclose(budget, given(confirm.budget_scale) or budget):
+        confirm = None  # a ladder confirms its rates at its largest budget only
+    p1 = given(choice.pilot.budget_scale) if check is not None else None  # a check needs a pilot
+    near = (
+        check is not None
+        and budget is not None
+        and p1 is not None
+        and abs(math.log(budget / check.budget_scale)) < abs(math.log(budget / p1))
+    )
+    arms = {}
+    for arm, c in choice.arms.items():
+        k = given(c.check)
+        moved_here = near and k is not None and k.held is False
+        arms[arm] = ArmAt(k.chosen, None, c) if moved_here else ArmAt(given(c.chosen), given(c.edge), c)
+    return RatesAt(choice, arms, None, False, confirm)
 
 
-def moved(choice: dict) -> list[str]:
+def moved(choice: RateChoice) -> list[str]:
     """The arms whose choice moved at the check."""
-    return [arm for arm, c in choice["arms"].items() if c.get("check") and c["check"]["held"] is False]
+    return [arm for arm, c in choice.arms.items() if (k := given(c.check)) is not None and k.held is False]
 
 
 CONFIRM_DIR = f"{PILOT_DIR}/confirm"
@@ -388,36 +404,36 @@ def confirm_budget(study: StudyConfig) -> float:
     return study.budgets[-1] if study.budgets else study.budget_scale
 
 
-def confirm_study(study: StudyConfig, choice: dict) -> StudyConfig:
+def confirm_study(study: StudyConfig, rates: RatesAt) -> StudyConfig:
     """The confirmation runs: each core arm with a chosen rate at half and twice it, on lr_pilot.confirm_seeds, at the
     confirmation budget under the study's own recipe (the pilot's overrides, which change no training, added);
-    nothing compared. `choice`: the rates trained at that budget (a ladder's choice_at it)."""
+    nothing compared. `rates`: the rates trained at that budget (rates_at it)."""
+    return confirm_round(study, {arm: lr for arm in core_arms(study) if (lr := rates.arms[arm].chosen) is not None})
+
+
+def confirm_round(study: StudyConfig, chosen: dict[str, float]) -> StudyConfig:
+    """The confirmation's study with each core arm in `chosen` at half and twice its rate (confirm_study's; plan
+    prices it at any rate)."""
     base = pilot_study(study)
     arms = {}
-    for arm in core_arms(study):
-        lr = choice["arms"][arm]["chosen"]
-        if lr is not None:
-            rates = [float(f"{lr / 2:.6g}"), float(f"{lr * 2:.6g}")]
-            arms[arm] = dataclasses.replace(study.arms[arm], match=None, lr_from=None, budgets=[], lrs=rates)
+    for arm, lr in chosen.items():
+        two = [float(f"{lr / 2:.6g}"), float(f"{lr * 2:.6g}")]
+        arms[arm] = dataclasses.replace(study.arms[arm], match=None, lr_from=None, budgets=[], lrs=two)
     return dataclasses.replace(
         base, name=f"{study.name}-confirm", budget_scale=confirm_budget(study), seeds=list(study.lr_pilot.confirm_seeds),
         arms=arms, ladder_base=study.budgets[0] if study.budgets and study.ladder != "rungs" else None,
     )  # fmt: skip
 
 
-def with_confirm(study: StudyConfig, choice: dict, main: list[RunRecord], sub: list[RunRecord]) -> dict:
-    """The choice with the confirmation's outcome: per core arm its mean select/ce over the confirmation seeds at half,
-    one and twice its chosen rate (the chosen rate's from the study's own runs), and whether the rate holds: interior
-    to its pilot's grid and within δ/2 of the best of the three (None: a run missing)."""
+def with_confirm(study: StudyConfig, rates: RatesAt, main: list[RunRecord], sub: list[RunRecord]) -> Confirm:
+    """The confirmation's outcome: per core arm its mean select/ce over the confirmation seeds at half, one and twice
+    its chosen rate (the chosen rate's from the study's own runs), and whether the rate holds: interior to its pilot's
+    grid and within δ/2 of the best of the three (None: a run missing)."""
     margin = float(study.claims.get("margin", 0.01))
-    out = json.loads(json.dumps(choice))
-    out["confirm"] = {
-        "dir": CONFIRM_DIR, "seeds": list(study.lr_pilot.confirm_seeds), "margin": margin, "arms": {},
-        "budget_scale": confirm_budget(study),
-    }  # fmt: skip
     seeds = set(study.lr_pilot.confirm_seeds)
+    arms = {}
     for arm in core_arms(study):
-        lr = choice["arms"][arm]["chosen"]
+        lr = rates.arms[arm].chosen
         if lr is None:
             continue
         at = {lr: [r for r in main if r.arm == arm and r.ok and r.seed in seeds]}
@@ -427,31 +443,26 @@ def with_confirm(study: StudyConfig, choice: dict, main: list[RunRecord], sub: l
         for x, rs in at.items():
             v = [y for y in (r.value("select_ce") for r in rs) if y is not None]
             means[x] = sum(v) / len(v) if len(v) == len(seeds) else None
-        edge = choice["arms"][arm].get("edge")
+        edge = rates.arms[arm].edge
         complete = all(v is not None for v in means.values())
         values = [v for v in means.values() if v is not None]
         best = min(values) if complete else None
         holds = None if best is None else bool(not edge and (means[lr] or 0.0) <= best + margin / 2)
-        out["confirm"]["arms"][arm] = {
-            "rates": [{"lr": x, "select_ce": means[x]} for x in sorted(means)],
-            "chosen": lr,
-            "edge": edge,
-            "holds": holds,
-        }
-    return out
+        arms[arm] = ConfirmArm(tuple(Score(x, means[x]) for x in sorted(means)), lr, edge, holds)
+    return Confirm(CONFIRM_DIR, tuple(study.lr_pilot.confirm_seeds), margin, arms, confirm_budget(study))
 
 
-def rate_gate(claims: list, section: dict, choice: dict | None, study: StudyConfig | None = None) -> list:
+def rate_gate(claims: list, section: dict, rates: RatesAt | None, study: StudyConfig | None = None) -> list:
     """The claims with every verdict that reads an arm whose rate did not hold (or could not be confirmed) replaced by
     "undetermined (learning rate)", raw and Holm-adjusted (descriptive lines and untested claims stay)."""
-    confirm = (choice or {}).get("confirm")
-    if choice and ENVELOPE in choice:
-        failing = not_closed(study, choice[ENVELOPE], {a for a in section.values() if isinstance(a, str)})
+    confirm = rates.confirm if rates is not None else None
+    if rates is not None and rates.enveloped:
+        failing = not_closed(study, rates.envelope, {a for a in section.values() if isinstance(a, str)})
         why = "its bracket did not close at this budget"
-    elif not confirm:
+    elif confirm is None:
         return claims
     else:
-        failing = {arm for arm, c in confirm["arms"].items() if c["holds"] is not True}
+        failing = {arm for arm, c in confirm.arms.items() if c.holds is not True}
         why = "did not hold at this budget"
     out = []
     for c in claims:

@@ -46,9 +46,10 @@ from normgrow.study.pilot import (
     CHECK_DIR,
     CONFIRM_DIR,
     PILOT_DIR,
+    check_round,
     check_skipped,
-    check_study,
-    confirm_study,
+    confirm_round,
+    core_arms,
     pilot_study,
 )
 from normgrow.study.record import read_results
@@ -345,16 +346,17 @@ def envelope_extra(study: StudyConfig, out: Path) -> list[Job]:
 
 def pilot_studies(study: StudyConfig, root: Path) -> list[tuple[StudyConfig, Path]]:
     """The pilot's studies whose runs are known before it runs: its first round, a ladder's check and the rate
-    confirmation (at placeholder rates: a rate changes no budget). Extension rounds follow from the pilot's outcome
-    and are not priced."""
+    confirmation. The check's and the confirmation's rates follow from the pilot's choice; they are priced at the
+    grid's middle rate and its neighbours (a rate changes no run's cost). Extension rounds follow from the pilot's
+    outcome and are not priced."""
     out = [(pilot_study(study), root / PILOT_DIR)]
     grid = sorted(study.lr_pilot.lrs)
-    rates = [{"lr": lr} for lr in grid]
-    placeholder = {"arms": {arm: {"chosen": grid[len(grid) // 2], "rates": rates} for arm in study.arms}}
+    mid = grid[len(grid) // 2]
     if study.budgets and study.lr_pilot.check and not envelope_on(study) and not check_skipped(study):
-        out.append((check_study(study, placeholder), root / CHECK_DIR))
+        three = [mid / 2, mid, mid * 2]
+        out.append((check_round(study, {arm: three for arm in pilot_study(study).arms}), root / CHECK_DIR))
     if study.lr_pilot.confirm_seeds:
-        out.append((confirm_study(study, placeholder), root / CONFIRM_DIR))
+        out.append((confirm_round(study, dict.fromkeys(core_arms(study), mid)), root / CONFIRM_DIR))
     return out
 
 

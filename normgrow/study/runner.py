@@ -36,17 +36,16 @@ from normgrow.machine import dtypes
 from normgrow.parallel.dist import pick_device
 from normgrow.run.pipeline import build_cache, prepare_data
 from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
+from normgrow.study.choice import UNSET, BudgetEnvelope, RateChoice, RatesAt, given
 from normgrow.study.config import StudyConfig, envelope_on, load_study
 from normgrow.study.envelope import (
-    ENVELOPE,
-    at_budget,
     bracket,
     bracket_jobs,
     bracketed,
     budget_envelope,
+    env_rates,
     filled_study,
     mark,
-    rates_at,
     widen_rates,
 )
 from normgrow.study.jobs import (
@@ -70,13 +69,13 @@ from normgrow.study.pilot import (
     beyond_edges,
     check_skipped,
     check_study,
-    choice_at,
     choose_rates,
     confirm_study,
     extension_study,
     moved,
     pilot_study,
     piloted_jobs,
+    rates_at,
     round_dir,
     with_check,
     with_confirm,
@@ -199,7 +198,7 @@ Mode = Train | Rebuild
 
 def predict_holdout(
     study: StudyConfig, fitted: list[tuple[float, StudyConfig, list[Job]]], status: dict[str, str], out: Path,
-    held: list[Job], choice: dict | None = None,
+    held: list[Job], choice: RateChoice | None = None,
 ) -> str:  # fmt: skip
     """Before any run of the held-out budget starts: the fitted budgets' runs read (each arm's chosen rate), fitted,
     and their prediction of the held-out budget written once (limits.write_prediction); a held-out run that had
@@ -207,8 +206,8 @@ def predict_holdout(
     by_budget = []
     for budget, sub, jobs in fitted:
         records, _ = select_lrs(sub, read_runs(sub, jobs, status))
-        if choice is not None and ENVELOPE in choice:
-            records = mark(records, at_budget(choice, budget)[ENVELOPE] or {"arms": {}})
+        if choice is not None and choice.envelope is not UNSET:
+            records = mark(records, rates_at(choice, budget).envelope)
         by_budget.append((budget, [r for r in records if r.kept]))
     started = [j.name for j in held if j.run_dir.exists() and any(j.run_dir.iterdir())]
     return write_prediction(study, curves_of(by_budget), out, started)
@@ -228,43 +227,44 @@ def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
     if choice is not None and envelope_on(study):
         return envelope_walk(study, out, mode, choice)
     if study.sweep.axes or study.budgets:
-        rated = rated_study(study, choice) if choice is not None else study
+        rated = rated_study(study, rates_at(choice)) if choice is not None else study
         plan = sweep_plan(rated, out)
         if choice is not None and moved(choice):  # per budget, the rates of the nearest pilot point
             pilot = choice
-            plan = ladder_plan(study, out, lambda b: rated_study(study, choice_at(pilot, b)))
+            plan = ladder_plan(study, out, lambda b: rated_study(study, rates_at(pilot, b)))
         status = mode.sweep(rated, plan, out, write_own=choice is None)
         if choice is not None and study.budgets and study.lr_pilot.confirm_seeds and mode.has_round(out / CONFIRM_DIR):
             choice = confirm_ladder(study, plan[-1], status, choice, out, mode)
         return summarize_sweep(rated, plan, status, out, mode.log, lr_choice=choice)
-    jobs, blocked = piloted_jobs(study, out, choice) if choice is not None else (plan_jobs(study, out), {})
+    jobs, blocked = piloted_jobs(study, out, rates_at(choice)) if choice is not None else (plan_jobs(study, out), {})
     status = mode.plain(study, jobs, out, blocked)
     if choice is not None and study.lr_pilot.confirm_seeds and mode.has_round(out / CONFIRM_DIR):
-        sub = confirm_study(study, choice)
+        sub = confirm_study(study, rates_at(choice))
         mode.log(f"rate confirmation at budget {study.budget_scale:g}: each core arm at half and twice its rate")
         _sub(sub, out / CONFIRM_DIR, mode, "rate confirmation")
-        choice = with_confirm(study, choice, read_runs(study, jobs, status), _records(out / CONFIRM_DIR))
+        confirm = with_confirm(study, rates_at(choice), read_runs(study, jobs, status), _records(out / CONFIRM_DIR))
+        choice = dataclasses.replace(choice, confirm=confirm)
         write_choice(out, choice)
-    done = summarize(study, jobs, status, out, choice)
+    done = summarize(study, jobs, status, out, rates_at(choice) if choice is not None else None)
     for line in done.headline:
         mode.log(line)
     return done.path
 
 
-def envelope_walk(study: StudyConfig, out: Path, mode: Mode, choice: dict) -> Path:
+def envelope_walk(study: StudyConfig, out: Path, mode: Mode, choice: RateChoice) -> Path:
     """A study under envelope rates (envelope.py): every budget, smallest first, its brackets (anchored at the budget
     before's choice, the pilot's at the first), their widening rounds and its other seeds at the chosen rates; a
     ladder's held-out budget after the prediction. The choice gains each budget's envelope as it is decided."""
-    envelopes: dict[str, dict] = {}
-    choice = {**choice, ENVELOPE: envelopes}
-    anchors = {arm: choice["arms"][arm]["chosen"] for arm in bracketed(study)}
+    anchors = {arm: choice.arms[arm].chosen for arm in bracketed(study)}
     if not study.budgets:
-        jobs, status, envelopes[budget_label(study.budget_scale)] = envelope_node(study, out, mode, anchors)
+        jobs, status, env = envelope_node(study, out, mode, anchors)
+        choice = dataclasses.replace(choice, envelope={budget_label(study.budget_scale): env})
         write_choice(out, choice)
-        done = summarize(study, jobs, status, out, at_budget(choice, study.budget_scale))
+        done = summarize(study, jobs, status, out, rates_at(choice, study.budget_scale))
         for line in done.headline:
             mode.log(line)
         return done.path
+    choice = dataclasses.replace(choice, envelope={})
     plan: list[Node] = []
     seen: dict[str, str] = {}  # the launcher's word on every budget's runs
     for p in ladder_points(study.budgets):
@@ -275,9 +275,9 @@ def envelope_walk(study: StudyConfig, out: Path, mode: Mode, choice: dict) -> Pa
             fitted = [(s.budget_scale, s, js) for s, _, js in plan]
             mode.log(predict_holdout(study, fitted, seen, out, held, choice))
         jobs, st, env = envelope_node(sub, sub_dir, mode, anchors, p.label)
-        envelopes[p.label] = env
+        choice = dataclasses.replace(choice, envelope={**choice.envelope, p.label: env})
         write_choice(out, choice)
-        anchors |= {arm: a["chosen"] for arm, a in env["arms"].items()}  # an arm not run here keeps its anchor
+        anchors |= {arm: a.chosen for arm, a in env.arms.items()}  # an arm not run here keeps its anchor
         plan.append((sub, sub_dir, jobs))
         seen |= st
     return summarize_sweep(study, plan, seen, out, mode.log, lr_choice=choice)
@@ -285,7 +285,7 @@ def envelope_walk(study: StudyConfig, out: Path, mode: Mode, choice: dict) -> Pa
 
 def envelope_node(
     study: StudyConfig, out: Path, mode: Mode, anchors: dict[str, float | None], point: str = ""
-) -> tuple[list[Job], dict[str, str], dict]:
+) -> tuple[list[Job], dict[str, str], BudgetEnvelope]:
     """One budget's envelope (`study` that budget's study, `out` its directory): the brackets, their widening rounds,
     the choice, then every other seed at the chosen rates. Returns every job, the launcher's word on them and the
     budget's envelope."""
@@ -309,10 +309,10 @@ def envelope_node(
         for a in more:
             rounds[a] += 1
     env = budget_envelope(study, read_runs(study, jobs, status), anchors, rounds)
-    rates = rates_at(study, env)
-    for arm, a in env["arms"].items():
-        edge = "" if a["closed"] else " (bracket not closed: its claims read undetermined)"
-        mode.log(f"learning rate of {arm} at {at}: " + (f"{a['chosen']:g}{edge}" if a["chosen"] else "none"))
+    rates = env_rates(study, env)
+    for arm, e in env.arms.items():
+        edge = "" if e.closed else " (bracket not closed: its claims read undetermined)"
+        mode.log(f"learning rate of {arm} at {at}: " + (f"{e.chosen:g}{edge}" if e.chosen else "none"))
     names = {j.name for j in jobs}
     fill = [j for j in plan_jobs(filled_study(study, env), out, point=point) if j.name not in names]
     blocked = {
@@ -325,15 +325,17 @@ def envelope_node(
     return jobs + fill, status, env
 
 
-def confirm_ladder(study: StudyConfig, top: Node, status: dict[str, str], choice: dict, out: Path, mode: Mode) -> dict:
+def confirm_ladder(
+    study: StudyConfig, top: Node, status: dict[str, str], choice: RateChoice, out: Path, mode: Mode
+) -> RateChoice:
     """A ladder's rate confirmation, once every budget has trained: at its largest budget (`top`, its plan node), each
     core arm at half and twice the rate it trained at there; the choice gains the outcome, for that budget only."""
     sub, _, jobs = top
-    at = choice_at(choice, sub.budget_scale)
+    at = rates_at(choice, sub.budget_scale)
     mode.log(f"rate confirmation at budget {sub.budget_scale:g}: each core arm at half and twice its rate")
     _sub(confirm_study(study, at), out / CONFIRM_DIR, mode, "rate confirmation")
     runs = read_runs(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))})
-    choice = {**choice, "confirm": with_confirm(study, at, runs, _records(out / CONFIRM_DIR))["confirm"]}
+    choice = dataclasses.replace(choice, confirm=with_confirm(study, at, runs, _records(out / CONFIRM_DIR)))
     write_choice(out, choice)
     return choice
 
@@ -348,7 +350,7 @@ def _sub(study: StudyConfig, out: Path, mode: Mode, role: str) -> None:
             mode.log(f"{role}: {line}")
 
 
-def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
+def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> RateChoice:
     """The pilot (pilot/) and its extension rounds, then the choice: while lr_pilot.extend allows, an arm whose choice
     sits at an edge of the rates it tried gets the next rate beyond it in round k (its own node, pilot/extend-<k>/);
     rebuilding, a round not on disk ends the extension. The choice is written to lr_choice.json and logged."""
@@ -371,7 +373,7 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
     choice = choose_rates(study, _pilot_records(out, study.lr_pilot.extend), extra)
     skip = check_skipped(study)
     if study.budgets and study.lr_pilot.check and not envelope_on(study) and skip:
-        choice["check_skipped"] = skip
+        choice = dataclasses.replace(choice, check_skipped=skip)
         mode.log(f"pilot check: {skip}")
     elif study.budgets and study.lr_pilot.check and not envelope_on(study) and mode.has_round(out / CHECK_DIR):
         sub = check_study(study, choice)
@@ -380,11 +382,11 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> dict:
         choice = with_check(study, choice, sub, _records(out / CHECK_DIR))
         for arm in moved(choice):
             mode.log(
-                f"learning rate of {arm} moved at budget {sub.budget_scale:g}: {choice['arms'][arm]['check']['chosen']:g}"
+                f"learning rate of {arm} moved at budget {sub.budget_scale:g}: {given(choice.arms[arm].check).chosen:g}"
             )
     write_choice(out, choice)
-    for arm, c in choice["arms"].items():
-        rate = f"{c['chosen']:g} (pilot of {c['piloted_as']})" if c["chosen"] is not None else None
+    for arm, c in choice.arms.items():
+        rate = f"{c.chosen:g} (pilot of {c.piloted_as})" if c.chosen is not None else None
         mode.log(f"learning rate of {arm}: " + (rate or "none: its pilot finished no rate, its runs are not launched"))
     return choice
 
@@ -400,16 +402,16 @@ def _pilot_records(out: Path, last: int) -> list[RunRecord]:
     return [r for path in paths if path.is_file() for r in read_results(path, runs=False)]
 
 
-def rated_study(study: StudyConfig, choice: dict) -> StudyConfig:
+def rated_study(study: StudyConfig, rates: RatesAt) -> StudyConfig:
     """A sweep's or ladder's study with every arm at its chosen rate (what each point runs); an arm without a rate
     stops it, with one line."""
-    missing = [arm for arm, c in choice["arms"].items() if c["chosen"] is None]
+    missing = [arm for arm, c in rates.arms.items() if c.chosen is None]
     if missing:
         raise NormgrowError(
             f"lr_pilot: the pilot finished no rate on every pilot seed for {', '.join(missing)} "
             f"({PILOT_DIR}/results.csv); the budget ladder is not launched"
         )
-    return with_rates(study, choice)
+    return with_rates(study, rates)
 
 
 # ----------------------------------------------------------------------------- the two commands

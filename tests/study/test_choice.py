@@ -40,8 +40,10 @@ def test_the_records_read_what_the_file_says():
 def test_the_no_pilot_choice_round_trips():
     """anchor_choice (the default study: no pilot, the envelope anchored at each arm's train.lr) writes
     pilot.envelope_seeds, a key a piloted choice has not."""
-    raw = anchor_choice(load_study("default"))
+    written = anchor_choice(load_study("default"))
+    raw = written.to_json()
     choice = RateChoice.from_json(raw)
+    assert choice == written
     assert choice.to_json() == raw and list(choice.to_json()["pilot"]) == list(raw["pilot"])
     assert choice.pilot.dir is None and choice.pilot.envelope_seeds == tuple(raw["pilot"]["envelope_seeds"])
 

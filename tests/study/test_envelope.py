@@ -5,15 +5,16 @@ leaves undetermined; the study fields' one-line errors; the check a ladder no lo
 
 import math
 import shutil
+from dataclasses import replace
 
 import pytest
 from test_pilot import _rec
 
 from conftest import cli
+from normgrow.study.choice import UNSET, ArmChoice, ArmEnvelope, BudgetEnvelope, EnvelopeScore, RateChoice, Score
 from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig
 from normgrow.study.envelope import (
     arm_envelope,
-    at_budget,
     bracket,
     budget_envelope,
     filled_study,
@@ -43,6 +44,11 @@ def four_arm_study(seeds=(0, 1, 2), env=(0, 1)) -> StudyConfig:
     )
 
 
+def envelope(arms: dict[str, ArmEnvelope]) -> BudgetEnvelope:
+    """One budget's envelope of the given arms (the other fields as a study of seeds 0, 1 would write them)."""
+    return BudgetEnvelope(1.0, (0, 1), 1, arms, Score(None, None))
+
+
 def test_the_bracket_is_half_one_and_twice_the_anchor():
     assert bracket(4e-3) == [2e-3, 4e-3, 8e-3]
     assert bracket(3e-4) == [1.5e-4, 3e-4, 6e-4]
@@ -57,14 +63,14 @@ def test_a_pilot_rate_beaten_by_a_neighbour_by_2_delta_at_the_budget_reads_the_n
         runs += [_rec("pg", seed, 1e-3, 3.55), _rec("pg", seed, 2e-3, 3.48), _rec("pg", seed, 4e-3, 3.50)]
         runs += [_rec("pg", seed, 8e-3, 3.60)]
     a = arm_envelope(4e-3, scores(runs, "pg", [0, 1]), rounds=1)
-    assert a["chosen"] == 2e-3 and a["closed"] and a["edge"] is None
-    assert [r["select_ce"] for r in a["rates"]] == pytest.approx([3.55, 3.48, 3.50, 3.60])
-    assert a["rates"][1]["select_ce"] + 2 * DELTA == pytest.approx(a["rates"][2]["select_ce"])
+    assert a.chosen == 2e-3 and a.closed and a.edge is None
+    assert [r.select_ce for r in a.rates] == pytest.approx([3.55, 3.48, 3.50, 3.60])
+    assert a.rates[1].select_ce + 2 * DELTA == pytest.approx(a.rates[2].select_ce)
     fill = [_rec("pg", 2, 2e-3, 3.47)]
-    kept = [r for r in mark(runs + fill, {"arms": {"pg": a}}) if r.kept]
+    kept = [r for r in mark(runs + fill, envelope({"pg": a})) if r.kept]
     assert sorted((r.seed, r.lr) for r in kept) == [(0, 2e-3), (1, 2e-3), (2, 2e-3)]
     # filled: the arm sweeps its chosen rate alone (the envelope seeds' runs keep the bracket's names)
-    env = {"arms": {"pg": a, "pj": {**a, "chosen": 8e-3}, "qj": {**a, "chosen": None}, "qg": {**a}}}
+    env = envelope({"pg": a, "pj": replace(a, chosen=8e-3), "qj": replace(a, chosen=None), "qg": a})
     f = filled_study(s, env)
     assert f.arms["pg"].lrs == [2e-3] and f.arms["pj"].lrs == [8e-3] and f.arms["qj"].lrs == []
 
@@ -72,29 +78,29 @@ def test_a_pilot_rate_beaten_by_a_neighbour_by_2_delta_at_the_budget_reads_the_n
 def test_a_best_rate_at_an_edge_is_widened_a_factor_2_and_left_open_if_it_stays_there():
     runs = [_rec("qj", 0, lr, ce) for lr, ce in ((4e-3, 3.6), (8e-3, 3.5), (1.6e-2, 3.4))]
     a = arm_envelope(8e-3, scores(runs, "qj", [0]), rounds=0)
-    assert a["chosen"] == 1.6e-2 and a["edge"] == "highest" and not a["closed"]
-    assert widen_rates({"arms": {"qj": a}}) == {"qj": 3.2e-2}
+    assert a.chosen == 1.6e-2 and a.edge == "highest" and not a.closed
+    assert widen_rates(envelope({"qj": a})) == {"qj": 3.2e-2}
     low = arm_envelope(8e-3, scores([_rec("qj", 0, 4e-3, 3.0), _rec("qj", 0, 8e-3, 3.5)], "qj", [0]), rounds=0)
-    assert low["edge"] == "lowest" and widen_rates({"arms": {"qj": low}}) == {"qj": 2e-3}
+    assert low.edge == "lowest" and widen_rates(envelope({"qj": low})) == {"qj": 2e-3}
     # widened once, still the highest: not closed
     a = arm_envelope(8e-3, scores(runs + [_rec("qj", 0, 3.2e-2, 3.3)], "qj", [0]), rounds=1)
-    assert a["chosen"] == 3.2e-2 and not a["closed"]
+    assert a.chosen == 3.2e-2 and not a.closed
 
 
 def test_a_diverged_rate_bounds_the_bracket_and_a_missing_one_does_not():
     ok = [_rec("qg", 0, 4e-3, 3.6), _rec("qg", 0, 8e-3, 3.5)]
     a = arm_envelope(8e-3, scores([*ok, failed("qg", 0, 1.6e-2)], "qg", [0]), rounds=0)
-    assert a["chosen"] == 8e-3 and a["closed"] and a["rates"][-1]["failed"]
-    assert widen_rates({"arms": {"qg": a}}) == {}
+    assert a.chosen == 8e-3 and a.closed and a.rates[-1].failed
+    assert widen_rates(envelope({"qg": a})) == {}
     # a neighbour whose runs are missing (one envelope seed of two finished, none failed) bounds nothing
     two = [_rec("qg", s, lr, ce) for s in (0, 1) for lr, ce in ((4e-3, 3.6), (8e-3, 3.5))]
     open_ = arm_envelope(8e-3, scores([*two, _rec("qg", 0, 1.6e-2, 3.0)], "qg", [0, 1]), rounds=0)
-    assert open_["chosen"] == 8e-3 and open_["edge"] is None and not open_["closed"]
+    assert open_.chosen == 8e-3 and open_.edge is None and not open_.closed
     # a rate that finished on one envelope seed of two is not scored
     half = [*ok, _rec("qg", 0, 1.6e-2, 3.0)]
     sc = scores(half, "qg", [0, 1])
     assert all(v["mean"] is None for v in sc.values())
-    assert arm_envelope(8e-3, sc, rounds=0)["chosen"] is None
+    assert arm_envelope(8e-3, sc, rounds=0).chosen is None
 
 
 def test_the_vertex_of_the_parabola_in_log2_lr_by_hand():
@@ -106,13 +112,16 @@ def test_the_vertex_of_the_parabola_in_log2_lr_by_hand():
 
 
 def test_the_shared_rate_is_the_lowest_mean_over_the_rates_every_arm_scored():
-    arms = {
-        "pj": {"rates": [{"lr": 2e-3, "select_ce": 3.0}, {"lr": 4e-3, "select_ce": 3.1}]},
-        "qj": {"rates": [{"lr": 4e-3, "select_ce": 2.8}, {"lr": 8e-3, "select_ce": 2.7}]},
-    }
-    assert shared_rate(arms) == {"lr": 4e-3, "select_ce": pytest.approx(2.95)}
-    arms["qj"]["rates"] = [{"lr": 8e-3, "select_ce": 2.7}]
-    assert shared_rate(arms)["lr"] is None
+    def arm(*scored):
+        return ArmEnvelope(
+            None, tuple(EnvelopeScore(lr, ce, 1, False) for lr, ce in scored), None, None, False, None, 0
+        )
+
+    arms = {"pj": arm((2e-3, 3.0), (4e-3, 3.1)), "qj": arm((4e-3, 2.8), (8e-3, 2.7))}
+    shared = shared_rate(arms)
+    assert shared.lr == 4e-3 and shared.select_ce == pytest.approx(2.95)
+    arms["qj"] = arm((8e-3, 2.7))
+    assert shared_rate(arms).lr is None
 
 
 def test_an_open_bracket_leaves_the_claims_that_read_its_arm_undetermined_by_rate():
@@ -121,7 +130,7 @@ def test_an_open_bracket_leaves_the_claims_that_read_its_arm_undetermined_by_rat
     from test_paper import ROLES, study
 
     from normgrow.study.engine.verdicts import evaluate_claims
-    from normgrow.study.pilot import RATE_UNDETERMINED, rate_gate
+    from normgrow.study.pilot import RATE_UNDETERMINED, rate_gate, rates_at
 
     s = four_arm_study(env=(0,))
     runs = []
@@ -130,17 +139,18 @@ def test_an_open_bracket_leaves_the_claims_that_read_its_arm_undetermined_by_rat
     runs += [_rec("pg", 0, lr, ce) for lr, ce in ((2e-3, 3.6), (4e-3, 3.5), (8e-3, 3.45), (1.6e-2, 3.40))]
     anchors = {a: 4e-3 for a in s.arms}
     env = budget_envelope(s, runs, anchors, {"pg": 1})
-    assert {a: e["closed"] for a, e in env["arms"].items()} == {"pj": True, "qj": True, "pg": False, "qg": True}
-    choice = at_budget({"arms": {a: {"chosen": 4e-3, "piloted_as": a} for a in s.arms}, "envelope": {"b1": env}}, 1.0)
-    assert choice["arms"]["pg"]["chosen"] == 1.6e-2 and choice["arms"]["pg"]["pilot_chosen"] == 4e-3
+    assert {a: e.closed for a, e in env.arms.items()} == {"pj": True, "qj": True, "pg": False, "qg": True}
+    arms = {a: ArmChoice.from_json({"chosen": 4e-3, "piloted_as": a}) for a in s.arms}  # the rest of its keys unset
+    at = rates_at(RateChoice(UNSET, arms, UNSET, UNSET, UNSET, {"b1": env}), 1.0)
+    assert at.arms["pg"].chosen == 1.6e-2 and at.arms["pg"].record.chosen == 4e-3 and at.enveloped
     roles = dict(ROLES)
-    claims = {c.key: c for c in rate_gate(evaluate_claims(roles, study(0.0004, -0.0328)), roles, choice, s)}
+    claims = {c.key: c for c in rate_gate(evaluate_claims(roles, study(0.0004, -0.0328)), roles, at, s)}
     for key in ("grow_gap", "interaction"):
         assert claims[key].verdict == claims[key].holm == RATE_UNDETERMINED, key
         assert "its bracket did not close" in claims[key].sentence
     assert claims["joint_gap"].verdict == "supported"
     # the shared-rate reading: 4e-3 is the lowest mean among the rates all four scored
-    assert env["shared"]["lr"] == 4e-3 and math.isclose(env["shared"]["select_ce"], 3.5)
+    assert env.shared.lr == 4e-3 and math.isclose(env.shared.select_ce, 3.5)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +184,7 @@ def test_a_ladders_check_at_the_pilots_own_budget_is_skipped_with_its_note():
     assert check_budget(coord) == coord.budget_scale * coord.lr_pilot.budget_scale == 0.5
     note = check_skipped(coord)
     assert note is not None and "the pilot's own (0.5)" in note
-    assert any(note in line for line in check_lines({"check_skipped": note}, coord.budgets))
+    assert any(note in line for line in check_lines(RateChoice.from_json({"check_skipped": note}), coord.budgets))
     gap = load_study("gap")  # its check (budget 1) is not the pilot's point (0.25): it runs
     assert check_budget(gap) == 1.0 and check_skipped(gap) is None
 
@@ -259,5 +269,5 @@ def test_without_a_pilot_the_envelope_anchors_at_each_arms_own_rate():
     assert study.lr_pilot.lrs == [] and study.lr_pilot.envelope_widen == 3
     assert {j.phase for j in study_plan(study, None, False)[0]} == {"main"}
     choice = anchor_choice(study)
-    assert {a: c["chosen"] for a, c in choice["arms"].items()} == dict.fromkeys(study.arms, 4e-3)
-    assert choice["arms"]["post-grow-matched"]["piloted_as"] == "post-grow" and choice["pilot"]["dir"] is None
+    assert {a: c.chosen for a, c in choice.arms.items()} == dict.fromkeys(study.arms, 4e-3)
+    assert choice.arms["post-grow-matched"].piloted_as == "post-grow" and choice.pilot.dir is None

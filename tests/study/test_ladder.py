@@ -485,8 +485,9 @@ def test_a_branch_ladder_trains_each_arm_once_and_equals_its_budgets_trained_dir
 def test_a_moved_rate_trains_each_budget_at_the_nearest_pilot_points_choice(tmp_path):
     """The rule registered before the runs (LOG, session 17): where the check moved an arm's choice, each budget trains
     at the choice of the pilot point nearest to it in log budget; an arm whose choice held keeps it everywhere."""
+    from normgrow.study.choice import RateChoice
     from normgrow.study.jobs import ladder_plan
-    from normgrow.study.pilot import choice_at, moved
+    from normgrow.study.pilot import moved, rates_at
     from normgrow.study.runner import rated_study
 
     path = tmp_path / "s.yaml"
@@ -497,13 +498,14 @@ def test_a_moved_rate_trains_each_budget_at_the_nearest_pilot_points_choice(tmp_
         return {"chosen": chosen, "edge": None, "check": {"chosen": check_best, "held": check_best == chosen}}
 
     # the pilot at budget 0.5, its check at budget 1 (log midpoint 0.707): 0.25 and 0.5 are nearer the pilot
-    choice = {
+    raw = {
         "pilot": {"budget_scale": 0.5},
         "check": {"budget_scale": 1.0},
         "arms": {"a": arm(4e-3, 2e-3), "b": arm(8e-3, 8e-3)},
     }
+    choice = RateChoice.from_json(raw)  # the file's other keys unset
     assert moved(choice) == ["a"]
-    plan = ladder_plan(study, tmp_path / "out", lambda b: rated_study(study, choice_at(choice, b)))
+    plan = ladder_plan(study, tmp_path / "out", lambda b: rated_study(study, rates_at(choice, b)))
     rates = {(j.point, j.arm): j.cfg.train.lr for _, _, jobs in plan for j in jobs}
     assert [rates[(f"b{b:g}", "a")] for b in (0.25, 0.5, 1, 2, 4)] == [4e-3, 4e-3, 2e-3, 2e-3, 2e-3]
     assert {rates[(f"b{b:g}", "b")] for b in (0.25, 0.5, 1, 2, 4)} == {8e-3}
@@ -511,14 +513,15 @@ def test_a_moved_rate_trains_each_budget_at_the_nearest_pilot_points_choice(tmp_
     from normgrow.study.branches import branched
 
     wsd = load_study(str(path), ["budgets=[0.25, 0.5, 1, 2, 4]", "ladder=branches", "train.schedule=wsd"])
-    nodes = ladder_plan(wsd, tmp_path / "out", lambda b: rated_study(wsd, choice_at(choice, b)))
+    nodes = ladder_plan(wsd, tmp_path / "out", lambda b: rated_study(wsd, rates_at(choice, b)))
     _, trunks = branched(nodes, tmp_path / "out")
     names = sorted(t.name for t in trunks)
     assert names == ["trunks/a-lr0.002-s0", "trunks/a-lr0.004-s0", "trunks/b-s0"]
     assert len({t.run_dir for t in trunks}) == 3 and all(t.run_dir.name == t.name.split("/")[1] for t in trunks)
     # a check whose run did not finish (held undetermined) moves nothing
-    choice["arms"]["a"]["check"] = {"chosen": None, "held": None}
-    assert moved(choice) == [] and choice_at(choice, 4.0)["arms"]["a"]["chosen"] == 4e-3
+    raw["arms"]["a"]["check"] = {"chosen": None, "held": None}
+    choice = RateChoice.from_json(raw)
+    assert moved(choice) == [] and rates_at(choice, 4.0).arms["a"].chosen == 4e-3
 
 
 def test_a_branch_ladders_grow_arm_is_labelled_continued_and_no_paper_claim_reads_it():

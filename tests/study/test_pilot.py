@@ -1,6 +1,7 @@
 """The learning-rate pilot (study section `lr_pilot`, normgrow/study/pilot.py): validation, the twin rule, the choice
 from hand-made pilot rows, and tiny real studies whose main runs train at the rates their pilot chose."""
 
+import dataclasses
 import json
 
 import pytest
@@ -8,9 +9,23 @@ from test_runner import results, write_study
 
 from conftest import cli
 from normgrow.errors import ConfigError
+from normgrow.study.choice import RateChoice, RatesAt
 from normgrow.study.config import ArmConfig, LrPilotConfig, StudyConfig, twin_of, validate_study
-from normgrow.study.pilot import beyond_edges, choose_rates, extension_study, pilot_study, round_dir, with_rates
+from normgrow.study.pilot import (
+    beyond_edges,
+    choose_rates,
+    extension_study,
+    pilot_study,
+    rates_at,
+    round_dir,
+    with_rates,
+)
 from normgrow.study.record import from_row
+
+
+def hand_rates(chosen: dict, **arms) -> RatesAt:
+    """The rates a study trains at, from each arm's chosen rate by hand (the choice's other keys unset)."""
+    return rates_at(RateChoice.from_json({"arms": {a: {"chosen": r, **arms.get(a, {})} for a, r in chosen.items()}}))
 
 
 @pytest.mark.parametrize(
@@ -88,24 +103,11 @@ def test_a_matched_arm_takes_its_unmatched_twins_rate_and_one_without_a_twin_is_
     assert p.arms["lonely"].overrides == ["model.norm=pre"] and p.arms["lonely"].preset == "grow"
     assert p.seeds == [7] and p.budget_scale == 0.125  # 0.5 × 0.25
     assert p.overrides == ["train.lr=0.003", "diagnostics.enabled=false"]  # the pilot's own after the study's
-    assert with_rates(s, {"arms": {a: {"chosen": None} for a in s.arms}}).overrides == ["train.lr=0.003"]
+    assert with_rates(s, hand_rates(dict.fromkeys(s.arms))).overrides == ["train.lr=0.003"]
     assert not p.contrasts and not p.lr_pilot.lrs  # the pilot compares no arms and pilots nothing itself
     validate_study(p)
-    choice = {
-        "arms": {
-            a: {"chosen": r}
-            for a, r in {
-                "pj": 0.004,
-                "pg": 0.001,
-                "pg-m": 0.001,
-                "pj-m": 0.004,
-                "base": 0.004,
-                "base-m": 0.004,
-                "lonely": None,
-            }.items()
-        }
-    }
-    rated = with_rates(s, choice)
+    chosen = {"pj": 0.004, "pg": 0.001, "pg-m": 0.001, "pj-m": 0.004, "base": 0.004, "base-m": 0.004, "lonely": None}
+    rated = with_rates(s, hand_rates(chosen))
     assert rated.arms["pg-m"].overrides == ["model.norm=post", "train.lr=0.001"] and rated.arms["pg-m"].match == "pj"
     assert rated.arms["pj"].overrides == ["model.norm=pre", "train.lr=0.004"]
     assert rated.arms["lonely"].overrides == ["model.norm=pre"]  # no rate: left as it was (and not launched)
@@ -143,7 +145,7 @@ def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_sha
     rows += [row("pg", lr, sd, ce) for lr, ce in ((0.001, 2.5), (0.003, 2.7), (0.004, 2.6)) for sd in (0, 1)]
     rows += [row("base", lr, sd, None, "failed") for lr in (0.001, 0.003, 0.004) for sd in (0, 1)]  # every run failed
     rows += [row("lonely", lr, sd, 4.0 - lr) for lr in (0.001, 0.003, 0.004) for sd in (0, 1)]
-    c = choose_rates(s, rows)["arms"]
+    c = choose_rates(s, rows).to_json()["arms"]  # as lr_choice.json holds it
     assert c["pj"]["chosen"] == 0.004 and c["pj"]["from"] == "pilot"
     assert [(r["lr"], r["select_ce"], r["seeds"]) for r in c["pj"]["rates"]] == [
         (0.001, pytest.approx(3.1), 2),
@@ -160,8 +162,8 @@ def test_the_choice_excludes_a_rate_with_a_failed_pilot_run_and_measures_the_sha
     assert c["pg-m"]["regret"] == pytest.approx(0.2)  # the twin's numbers
     assert c["pj"]["regret"] is None and "0.003 has no pilot score" in c["pj"]["regret_note"]  # it failed a seed
     assert c["base"]["regret"] is None and c["base"]["shared"] == 0.003
-    off = choose_rates(hand_study(lrs=[0.001, 0.004], seeds=[0, 1]), [r for r in rows if r.lr != 0.003])["arms"]["pg"]
-    assert off["regret"] is None and off["regret_note"] == (
+    off = choose_rates(hand_study(lrs=[0.001, 0.004], seeds=[0, 1]), [r for r in rows if r.lr != 0.003]).arms["pg"]
+    assert off.regret is None and off.regret_note == (
         "the shared rate 0.003 is not among the pilot's rates: its regret is not measured"
     )
 
@@ -182,12 +184,12 @@ def test_an_extending_pilot_adds_one_grid_step_beyond_each_edge_choice_and_stops
     ) == "pilot/extend-1"
     rows += [row("pj", 0.008, 0, 3.15), row("pg", 0.0005, 0, 2.4)]
     c = choose_rates(s, rows, {"pj": [0.008], "pg": [0.0005]})
-    assert c["arms"]["pj"]["chosen"] == 0.004 and c["arms"]["pj"]["edge"] is None
-    assert c["arms"]["pg"]["chosen"] == 0.0005 and c["arms"]["pg"]["edge"] == "lowest"
-    assert c["arms"]["pg-m"]["chosen"] == 0.0005 and c["pilot"]["extended"] == {"pj": [0.008], "pg": [0.0005]}
-    assert [r["lr"] for r in c["arms"]["pg"]["rates"]] == [0.001, 0.002, 0.004, 0.0005]
+    assert c.arms["pj"].chosen == 0.004 and c.arms["pj"].edge is None
+    assert c.arms["pg"].chosen == 0.0005 and c.arms["pg"].edge == "lowest"
+    assert c.arms["pg-m"].chosen == 0.0005 and c.pilot.extended == {"pj": (0.008,), "pg": (0.0005,)}
+    assert [r.lr for r in c.arms["pg"].rates] == [0.001, 0.002, 0.004, 0.0005]
     assert beyond_edges(s, c) == pytest.approx({"pg": 0.00025})
-    assert choose_rates(s, rows)["arms"]["pg"]["chosen"] == 0.001  # without the extension, its rows are not scored
+    assert choose_rates(s, rows).arms["pg"].chosen == 0.001  # without the extension, its rows are not scored
 
 
 def test_validation_of_a_hand_made_study_names_the_field():
@@ -490,33 +492,34 @@ def test_a_neighbouring_rate_that_beats_the_chosen_one_by_2_delta_leaves_its_cla
         lr_pilot=LrPilotConfig(lrs=[2e-3, 4e-3, 8e-3], confirm_seeds=[0, 1]),
     )
     chosen = {"pj": 4e-3, "qj": 8e-3, "pg": 4e-3, "qg": 8e-3}
-    choice = {"arms": {a: {"chosen": lr, "edge": None} for a, lr in chosen.items()}}
+    rates = hand_rates(chosen)
     main, sub = [], []
     for arm, lr in chosen.items():
         for seed in (0, 1):
             main.append(_rec(arm, seed, lr, 3.50))
             sub.append(_rec(arm, seed, lr / 2, 3.48 if arm == "pg" else 3.55))  # pre-grow: half the rate, 2δ better
             sub.append(_rec(arm, seed, lr * 2, 3.60))
-    out = with_confirm(s, choice, main, sub)
-    holds = {arm: c["holds"] for arm, c in out["confirm"]["arms"].items()}
+    confirm = with_confirm(s, rates, main, sub)
+    holds = {arm: c.holds for arm, c in confirm.arms.items()}
     assert holds == {"pj": True, "qj": True, "pg": False, "qg": True}
-    assert out["confirm"]["arms"]["pg"]["rates"] == [
+    assert confirm.to_json()["arms"]["pg"]["rates"] == [
         {"lr": 2e-3, "select_ce": 3.48},
         {"lr": 4e-3, "select_ce": 3.50},
         {"lr": 8e-3, "select_ce": pytest.approx(3.60)},
     ]
+    out = rates_at(dataclasses.replace(rates.choice, confirm=confirm))
     claims = {c.key: c for c in rate_gate(evaluate_claims(roles, study(0.0004, -0.0328)), roles, out)}
     for key in ("grow_gap", "grow_vs_joint", "interaction", "crossover"):
         assert claims[key].verdict == claims[key].holm == RATE_UNDETERMINED, key
         assert "the rate of pg did not hold" in claims[key].sentence
     assert claims["joint_gap"].verdict == "supported"  # reads pj and qj only
     assert any(
-        "| pg | 0.002, 0.004, 0.008 | 3.4800, 3.5000, 3.6000 | no | **no** |" == line for line in confirm_lines(out)
+        "| pg | 0.002, 0.004, 0.008 | 3.4800, 3.5000, 3.6000 | no | **no** |" == line for line in confirm_lines(confirm)
     )
     # within δ/2 the chosen rate holds; a pilot choice at its grid's edge does not, whatever the neighbours
     close = [_rec(a, sd, r.lr, 3.496) if a == "pg" and r.lr == 2e-3 else r for r in sub for a, sd in [(r.arm, r.seed)]]
-    edge = {"arms": {**choice["arms"], "qj": {"chosen": 8e-3, "edge": "top"}}}
-    again = with_confirm(s, edge, main, close)["confirm"]["arms"]
-    assert again["pg"]["holds"] is True and again["qj"]["holds"] is False
+    edge = hand_rates(chosen, qj={"edge": "top"})
+    again = with_confirm(s, edge, main, close).arms
+    assert again["pg"].holds is True and again["qj"].holds is False
     # a missing run: the rate is not confirmed, and its claims read undetermined (learning rate) too
-    assert with_confirm(s, choice, main[:-1], sub)["confirm"]["arms"][main[-1].arm]["holds"] is None
+    assert with_confirm(s, rates, main[:-1], sub).arms[main[-1].arm].holds is None

@@ -46,7 +46,7 @@ from normgrow.study.paper.regime import (
     scale_check,
 )
 from normgrow.study.paper.sections import RegimeConfig
-from normgrow.study.pilot import choose_rates, pilot_study, with_rates
+from normgrow.study.pilot import choose_rates, pilot_study, rates_at, with_rates
 from normgrow.study.record import from_row, values
 from normgrow.study.report.ladder import claims_by_budget, contrast_section, ladder_rung, sentence
 from normgrow.study.report.rates import choice_lines
@@ -442,7 +442,8 @@ def test_lr_from_follows_its_path_to_a_piloted_arm_and_the_choice_says_where_eac
         for lr, ce in scores
         for sd in (0, 1)
     ]
-    c = choose_rates(s, rows)["arms"]
+    choice = choose_rates(s, rows)
+    c = choice.to_json()["arms"]  # as lr_choice.json holds it
     assert [(a, c[a]["chosen"], c[a]["from"], c[a]["via"], c[a]["piloted_as"]) for a in s.arms] == [
         ("pj", 0.004, "pilot", [], "pj"),
         ("pg", 0.001, "pilot", [], "pg"),
@@ -452,10 +453,10 @@ def test_lr_from_follows_its_path_to_a_piloted_arm_and_the_choice_says_where_eac
         ("lonely", 0.004, "pilot", [], "lonely"),
     ]
     assert c["chain"]["shared"] == 0.003 and c["chain"]["regret"] is None  # 0.003 is not a pilot rate
-    text = "\n".join(choice_lines({"pilot": {"lrs": [0.001, 0.004]}, "arms": c}))
+    text = "\n".join(choice_lines(rates_at(choice)))
     assert "| chain | lr_from single → pg | **2.5000** ✓ | 2.6000 | 0.001 |" in text
     assert "| pg-m | twin pg |" in text and "| single | lr_from pg |" in text
-    rated = with_rates(s, {"arms": c})
+    rated = with_rates(s, rates_at(choice))
     assert rated.arms["chain"].overrides[-1] == "train.lr=0.001" and rated.arms["chain"].lr_from is None
     validate_study(rated)  # the rated study runs no pilot: no arm may still name lr_from
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from normgrow.run.plots import COLORS, budget_axis, pyplot, save_figure
+from normgrow.study.choice import RatesAt
 from normgrow.study.engine.stats import Estimate, estimate
 from normgrow.study.engine.verdicts import NOT_TESTED, Claim, describe
-from normgrow.study.envelope import ENVELOPE
 from normgrow.study.record import RunRecord, values
 
 CORE = (("pre_joint", "joint", "pre"), ("post_joint", "joint", "post"), ("pre_grow", "grow", "pre"),
@@ -137,13 +137,13 @@ def ladder_opening(
     return _closing(L, counts, rates, cautions)
 
 
-def rates_line(lr_choice: dict | None) -> str:
+def rates_line(lr_choice: RatesAt | None) -> str:
     """One line on the rates the claims read: envelope (and the brackets that did not close), the pilot's, or none."""
     if not lr_choice:
         return "Rates: every arm at its own `train.lr` (no pilot): a verdict here may be about rates."
-    env = lr_choice.get(ENVELOPE)
+    env = lr_choice.envelope
     if env:
-        open_ = [arm for arm, a in env["arms"].items() if not a["closed"]]
+        open_ = [arm for arm, a in env.arms.items() if not a.closed]
         return "Rates: every core arm at its own best rate at this budget (envelope)" + (
             f"; brackets not closed: {', '.join(open_)} (their claims read undetermined)." if open_ else
             "; every bracket closed."

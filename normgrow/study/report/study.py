@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from normgrow import atomic
+from normgrow.study.choice import RatesAt
 from normgrow.study.config import StudyConfig
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.stats import Estimate
@@ -76,7 +77,11 @@ def _dtype_lines(measures: Measures) -> list[str]:
 
 
 def _header(
-    study: StudyConfig, rows: list[RunRecord], all_rows: list[RunRecord], study_dir: Path, lr_choice: dict | None = None
+    study: StudyConfig,
+    rows: list[RunRecord],
+    all_rows: list[RunRecord],
+    study_dir: Path,
+    lr_choice: RatesAt | None = None,
 ) -> list[str]:
     n_seeds = len(study.seeds)
     L = [f"# Study `{study.name}`", ""]
@@ -210,7 +215,7 @@ def _claims_section(
     return L + [""]
 
 
-def _arms_section(rows: list[RunRecord], agg: Aggregate, selection: dict, piloted: dict) -> list[str]:
+def _arms_section(rows: list[RunRecord], agg: Aggregate, selection: dict, rates: RatesAt | None) -> list[str]:
     L = [
         "## Validation CE per arm",
         "",
@@ -221,9 +226,10 @@ def _arms_section(rows: list[RunRecord], agg: Aggregate, selection: dict, pilote
         r0 = next((r for r in rows if r.arm == arm), None)
         if r0 is None:
             continue
-        how = " (envelope)" if arm in piloted and "pilot_chosen" in piloted[arm] else " (pilot)"
+        piloted = rates.arms if rates is not None else {}
+        how = " (envelope)" if rates is not None and rates.enveloped else " (pilot)"
         lr = f"{r0.lr:g}" + (" (selected)" if arm in selection else how if arm in piloted else "")
-        if arm in piloted and piloted[arm]["chosen"] is None:
+        if arm in piloted and piloted[arm].chosen is None:
             lr = "— (no pilot rate)"
         L.append(
             f"| {arm} | {r0.norm} | {r0.curriculum} | {lr} | {_ci(a.val_ce)} | {_fmt(a.val_ce.sd)} | "
@@ -503,7 +509,7 @@ CAUSAL_DOSE_TITLE = "## The causal dose: the boundary stream scaled by c from ea
 
 
 def opening_lines(
-    study: StudyConfig, rows: list[RunRecord], claims: list[Claim], measures: Measures, lr_choice: dict | None,
+    study: StudyConfig, rows: list[RunRecord], claims: list[Claim], measures: Measures, lr_choice: RatesAt | None,
     parts: Sequence[Part], study_dir: Path,
 ) -> list[str]:  # fmt: skip
     """The report's opening: the four core arms' figure and at most six lines of what the study says."""
@@ -526,7 +532,7 @@ def write_report(
     measures: Measures | None = None,
     selection: dict | None = None,
     all_rows: list[RunRecord] | None = None,
-    lr_choice: dict | None = None,
+    lr_choice: RatesAt | None = None,
     parts: Sequence[Part] = (),
 ) -> Path:
     """report.md (self-contained text, figures linked from plots/) and the figures. `rows` are the runs the
@@ -540,11 +546,10 @@ def write_report(
     L += slot(parts, "above_claims")
     L += claims_section(study, rows, list(claims), measures)
     L += slot(parts, "after_claims")
-    piloted = (lr_choice or {}).get("arms", {})
-    L += _arms_section(rows, agg, selection, piloted)
+    L += _arms_section(rows, agg, selection, lr_choice)
     L += choice_lines(lr_choice)
-    L += envelope_section(study, all_rows if all_rows is not None else rows, lr_choice)
-    L += confirm_lines(lr_choice)
+    L += envelope_section(study, all_rows if all_rows is not None else rows, lr_choice.envelope if lr_choice else None)
+    L += confirm_lines(lr_choice.confirm if lr_choice else None)
     L += _selection_section(selection)
     L += _contrasts_section(study, agg)
     L += split_lines(study.contrasts, rows)

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from normgrow import atomic
+from normgrow.study.choice import RateChoice, RatesAt, given
 from normgrow.study.config import StudyConfig
 from normgrow.study.engine.fits import MIN_BUDGETS
 from normgrow.study.engine.measures import Measures
 from normgrow.study.engine.verdicts import Claim, evaluate_claims
-from normgrow.study.envelope import ENVELOPE, ladder_lines, mark
+from normgrow.study.envelope import envelopes, ladder_lines, mark
 from normgrow.study.jobs import Job
 from normgrow.study.limits import (
     curves_of,
@@ -26,7 +27,7 @@ from normgrow.study.limits import (
     limits_headline,
     limits_lines,
 )
-from normgrow.study.pilot import choice_at, rate_gate
+from normgrow.study.pilot import rate_gate, rates_at
 from normgrow.study.record import FIELDS, RunRecord, read_runs, select_lrs, study_measures, write_results
 from normgrow.study.report.contrasts import Aggregate, aggregate, contrast
 from normgrow.study.report.figures import dose_response
@@ -80,14 +81,14 @@ class Summary(NamedTuple):
 
 
 def summarize(
-    study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path, lr_choice: dict | None = None
+    study: StudyConfig, jobs: list[Job], status: dict[str, str], out: Path, lr_choice: RatesAt | None = None
 ) -> Summary:
     """results.csv, the statistics, the claims and report.md (with its figures) from what the run directories hold;
-    `status` the launcher's word on runs that did not finish; `lr_choice` the learning-rate pilot's choice
-    (pilot.py), if the study ran one."""
+    `status` the launcher's word on runs that did not finish; `lr_choice` the learning-rate choice at this study's
+    budget (pilot.rates_at), if the study chose its rates."""
     records, selection = select_lrs(study, read_runs(study, jobs, status))
-    if lr_choice and lr_choice.get(ENVELOPE):  # under envelope rates: each bracket's chosen rate kept
-        records = mark(records, lr_choice[ENVELOPE])
+    if lr_choice and lr_choice.envelope:  # under envelope rates: each bracket's chosen rate kept
+        records = mark(records, lr_choice.envelope)
     write_results([r.row() for r in records], out / "results.csv")
     kept = [r for r in records if r.kept]  # an arm's chosen learning rate only
     agg = aggregate(study, kept)
@@ -139,7 +140,7 @@ def summarize_sweep(
     out: Path,
     log: Callable[[str], None] = print,
     plots: bool = True,
-    lr_choice: dict | None = None,
+    lr_choice: RateChoice | None = None,
 ) -> Path:
     """Each point's (budget's) results.csv and report.md, the sweep's results.csv (every run, with its point and
     axis values; a ladder's with its budget label and budget_scale), its report.md (a sweep's with one figure per
@@ -147,7 +148,7 @@ def summarize_sweep(
     subs: list[Sub] = []
     rows, keys, root = [], axis_keys(study), sub_root(study)
     for (sub, sub_dir, jobs), p in zip(plan, sub_points(study), strict=True):
-        at = choice_at(lr_choice, sub.budget_scale) if lr_choice and study.budgets else lr_choice
+        at = rates_at(lr_choice, sub.budget_scale if study.budgets else None) if lr_choice else None
         done = summarize(sub, jobs, {j.name: v for j in jobs if (v := status.get(j.name))}, sub_dir, at)
         subs.append((p, sub, jobs, done))
         axes = dict(zip(keys, p.coords, strict=True))
@@ -163,7 +164,7 @@ def summarize_sweep(
             shape_lines(study, shares)
             + ladder_lines(lr_choice)
             + check_lines(lr_choice, study.budgets)
-            + confirm_lines(lr_choice)
+            + confirm_lines(given(lr_choice.confirm) if lr_choice else None)
         )
     else:
         lines, heads = _sweep_report(study, subs, out, plots)
@@ -190,16 +191,14 @@ def _sweep_report(study: StudyConfig, subs: list[Sub], out: Path, plots: bool) -
     ]
 
 
-def ladder_rates_line(lr_choice: dict | None) -> str:
+def ladder_rates_line(lr_choice: RateChoice | None) -> str:
     """One line on a ladder's rates: envelope at every budget (and the brackets that did not close), or not."""
-    envs = (lr_choice or {}).get(ENVELOPE)
+    envs = envelopes(lr_choice)
     if not envs:
         return "Rates: the pilot's choice at every budget (no envelope): a verdict may be about rates." if lr_choice else (
             "Rates: every arm at its own `train.lr` (no pilot): a verdict may be about rates."
         )  # fmt: skip
-    open_ = [
-        f"{env['budget_scale']:g} {arm}" for env in envs.values() for arm, a in env["arms"].items() if not a["closed"]
-    ]
+    open_ = [f"{env.budget_scale:g} {arm}" for env in envs.values() for arm, a in env.arms.items() if not a.closed]
     return "Rates: every core arm at its own best rate at every budget (envelope); " + (
         f"brackets not closed: {', '.join(open_)} (their claims there read undetermined)." if open_ else
         "every bracket closed."
@@ -207,7 +206,7 @@ def ladder_rates_line(lr_choice: dict | None) -> str:
 
 
 def _ladder_report(
-    study: StudyConfig, subs: list[Sub], out: Path, plots: bool, lr_choice: dict | None = None
+    study: StudyConfig, subs: list[Sub], out: Path, plots: bool, lr_choice: RateChoice | None = None
 ) -> tuple[list[str], list[str]]:
     """A ladder's report lines and its headline: every budget's numbers, its regime checks (regime.json written),
     the dose–response figure over every budget (drawn into out/plots/), and the reference budget's claims section."""
