@@ -12,6 +12,7 @@ the claims' verdicts and a report — all rebuilt from the study directory alone
     sections.py   the study-file section registry; sweep: and a ladder's checks as data
     jobs.py       arm × seed (× learning rate) jobs, their names, the study directory
     launch.py     launchers (inline, local processes, submitit/SLURM) as a registry, the progress bar
+    tree.py       a study's tree as a value (tree.shape): its pilot, check, envelope, leaves, confirmation
     runner.py     one walk of a study's tree (pilot, rounds, points or budgets) with two launchers: train, or read
     record.py     one record per run (RunRecord), results.csv, the learning-rate selection
     choice.py     lr_choice.json as frozen records;  pilot.py, envelope.py  the rates' pilot and per-budget envelope

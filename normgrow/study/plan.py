@@ -36,7 +36,7 @@ from normgrow.machine.hardware import cpu_info, recorded_gpu_rate
 from normgrow.parallel.dist import pick_device
 from normgrow.run.budget import match_budget
 from normgrow.study.branches import branched
-from normgrow.study.config import StudyConfig, envelope_on, load_study, study_preset_names
+from normgrow.study.config import StudyConfig, load_study, study_preset_names
 from normgrow.study.engine.stats import detectable, estimate, sd_interval, seeds_for, t_quantile
 from normgrow.study.engine.verdicts import study_roles
 from normgrow.study.envelope import bracket, bracket_jobs, bracketed
@@ -47,7 +47,6 @@ from normgrow.study.pilot import (
     CONFIRM_DIR,
     PILOT_DIR,
     check_round,
-    check_skipped,
     confirm_round,
     core_arms,
     pilot_study,
@@ -56,6 +55,7 @@ from normgrow.study.record import read_results
 from normgrow.study.report.contrasts import contrast
 from normgrow.study.sections import budget_label
 from normgrow.study.sweep import PAPER_TOKENS_PER_PARAM, non_embedding_params
+from normgrow.study.tree import shape
 from normgrow.train.stages import check_pool_repeats, plan_stages, planned_totals, step_cost
 
 GIB = 2**30
@@ -282,29 +282,29 @@ def study_plan(study: StudyConfig, world: int | None, fsdp: bool) -> tuple[list[
     matched as the runs will match them. Priced in memory: nothing is written (the directory named is notional)."""
     world = world or study.launcher.torchrun_nproc
     plans, cfgs = [], []
-    root = Path(study.name)
+    root, tree = Path(study.name), shape(study)
     phased: list[tuple[str, Job]] = []
     written: dict[str, RunConfig] = {}  # config file → the config a study would write there
-    if study.lr_pilot.lrs:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
+    if tree.pilot:  # the pilot's runs too (a rate changes no budget: the main runs cost the same)
         for sub, sub_dir in pilot_studies(study, root):
             sub_jobs = plan_jobs(sub, sub_dir)
             written |= {str(j.config_path): j.cfg for j in sub_jobs}
             phased += [("confirm" if sub_dir.name == "confirm" else "pilot", j) for j in sub_jobs]
-    if study.sweep.axes or study.budgets:
+    if tree.leaves != "plain":
         groups = sweep_plan(study, root)
         written |= {str(j.config_path): j.cfg for _, _, js in groups for j in js}
         trunks: list[Job] = []
-        if study.budgets and study.ladder == "branches":
+        if tree.trunks:
             groups, trunks = branched(groups, root)
-        held = budget_label(study.holdout) if study.holdout is not None else None
+        held = budget_label(tree.holdout) if tree.holdout is not None else None
         phased += [("trunk", j) for j in trunks]
-        if envelope_on(study):
+        if tree.envelope:
             groups = [(sub, sub_dir, [*jobs, *envelope_extra(sub, sub_dir)]) for sub, sub_dir, jobs in groups]
         phased += [("held" if j.point == held else "main", j) for _, _, js in groups for j in js]
     else:
         jobs = plan_jobs(study, root)
         written |= {str(j.config_path): j.cfg for j in jobs}
-        if envelope_on(study):
+        if tree.envelope:
             jobs += envelope_extra(study, root)
         phased += [("main", j) for j in jobs]
     for phase, job in phased:
@@ -349,13 +349,13 @@ def pilot_studies(study: StudyConfig, root: Path) -> list[tuple[StudyConfig, Pat
     confirmation. The check's and the confirmation's rates follow from the pilot's choice; they are priced at the
     grid's middle rate and its neighbours (a rate changes no run's cost). Extension rounds follow from the pilot's
     outcome and are not priced."""
-    out = [(pilot_study(study), root / PILOT_DIR)]
+    out, tree = [(pilot_study(study), root / PILOT_DIR)], shape(study)
     grid = sorted(study.lr_pilot.lrs)
     mid = grid[len(grid) // 2]
-    if study.budgets and study.lr_pilot.check and not envelope_on(study) and not check_skipped(study):
+    if tree.check == "run":
         three = [mid / 2, mid, mid * 2]
         out.append((check_round(study, {arm: three for arm in pilot_study(study).arms}), root / CHECK_DIR))
-    if study.lr_pilot.confirm_seeds:
+    if tree.confirm:
         out.append((confirm_round(study, dict.fromkeys(core_arms(study), mid)), root / CONFIRM_DIR))
     return out
 

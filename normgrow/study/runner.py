@@ -37,7 +37,7 @@ from normgrow.parallel.dist import pick_device
 from normgrow.run.pipeline import build_cache, prepare_data
 from normgrow.study.branches import TRUNKS, branched, without_failed_trunks, write_trunks
 from normgrow.study.choice import UNSET, BudgetEnvelope, RateChoice, RatesAt, given
-from normgrow.study.config import StudyConfig, envelope_on, load_study
+from normgrow.study.config import StudyConfig, load_study
 from normgrow.study.envelope import (
     bracket,
     bracket_jobs,
@@ -67,7 +67,6 @@ from normgrow.study.pilot import (
     PILOT_DIR,
     anchor_choice,
     beyond_edges,
-    check_skipped,
     check_study,
     choose_rates,
     confirm_study,
@@ -89,6 +88,7 @@ from normgrow.study.report.ladder import restricted
 from normgrow.study.report.summary import summarize, summarize_sweep
 from normgrow.study.sections import SECTIONS, budget_label
 from normgrow.study.sweep import ladder_points, rung_study
+from normgrow.study.tree import shape
 
 Log = Callable[[str], None]
 Node = tuple[StudyConfig, Path, list[Job]]  # a study directory of the tree: its study, directory and jobs
@@ -214,31 +214,30 @@ def predict_holdout(
 
 
 def walk(study: StudyConfig, out: Path, mode: Mode) -> Path:
-    """The study's tree: its pilot and rounds (when it has one), then its leaves; returns its report.md's path."""
-    choice = None
-    if study.lr_pilot.lrs:
-        if isinstance(mode, Train):
-            write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
+    """The study's tree (tree.shape): its pilot and rounds (when it has one), then its leaves; returns its report.md's
+    path."""
+    tree, choice = shape(study), None
+    if tree.chooses_rates and isinstance(mode, Train):
+        write_study_yaml(study, out)  # a directory holding another study is refused before the pilot runs
+    if tree.pilot:
         choice = pilot_choice(study, out, mode)
-    elif envelope_on(study):  # no pilot: the envelope anchors at each arm's own train.lr
-        if isinstance(mode, Train):
-            write_study_yaml(study, out)
+    elif tree.envelope:  # no pilot: the envelope anchors at each arm's own train.lr
         choice = anchor_choice(study)
-    if choice is not None and envelope_on(study):
+    if choice is not None and tree.envelope:
         return envelope_walk(study, out, mode, choice)
-    if study.sweep.axes or study.budgets:
+    if tree.leaves != "plain":
         rated = rated_study(study, rates_at(choice)) if choice is not None else study
         plan = sweep_plan(rated, out)
         if choice is not None and moved(choice):  # per budget, the rates of the nearest pilot point
             pilot = choice
             plan = ladder_plan(study, out, lambda b: rated_study(study, rates_at(pilot, b)))
         status = mode.sweep(rated, plan, out, write_own=choice is None)
-        if choice is not None and study.budgets and study.lr_pilot.confirm_seeds and mode.has_round(out / CONFIRM_DIR):
+        if choice is not None and tree.leaves == "ladder" and tree.confirm and mode.has_round(out / CONFIRM_DIR):
             choice = confirm_ladder(study, plan[-1], status, choice, out, mode)
         return summarize_sweep(rated, plan, status, out, mode.log, lr_choice=choice)
     jobs, blocked = piloted_jobs(study, out, rates_at(choice)) if choice is not None else (plan_jobs(study, out), {})
     status = mode.plain(study, jobs, out, blocked)
-    if choice is not None and study.lr_pilot.confirm_seeds and mode.has_round(out / CONFIRM_DIR):
+    if choice is not None and tree.confirm and mode.has_round(out / CONFIRM_DIR):
         sub = confirm_study(study, rates_at(choice))
         mode.log(f"rate confirmation at budget {study.budget_scale:g}: each core arm at half and twice its rate")
         _sub(sub, out / CONFIRM_DIR, mode, "rate confirmation")
@@ -357,7 +356,7 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> RateChoice:
     pilot = pilot_study(study)
     _sub(pilot, out / PILOT_DIR, mode, f"pilot (budget {pilot.budget_scale:g})")
     extra: dict[str, list[float]] = {}
-    for k in range(1, study.lr_pilot.extend + 1):
+    for k in range(1, shape(study).extend + 1):
         more = beyond_edges(study, choose_rates(study, _pilot_records(out, k - 1), extra))
         if not more:
             break
@@ -371,11 +370,11 @@ def pilot_choice(study: StudyConfig, out: Path, mode: Mode) -> RateChoice:
         for arm, lr in more.items():
             extra.setdefault(arm, []).append(lr)
     choice = choose_rates(study, _pilot_records(out, study.lr_pilot.extend), extra)
-    skip = check_skipped(study)
-    if study.budgets and study.lr_pilot.check and not envelope_on(study) and skip:
-        choice = dataclasses.replace(choice, check_skipped=skip)
-        mode.log(f"pilot check: {skip}")
-    elif study.budgets and study.lr_pilot.check and not envelope_on(study) and mode.has_round(out / CHECK_DIR):
+    tree = shape(study)
+    if tree.check == "skipped":
+        choice = dataclasses.replace(choice, check_skipped=str(tree.check_note))
+        mode.log(f"pilot check: {tree.check_note}")
+    elif tree.check == "run" and mode.has_round(out / CHECK_DIR):
         sub = check_study(study, choice)
         mode.log(f"pilot check at budget {sub.budget_scale:g}: the chosen rates and their neighbours")
         _sub(sub, out / CHECK_DIR, mode, f"pilot check (budget {sub.budget_scale:g})")
@@ -426,11 +425,12 @@ def run_study(study: StudyConfig, out: Path, log: Log = print, progress: bool = 
     for sec in SECTIONS.values():  # a paper's registered checks (its regime:), before any run
         for line in sec.start_lines(study):
             log(line)
-    if study.sweep.axes or study.budgets:
+    tree = shape(study)
+    if tree.leaves != "plain":
         jobs = [j for _, _, js in sweep_plan(study, out) for j in js]  # every point's configs checked
     else:
         jobs = plan_jobs(study, out)  # every arm's config checked (at its rate without the pilot)
-        if study.lr_pilot.lrs:
+        if tree.pilot:
             plan_jobs(pilot_study(study), out / PILOT_DIR)
     check_pools(study, jobs)
     if study.evaluate.tasks:  # before any run: a missing harness is one line now, not after hours of training
