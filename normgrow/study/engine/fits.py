@@ -17,7 +17,7 @@ out: nothing here reads files or writes text (limits.py turns these into a ladde
     two arms are resampled together (`paired_seeds`). `jackknife` returns centred pseudo-values — the full fit's
     value plus (n − 1) × (mean of the leave-one-out values − each one): their mean is the full fit's value and their
     t-interval over n − 1 degrees of freedom is the jackknife's (SE² = (n − 1)/n · Σ (θ₋ᵢ − θ̄)²), so the verdict
-    engine reads them like any per-seed values (tests/study/test_fits.py simulates its coverage).
+    engine reads them like any per-seed values (tests/study/engine/test_fits.py simulates its coverage).
 
 Why the jackknife and not the bootstrap: with three seeds a bootstrap has ten distinct resamples and its percentile
 interval under-covers (its variance carries the factor (n − 1)/n and ignores the t quantile); the jackknife-t is the

@@ -10,7 +10,7 @@ each slot's lines where the slot says, in the parts' registration order:
                        headline lines and cautions
 
 The paper's parts (its regime checks, the rivals' claims, the causal dose) register in normgrow/study/paper/plugin.py;
-a second paper's from its own module (tests/study/test_second_paper.py). A part may also write files beside the
+a second paper's from its own module (tests/study/paper/test_second_paper.py). A part may also write files beside the
 report (regime.json): it is called once per summary.
 """
 
