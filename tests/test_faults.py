@@ -182,7 +182,13 @@ def test_a_second_trainer_on_a_live_run_is_refused(tiny_cache, tmp_path):
         [sys.executable, "-m", "normgrow.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     wait_for(lambda: (out / "metrics.jsonl").is_file() and events(out, "train"))
-    second = cli(*args, check=False)
+    # held live while the second starts: on a fast CPU the first run could finish before the second's imports do
+    # (Zen 5, session 27: 12,288 tokens in 2 s, and the second found a finished run)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = cli(*args, check=False)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     assert second.returncode == 2 and f"in use by another run process (pid {first.pid} on" in second.stderr
     assert first.wait(timeout=300) == 0 and no_repeated_steps(out)
 
