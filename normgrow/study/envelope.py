@@ -42,8 +42,6 @@ from normgrow.study.jobs import Job, plan_jobs
 from normgrow.study.record import RunRecord
 from normgrow.study.report.contrasts import contrast
 
-ENVELOPE = "envelope"
-
 
 def envelopes(choice: RateChoice | None) -> dict[str, BudgetEnvelope]:
     """Every budget's envelope in a choice, by budget label (none: no envelope)."""
