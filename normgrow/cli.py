@@ -57,6 +57,7 @@ from normgrow.study.plan import (
 from normgrow.study.report.compare import compare_studies
 from normgrow.study.report.downstream import evaluate_study, settings
 from normgrow.study.runner import rebuild_report, run_study, unfinished_runs
+from normgrow.teacher.load import non_embedding_parameters
 from normgrow.teacher.standin import make_standin, study_overrides
 from normgrow.train import rundir
 from normgrow.train.rundir import RunDir
@@ -149,6 +150,13 @@ def cmd_model(args: argparse.Namespace) -> None:
         f"final norm/LM head {counts['final_norm_and_head']:,}"
     )
     print(f"init: {student.init_record()}")
+    teacher = non_embedding_parameters(cfg)
+    if teacher is not None:  # the paper's capacity ratio: Qwen3-8B over its nine-block student, 49×
+        own = counts["blocks"] + sum(p.numel() for p in student.norm.parameters())
+        print(
+            f"capacity: teacher {cfg.teacher.path} {teacher:,} non-embedding parameters / student {own:,} "
+            f"(blocks and final norm) = {teacher / own:.1f}× (the paper's Qwen3-8B over its nine blocks: 49×)"
+        )
 
 
 def default_run_dir(cfg) -> str:

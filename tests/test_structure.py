@@ -22,7 +22,7 @@ STUDY_USERS = {"normgrow", "normgrow.cli"}  # the only modules outside normgrow.
 # The floor plan, bottom up: a module imports only modules of its own floor and of the floors below. The package
 # root holds the shared utilities (the ground floor) and the face: the command line and `__init__`, on top.
 FLOORS: list[set[str]] = [
-    {"errors", "atomic", "locks", "registry", "progress", "version", "flags"},
+    {"errors", "atomic", "locks", "registry", "progress", "version", "flags", "hfsource"},
     {"config"},
     {"nn", "data"},  # side by side: neither imports the other
     {"parallel"},
@@ -290,3 +290,13 @@ def test_the_run_file_check_catches_a_planted_path():
     planted = ast.parse('import json\n\ndef read(d):\n    return json.loads((d / "summary.json").read_text())\n')
     assert run_file_names({**modules_cache, "normgrow.run.plots": planted}) == ["normgrow.run.plots: summary.json"]
     assert run_file_names({RUN_DIR_MODULE: planted}) == []  # the module that owns the names may spell them
+
+
+def test_every_package_folder_is_in_the_wheel():
+    """pyproject.toml lists the packages a non-editable install ships: a folder missing there installs without its
+    modules (study/paper and study/report were, until session 28)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {module_name(p.parent / "__init__.py") for p in PACKAGE.rglob("__init__.py")}
+    assert folders - listed == set()

@@ -3,7 +3,8 @@ the BOS id that starts every document; and the token class of every vocabulary i
 
     data.tokenizer ─► bpe:      train documents ─► byte-level BPE ─► cache/tokenizers/<key>/ ─► loaded from there
                       teacher:  teacher.path's tokenizer
-                      else:     AutoTokenizer.from_pretrained(path or hub id), fast tokenizers only
+                      else:     AutoTokenizer.from_pretrained(path, hub id, .gguf file or pkg:DIST/FILE:
+                                normgrow/hfsource.py), fast tokenizers only
 
 Choices:
 - The BPE is byte level, with no clean-up of spaces before punctuation, so every string is encodable and
@@ -28,6 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from normgrow import hfsource
 from normgrow.atomic import publish_directory
 from normgrow.config import DataConfig
 from normgrow.data.sources import CorpusScan, _key, scan_corpus, split_documents
@@ -110,8 +112,9 @@ def _train_bpe(texts: Iterator[str], vocab_size: int, n_texts: int) -> PreTraine
 
 
 def _auto_tokenizer(path: str, key: str) -> PreTrainedTokenizerFast:
+    src = hfsource.locate(path, key)
     try:
-        tok = AutoTokenizer.from_pretrained(path)
+        tok = AutoTokenizer.from_pretrained(src.ref, **src.kwargs)
     except Exception as e:  # missing dir, unknown hub id, no network, broken files
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise DataError(f"{key}: {path}: cannot load a tokenizer ({msg})") from None

@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from normgrow import atomic
+from normgrow import atomic, hfsource
 from normgrow.atomic import sha256_file
 from normgrow.config import RunConfig
 from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
@@ -88,15 +88,19 @@ def sample_sha256(path: Path, size: int, block: int = 1 << 16, blocks: int = 64)
 
 
 def teacher_identity(path: str, memo: Path | None = None) -> dict:
-    """What identifies a teacher: its config.json and the sha256 of its weight files. Hashes are
+    """What identifies a teacher: its config.json and the sha256 of its weight files (or of its one GGUF file). Hashes are
     remembered in `memo` (a JSON file in the cache root) by path, size, modification and change times
     and a hash of samples of the content (`sample_sha256`), so a 16 GB teacher is hashed once, not at
     every run start, while a file rewritten in place — even with its size and mtime restored — is
     hashed again (the change time cannot be set back; the samples catch copies that keep it)."""
-    root = Path(path)
-    if not root.is_dir():
+    src = hfsource.locate(path, "teacher.path")
+    root = Path(src.ref)
+    if src.gguf is not None:  # one file; a package's is named by its spec, the same in every environment
+        files, where = [src.gguf], path if path.startswith(hfsource.PACKAGE_PREFIX) else str(src.gguf)
+    elif root.is_dir():
+        files, where = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()), None
+    else:
         return {"path": path, "weights_sha256": None, "note": "hub id: identified by name only"}
-    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
     h = hashlib.sha256()
     h.update((root / "config.json").read_bytes() if (root / "config.json").is_file() else b"")
     known = json.loads(memo.read_text()) if memo is not None and memo.is_file() else {}
@@ -110,7 +114,7 @@ def teacher_identity(path: str, memo: Path | None = None) -> dict:
         h.update(known[key].encode())
     if memo is not None and new:  # a read-only cache remembers nothing: the hash is computed again next time
         atomic.remember(memo, json.dumps(known))
-    return {"path": str(root.resolve()), "weights_sha256": h.hexdigest()}
+    return {"path": where or str(root.resolve()), "weights_sha256": h.hexdigest()}
 
 
 # meta.json fields added after caches were first keyed: left out while they hold the value that was the only one

@@ -22,6 +22,7 @@ cached; building it combines training and export, so it lives above them (run/pi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import typing
@@ -31,12 +32,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from normgrow import hfsource
 from normgrow.config import ModelConfig, RunConfig, load_config
 from normgrow.errors import NormgrowError
 from normgrow.nn.losses import TeacherChunks
+from normgrow.nn.model import Student
 from normgrow.parallel import sharding
 
 NO_TEACHER = "none"
@@ -55,7 +58,7 @@ KNOWN_SHAPES: dict[str, dict[str, Any]] = {
 
 def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
     """The teacher's shape, for cost estimates before it is loaded: the default teacher's preset, the
-    config.json of a local checkpoint (Qwen3/Llama-style keys), or a known hub model's (KNOWN_SHAPES);
+    config.json of a local checkpoint (Qwen3/Llama-style keys) or a GGUF file's header, or a known hub model's (KNOWN_SHAPES);
     None when unknown (no teacher, another hub id)."""
     vocab = cfg.model.vocab_size or cfg.data.vocab_size
     if cfg.teacher.path == DEFAULT_TEACHER:
@@ -63,7 +66,7 @@ def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
     if cfg.teacher.path in KNOWN_SHAPES and not Path(cfg.teacher.path).exists():
         return ModelConfig(**KNOWN_SHAPES[cfg.teacher.path])
     try:
-        hf = json.loads((Path(cfg.teacher.path) / "config.json").read_text())
+        hf = _hf_config(cfg.teacher.path)
         return ModelConfig(
             n_layer=int(hf["num_hidden_layers"]),
             d_model=int(hf["hidden_size"]),
@@ -75,6 +78,52 @@ def teacher_shape(cfg: RunConfig) -> ModelConfig | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _hf_config(path: str) -> dict:
+    """A local checkpoint's config.json, or the config transformers reads from a GGUF file's header."""
+    src = hfsource.locate(path, "teacher.path")
+    if src.gguf is None:
+        return json.loads((Path(path) / "config.json").read_text())
+    return _auto_config(src).to_dict()
+
+
+def _auto_config(src: hfsource.Source) -> PretrainedConfig:
+    """AutoConfig of a local checkpoint; a GGUF header's (≈ 4 s to read) is remembered per file and version."""
+    if src.gguf is None:
+        return AutoConfig.from_pretrained(src.ref)
+    st = src.gguf.stat()
+    return _gguf_config(str(src.gguf), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _gguf_config(file: str, size: int, mtime_ns: int) -> PretrainedConfig:
+    hf_logging.disable_progress_bar()
+    return AutoConfig.from_pretrained(str(Path(file).parent), gguf_file=Path(file).name)
+
+
+def non_embedding_parameters(cfg: RunConfig) -> int | None:
+    """The teacher's parameters outside its token embedding and LM head (the paper's capacity measure; the
+    student's is its blocks and final norm), counted on the meta device from its config: any architecture
+    transformers knows, the default teacher's preset, a known hub model's shape; None when unknown."""
+    path = cfg.teacher.path
+    if path == NO_TEACHER:
+        return None
+    src = hfsource.locate(path, "teacher.path") if path != DEFAULT_TEACHER else None
+    if src is not None and (src.gguf is not None or (Path(path) / "config.json").is_file()):
+        hf_logging.set_verbosity_error()
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(_auto_config(src))
+        embed, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+        total = sum(p.numel() for p in model.parameters())  # a tied head is one parameter, counted once
+        return total - embed.numel() - (0 if head is embed else head.numel())
+    shape = teacher_shape(cfg)
+    if shape is None:
+        return None
+    rows = shape.vocab_size or 0
+    with torch.device("meta"):
+        student = Student(dataclasses.replace(shape, vocab_size=rows or 1))
+    return sum(p.numel() for p in student.layers.parameters()) + sum(p.numel() for p in student.norm.parameters())
 
 
 def unigram_nll(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
@@ -170,11 +219,14 @@ def load_teacher(
 def _from_pretrained(path: str, dtype: str) -> PreTrainedModel:
     """AutoModelForCausalLM.from_pretrained, a missing local directory or a failed load as one line."""
     hf_logging.disable_progress_bar()
+    src = hfsource.locate(path, "teacher.path")
     looks_local = path.startswith((".", "/", "~")) or os.sep in path.rstrip(os.sep).lstrip(".") and path.count("/") > 1
-    if looks_local and not Path(path).expanduser().is_dir():
+    if src.gguf is None and looks_local and not Path(path).expanduser().is_dir():
         raise TeacherError(f"teacher.path: {path}: no such directory")
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+        return AutoModelForCausalLM.from_pretrained(src.ref, dtype=DTYPES[dtype], **src.kwargs)
+    except ImportError as e:  # a GGUF file without the `gguf` package
+        raise TeacherError(f"teacher.path: cannot load '{path}': {str(e).strip().splitlines()[0]}") from None
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TeacherError(f"teacher.path: cannot load '{path}': {first}") from None
