@@ -67,6 +67,7 @@ from normgrow.teacher.load import Teacher
 CACHE_VERSION = "topk-v2"  # v2: tail mass summed directly (v1: 1 − Σ top-k)
 SAMPLED_VERSION = "sampled-v1"
 CHUNK_SEQUENCES = 16  # sequences per teacher forward while building (fixed: resume is byte-identical)
+PROJECT_ROWS = 1024  # rows projected onto the vocabulary at once (whole sequences): small tensors, few page faults
 
 
 class CacheError(NormgrowError):
@@ -309,25 +310,32 @@ def _write_chunk(maps: dict, r0: int, r1: int, teacher: Teacher, x: torch.Tensor
     """The teacher's rows r0 … r1 for inputs x (b, T), the split's sequences `seqs`: its log-probs at τ, whole (full
     layout) or top-k with ids and the tail, or n draws and the entropy (sampled), written into the memory maps and
     flushed."""
-    tau = meta["temperature"]
+    T = meta["seq_len"]
+    per = max(1, PROJECT_ROWS // T)  # sequences projected at once: (per·T, V) logits, not the whole chunk's
     with torch.no_grad():
         tc = teacher.chunks(x)
-        logits = (tc.hidden @ tc.weight.T).float() / tau  # (b·T, V)
-        logp = torch.log_softmax(logits, dim=-1)
-        if is_sampled(meta):
-            ids, entropy = sampled_rows(logp, meta, seqs)
-            maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
-            maps["entropy.bin"][r0:r1] = entropy.cpu().numpy().astype(maps["entropy.bin"].dtype)
-        elif is_full(meta):
-            maps["logp.bin"][r0:r1] = logp.cpu().numpy().astype(maps["logp.bin"].dtype)
-        else:
-            top, ids = logp.topk(meta["k"], dim=-1)  # descending
-            tail = tail_logsumexp(logp, ids)
-            maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(maps["logp.bin"].dtype)
-            maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
-            maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(maps["tail.bin"].dtype)
+        for j in range(0, len(seqs), per):
+            a, b = j * T, min(len(seqs), j + per) * T
+            _write_rows(maps, r0 + a, r0 + b, tc.hidden[a:b] @ tc.weight.T, meta, seqs[j : j + per])
     for m in maps.values():
         m.flush()
+
+
+def _write_rows(maps: dict, r0: int, r1: int, logits: torch.Tensor, meta: dict, seqs: np.ndarray) -> None:
+    """Rows r0 … r1 of the cache from the teacher's logits (r1 − r0, V) of whole sequences `seqs`."""
+    logp = torch.log_softmax(logits.float() / meta["temperature"], dim=-1)
+    if is_sampled(meta):
+        ids, entropy = sampled_rows(logp, meta, seqs)
+        maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
+        maps["entropy.bin"][r0:r1] = entropy.cpu().numpy().astype(maps["entropy.bin"].dtype)
+    elif is_full(meta):
+        maps["logp.bin"][r0:r1] = logp.cpu().numpy().astype(maps["logp.bin"].dtype)
+    else:
+        top, ids = logp.topk(meta["k"], dim=-1)  # descending
+        tail = tail_logsumexp(logp, ids)
+        maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(maps["logp.bin"].dtype)
+        maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
+        maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(maps["tail.bin"].dtype)
 
 
 def _finish(out: Path, meta: dict, log: Callable[[str], None]) -> None:
