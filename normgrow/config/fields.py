@@ -111,7 +111,7 @@ class DataConfig:
 @dataclass
 class TeacherConfig:
     path: str = "default"
-    """Teacher causal LM: a local path or hub id; 'default' = the embedded default teacher; 'none' = plain next-token training."""
+    """Teacher causal LM: a local directory, hub id, .gguf file or pkg:DIST/FILE (a file an installed package ships); 'default' = the embedded default teacher; 'none' = plain next-token training."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = setting("auto", old_default="float32")
     """Dtype the teacher is loaded in; 'auto' = bfloat16 only where it is native and its forward of this run's shape is measured ≥ 1.2× faster (machine/dtypes.py), else float32."""
     default_preset: str = "teacher"
