@@ -17,7 +17,8 @@ own work; float32 everywhere else):
 3. A run with no teacher to load takes the student's dtype for its teacher; the default teacher's own training run
    takes rule 1's (`machine_dtype`: its recipe's key names the dtype it was trained in).
 4. A study writes each shape's verdict before its first run (`resolve_for_jobs`), so its runs cannot split between
-   dtypes on one machine; a run directory keeps the dtypes its run started with (`keep_saved`); rank 0 decides
+   dtypes on one machine, and where its shapes' verdicts disagree every shape takes float32 (`one_verdict`), so its
+   arms cannot either; a run directory keeps the dtypes its run started with (`keep_saved`); rank 0 decides
    for every rank of a torchrun job (`resolve_run`). The resolved config.yaml names the dtype used.
 """
 
@@ -258,8 +259,9 @@ def resolve_for_jobs(
 ) -> None:
     """Rule 4: where a CPU's probe decides `auto`, probe each distinct shape of a study's jobs ((arm, config, device,
     cache root) each) once, at the runs' thread count, before any run starts: the runs then read one cached verdict
-    instead of racing to write their own."""
+    instead of racing to write their own. Then one verdict for the whole study (`one_verdict`)."""
     seen = set()
+    probed: dict[Path, tuple[str, RunConfig, dict]] = {}
     old = torch.get_num_threads()
     try:
         if threads:
@@ -272,7 +274,29 @@ def resolve_for_jobs(
                 continue
             seen.add(path)
             out, record = resolve_auto(cfg, device, root)
-            if record is not None and "student_float32_s" in record:
+            if path is not None and record is not None and "student_float32_s" in record:
                 log(f"dtype auto for {arm}'s shape: {evidence(cfg, out, record)}")
+                probed[path] = (arm, cfg, record)
     finally:
         torch.set_num_threads(old)
+    one_verdict(probed, log)
+
+
+def one_verdict(probed: Mapping[Path, tuple[str, RunConfig, dict]], log: Callable[[str], None]) -> None:
+    """A study's arms are compared, so `auto` must not put them in different precisions: where the shapes' verdicts
+    for a part (student, teacher) disagree — probes near STEP_MIN_SPEEDUP, e.g. a pre-norm step 1.23× and a post-norm
+    step 1.17× faster in bfloat16 —, every shape of the study takes float32 for it, and each rewritten record says why
+    (`study_wide`)."""
+    for part, field in (("student", "train"), ("teacher", "teacher")):
+        auto = {p: (arm, rec) for p, (arm, cfg, rec) in probed.items() if getattr(cfg, field).dtype == "auto"}
+        if len({rec[part] for _, rec in auto.values()}) < 2:
+            continue
+        said = ", ".join(f"{arm} {rec[part]}" for arm, rec in auto.values())
+        why = f"float32 for every arm of the study: their shapes' verdicts disagreed ({said})"
+        for path, (_, rec) in auto.items():
+            if rec[part] != "float32":
+                rec[part] = "float32"
+                rec["study_wide"] = {**rec.get("study_wide", {}), part: why}
+                atomic.remember(path, json.dumps(rec, indent=1, default=str))
+                _VERDICTS[path.name] = rec
+        log(f"dtype auto, {part}: {why}")

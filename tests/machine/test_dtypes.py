@@ -11,7 +11,7 @@ from conftest import cli
 from normgrow.config import load_config, save_config
 from normgrow.machine import dtypes
 from normgrow.machine.dtypes import MIN_SPEEDUP, keep_saved, machine_dtype
-from normgrow.machine.hardware import BF16_FLAGS, cpu_info
+from normgrow.machine.hardware import BF16_FLAGS, cpu_info, machine_key
 from normgrow.parallel import dist
 
 AVX2 = """processor\t: 0
@@ -228,3 +228,47 @@ def test_a_damaged_verdict_in_the_cache_is_rewritten_by_the_next_run(tmp_path):
     student, teacher, record = dtypes.auto_dtypes(cfg, cpu, tmp_path)
     assert {student, teacher} <= {"float32", "bfloat16"} and "student_float32_s" in record
     assert json.loads(path.read_text())["student"] == student  # measured again and kept
+
+
+def test_a_study_whose_shapes_disagree_puts_every_arm_in_float32(tmp_path):
+    """Two arms whose probes straddle STEP_MIN_SPEEDUP (records by hand: pre-norm's step 1.23× faster in bfloat16,
+    post-norm's 1.17×) resolve to one precision: float32 for both students; the teachers, which agree, keep theirs.
+    Rule 1's record is planted too (bfloat16 native and fast), so that the test does not hang on the machine's noise."""
+    cpu, info = torch.device("cpu"), cpu_info()
+    if not info.flags & BF16_FLAGS:
+        pytest.skip("no native bfloat16 on this CPU: `auto` is float32 without a step probe")
+    (tmp_path / "hardware").mkdir()
+    rule1 = {"choice": "bfloat16", "speedup": 2.0, "rule": "by hand"}
+    (tmp_path / "hardware" / f"cpu-{machine_key(info)}.json").write_text(json.dumps(rule1))
+    jobs, paths = [], {}
+    for norm, student_f32 in (("pre", 1.23), ("post", 1.17)):
+        cfg = load_config(
+            "tiny", [f"data.cache_dir={tmp_path}", "train.dtype=auto", "teacher.dtype=auto", f"model.norm={norm}"]
+        )
+        paths[norm] = dtypes.dtype_record_path(cfg, cpu, tmp_path)
+        record = {
+            "student": dtypes.step_verdict(student_f32, 1.0),
+            "teacher": "bfloat16",
+            "student_float32_s": student_f32,
+            "student_bfloat16_s": 1.0,
+            "teacher_float32_s": 2.0,
+            "teacher_bfloat16_s": 1.0,
+            "rule": "by hand",
+        }
+        paths[norm].write_text(json.dumps(record))
+        jobs.append((f"{norm}-joint", cfg, cpu, tmp_path))
+    assert paths["pre"] != paths["post"]
+    assert json.loads(paths["pre"].read_text())["student"] == "bfloat16"  # the split this guards against
+    dtypes._VERDICTS.clear()
+    lines: list[str] = []
+    dtypes.resolve_for_jobs(jobs, lines.append, threads=None)
+    dtypes._VERDICTS.clear()  # what a run in another process reads: the files
+    for _, cfg, _, _ in jobs:
+        out = dtypes.resolve_run(cfg, _on_cpu(), tmp_path, log=lambda *_: None)
+        assert (out.train.dtype, out.teacher.dtype) == ("float32", "bfloat16")
+    saved = json.loads(paths["pre"].read_text())
+    assert (
+        "pre-joint bfloat16, post-joint float32" in saved["study_wide"]["student"]
+        and "teacher" not in saved["study_wide"]
+    )
+    assert any("every arm of the study" in line for line in lines)
