@@ -59,7 +59,7 @@ from normgrow.config import RunConfig
 from normgrow.data import POOL_RULE, Prepared, cache_root, n_sequences, tokenizer_hash, train_pool
 from normgrow.errors import NormgrowError, disk_full, no_space
 from normgrow.locks import DirLock
-from normgrow.nn.losses import SampledTeacher, SparseTeacher, inverse_cdf, tail_logsumexp
+from normgrow.nn.losses import SampledTeacher, SparseTeacher, inverse_cdf
 from normgrow.parallel import dist
 from normgrow.progress import progress_bar
 from normgrow.teacher.load import Teacher
@@ -322,20 +322,28 @@ def _write_chunk(maps: dict, r0: int, r1: int, teacher: Teacher, x: torch.Tensor
 
 
 def _write_rows(maps: dict, r0: int, r1: int, logits: torch.Tensor, meta: dict, seqs: np.ndarray) -> None:
-    """Rows r0 … r1 of the cache from the teacher's logits (r1 − r0, V) of whole sequences `seqs`."""
-    logp = torch.log_softmax(logits.float() / meta["temperature"], dim=-1)
-    if is_sampled(meta):
+    """Rows r0 … r1 of the cache from the teacher's logits (r1 − r0, V) of whole sequences `seqs`.
+
+    Top-k never forms the log-probabilities: with z the logits at τ and L = logsumexp(z), the top k are z_top − L
+    and the tail is logsumexp(z with the top k masked) − L, summed directly over the tail (no 1 − Σ top-k
+    cancellation), two reductions over z in place of log-softmax's full (rows, V) tensor and a masked copy of it.
+    `logits` is consumed: a float32 teacher's at τ = 1 are masked in place."""
+    z = logits.float() if meta["temperature"] == 1.0 else logits.float() / meta["temperature"]
+    if is_sampled(meta) or is_full(meta):
+        logp = torch.log_softmax(z, dim=-1)
+        if is_full(meta):
+            maps["logp.bin"][r0:r1] = logp.cpu().numpy().astype(maps["logp.bin"].dtype)
+            return
         ids, entropy = sampled_rows(logp, meta, seqs)
         maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
         maps["entropy.bin"][r0:r1] = entropy.cpu().numpy().astype(maps["entropy.bin"].dtype)
-    elif is_full(meta):
-        maps["logp.bin"][r0:r1] = logp.cpu().numpy().astype(maps["logp.bin"].dtype)
-    else:
-        top, ids = logp.topk(meta["k"], dim=-1)  # descending
-        tail = tail_logsumexp(logp, ids)
-        maps["logp.bin"][r0:r1] = top.cpu().numpy().astype(maps["logp.bin"].dtype)
-        maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
-        maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(maps["tail.bin"].dtype)
+        return
+    lse = torch.logsumexp(z, dim=-1)
+    top, ids = z.topk(meta["k"], dim=-1)  # descending
+    tail = torch.logsumexp(z.scatter_(1, ids, -float("inf")), dim=-1) - lse
+    maps["logp.bin"][r0:r1] = (top - lse[:, None]).cpu().numpy().astype(maps["logp.bin"].dtype)
+    maps["ids.bin"][r0:r1] = ids.cpu().numpy().astype(maps["ids.bin"].dtype)
+    maps["tail.bin"][r0:r1] = tail.cpu().numpy().astype(maps["tail.bin"].dtype)
 
 
 def _finish(out: Path, meta: dict, log: Callable[[str], None]) -> None:
